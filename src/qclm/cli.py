@@ -1,0 +1,41 @@
+"""Command line: ``qclm <command>``. Each command lives with the module that owns its logic."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _add_analyze(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
+    p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap iterations (default 10000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--size-classes", default="3,8", help="size-class boundaries in billions of parameters")
+    p.add_argument("--silhouette", default=None, help="optional per-item silhouette table from scoring")
+    p.add_argument("--variant-probs", default=None, help="optional variant probability table (heatmap figure)")
+    p.add_argument("--no-figures", action="store_true")
+
+    def run(args: argparse.Namespace) -> int:
+        from qclm.analysis.cli import run_analyze
+
+        return run_analyze(args)
+
+    p.set_defaults(func=run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qclm", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_analyze(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
