@@ -15,6 +15,8 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size-classes", default="3,8", help="size-class boundaries in billions of parameters")
     p.add_argument("--silhouette", default=None, help="optional per-item silhouette table from scoring")
     p.add_argument("--variant-probs", default=None, help="optional variant probability table (heatmap figure)")
+    p.add_argument("--heatmap-item", default=None,
+                   help="item of the heatmap figure: ITEM or QUESTIONNAIRE:ITEM (default: first item)")
     p.add_argument("--no-figures", action="store_true")
 
     def run(args: argparse.Namespace) -> int:

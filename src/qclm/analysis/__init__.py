@@ -1,0 +1,15 @@
+"""Analysis stage: z-scores, paired tests, variance decomposition, validation, figures (method.md sections 5-8).
+
+- :mod:`qclm.analysis.inputs`: reading and checking the scoring-stage tables; questionnaire and condition
+  scores (eq. 3, eq. 5)
+- :mod:`qclm.analysis.stats`: one function per statistic, on numpy arrays (sections 6-7)
+- :mod:`qclm.analysis.tables`: the output tables, CSV plus Markdown and HTML copies
+- :mod:`qclm.analysis.figures`: figures 3-6 of the paper and three more
+- :mod:`qclm.analysis.cli`: ``qclm analyze`` and :func:`analyze`, the whole stage in one call
+- :mod:`qclm.analysis.synthetic`: synthetic tables with planted effects (tests, benchmarks)
+"""
+
+from qclm.analysis.cli import TABLES, analyze
+from qclm.analysis.inputs import InputError
+
+__all__ = ["TABLES", "InputError", "analyze"]

@@ -1,0 +1,400 @@
+"""Figures of the analysis stage (method.md section 8 and additions), PNG and PDF at paper column width.
+
+Palette: Okabe-Ito (colour-blind safe), with grey for the vanilla condition and the residual. Every
+figure function takes result tables, writes ``<name>.png`` and ``<name>.pdf`` in the figure directory and
+always produces its files: when the data do not allow the figure, the panel says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from qclm.analysis.inputs import CONDITIONS  # noqa: E402
+
+log = logging.getLogger("qclm.analysis")
+
+COLUMN_WIDTH = 3.35  # inches, one column of a two-column paper
+PAGE_WIDTH = 7.0  # inches, both columns
+CONDITION_COLORS = {"vanilla": "#6E6E6E", "neutral": "#0072B2", "stress": "#D55E00"}
+SOURCE_COLORS = {"stimuli": "#E69F00", "model": "#56B4E9", "residual": "#D9D9D9"}
+SOURCE_LABELS = {"stimuli": "Stimuli", "model": "Model", "residual": "Residual"}
+QUESTIONNAIRE_COLORS = ["#009E73", "#CC79A7", "#0072B2", "#E69F00", "#56B4E9", "#D55E00", "#000000"]
+QUESTIONNAIRE_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+CI_OFFSETS = {"stimuli": -0.12, "model": 0.12}  # the two CIs of a stacked bar side by side, not on one line
+CI_COLORS = {"stimuli": "#7A4F00", "model": "#1B4F72"}  # darker shades of the segment colours
+CONTRAST_COLORS = {"stress-vanilla": CONDITION_COLORS["stress"], "neutral-vanilla": CONDITION_COLORS["neutral"]}
+STYLE = {
+    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
+    "legend.fontsize": 7, "legend.title_fontsize": 7, "axes.spines.top": False, "axes.spines.right": False,
+    "axes.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6, "lines.linewidth": 1.0,
+    "savefig.dpi": 300, "savefig.bbox": "tight", "savefig.pad_inches": 0.02, "pdf.fonttype": 42,
+    "ps.fonttype": 42, "legend.frameon": False, "figure.dpi": 100,
+}
+FIGURE_NAMES = (
+    "fig3_condition_means", "fig4_model_scores", "fig5_variance_decomposition", "fig6_decomposition_by_size",
+    "item_heatmap", "per_model_shifts", "state_trait_spectrum",
+)
+
+
+def _save(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
+    for path in paths:
+        fig.savefig(path)
+    plt.close(fig)
+    return paths
+
+
+def _placeholder(out_dir: Path, name: str, message: str) -> list[Path]:
+    log.warning("figure %s not drawn: %s", name, message)
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{name}: not available\n{message}", ha="center", va="center", wrap=True)
+    return _save(fig, out_dir, name)
+
+
+def _q_style(questionnaires: list[str]) -> dict[str, tuple[str, str]]:
+    return {q: (QUESTIONNAIRE_COLORS[i % len(QUESTIONNAIRE_COLORS)], QUESTIONNAIRE_MARKERS[i % len(QUESTIONNAIRE_MARKERS)])
+            for i, q in enumerate(questionnaires)}
+
+
+def _conditions(df: pd.DataFrame) -> list[str]:
+    present = set(df["condition"])
+    return [c for c in CONDITIONS if c in present]
+
+
+# --------------------------------------------------------------------------- figure 3
+
+def figure_condition_means(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Figure 3: mean z-score (+-95% bootstrap CI over models) per condition and questionnaire."""
+    name = "fig3_condition_means"
+    data = summary.dropna(subset=["mean_z"])
+    if data.empty:
+        return _placeholder(out_dir, name, "z-scores need at least two models")
+    questionnaires = list(pd.unique(data["questionnaire"]))
+    conds = _conditions(data)
+    style = _q_style(questionnaires)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.3))
+        width = 0.5
+        offsets = np.linspace(-width / 2, width / 2, len(questionnaires)) if len(questionnaires) > 1 else [0.0]
+        for off, q in zip(offsets, questionnaires):
+            sub = data[data["questionnaire"] == q].set_index("condition").reindex(conds)
+            x = np.arange(len(conds)) + off
+            y = sub["mean_z"].to_numpy()
+            err = np.vstack([y - sub["ci_low_z"].to_numpy(), sub["ci_high_z"].to_numpy() - y])
+            color, marker = style[q]
+            ax.errorbar(x, y, yerr=np.nan_to_num(err), fmt=marker, color=color, ms=5, capsize=2.5, lw=1,
+                        label=q, mec="white", mew=0.5)
+            ax.plot(x, y, color=color, lw=0.8, alpha=0.6)
+        ax.axhline(0, color="0.6", lw=0.5, ls="--", zorder=0)
+        ax.set_xticks(np.arange(len(conds)), [c.capitalize() for c in conds])
+        ax.set_xlim(-0.6, len(conds) - 0.4)
+        ax.set_ylabel("Mean score (z, vanilla SD units)")
+        n = int(data["n"].max())
+        ax.legend(title=None, loc="upper left", handletextpad=0.3)
+        ax.set_title(f"Mean score per condition (95% CI, {n} models)", loc="left")
+        fig.tight_layout()
+        return _save(fig, out_dir, name)
+
+
+# --------------------------------------------------------------------------- figure 4
+
+def figure_model_scores(zs: pd.DataFrame, out_dir: Path, seed: int = 0) -> list[Path]:
+    """Figure 4: distribution of per-model z-scores per condition, one point per model, lines pair a model."""
+    name = "fig4_model_scores"
+    data = zs.dropna(subset=["z"])
+    if data.empty:
+        return _placeholder(out_dir, name, "z-scores need at least two models")
+    questionnaires = list(pd.unique(data["questionnaire"]))
+    conds = _conditions(data)
+    rng = np.random.default_rng(seed)
+    with plt.rc_context(STYLE):
+        nq = len(questionnaires)
+        fig, axes = plt.subplots(1, nq, figsize=(COLUMN_WIDTH if nq == 1 else PAGE_WIDTH * min(1, 0.4 * nq), 2.5),
+                                 sharey=True, squeeze=False)
+        for ax, q in zip(axes[0], questionnaires):
+            sub = data[data["questionnaire"] == q]
+            wide = sub.pivot(index="model", columns="condition", values="z").reindex(columns=conds)
+            jitter = rng.uniform(-0.12, 0.12, size=len(wide))
+            x = np.arange(len(conds))[None, :] + jitter[:, None]
+            ax.plot(x.T, wide.to_numpy().T, color="0.75", lw=0.4, zorder=1)
+            for j, c in enumerate(conds):
+                vals = wide[c].dropna().to_numpy()
+                if vals.size:
+                    ax.boxplot(vals, positions=[j], widths=0.5, showfliers=False, patch_artist=True,
+                               boxprops=dict(facecolor="none", edgecolor="0.3", lw=0.7),
+                               medianprops=dict(color="0.1", lw=1), whiskerprops=dict(color="0.3", lw=0.7),
+                               capprops=dict(color="0.3", lw=0.7), zorder=2)
+                ax.scatter(x[:, j], wide[c].to_numpy(), s=10, color=CONDITION_COLORS[c], edgecolor="white",
+                           linewidth=0.3, zorder=3)
+            ax.axhline(0, color="0.6", lw=0.5, ls="--", zorder=0)
+            ax.set_xticks(np.arange(len(conds)), [c.capitalize() for c in conds])
+            ax.set_xlim(-0.6, len(conds) - 0.4)
+            ax.set_title(f"{q} ({len(wide)} models)", loc="left")
+        axes[0, 0].set_ylabel("Score (z, vanilla SD units)")
+        fig.tight_layout()
+        return _save(fig, out_dir, name)
+
+
+# --------------------------------------------------------------------------- figures 5 and 6
+
+def _stacked_bars(ax: plt.Axes, table: pd.DataFrame, groups: list[str], group_col: str) -> None:
+    """Stacked eta^2 bars (percent) with each segment's bootstrap CI drawn at the segment's top edge."""
+    x = np.arange(len(groups))
+    bottom = np.zeros(len(groups))
+    for source in ("stimuli", "model", "residual"):
+        sub = table[table["source"] == source].set_index(group_col).reindex(groups)
+        h = 100 * sub["eta2"].to_numpy(dtype=float)
+        h0 = np.nan_to_num(h)
+        ax.bar(x, h0, bottom=bottom, width=0.6, color=SOURCE_COLORS[source], edgecolor="white", lw=0.5,
+               label=SOURCE_LABELS[source])
+        lo = 100 * sub["eta2_ci_low"].to_numpy(dtype=float)
+        hi = 100 * sub["eta2_ci_high"].to_numpy(dtype=float)
+        ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(h)
+        if source in CI_OFFSETS and ok.any():
+            top = bottom + h0
+            ax.errorbar(x[ok] + CI_OFFSETS[source], top[ok], yerr=np.vstack([(h - lo)[ok], (hi - h)[ok]]),
+                        fmt="none", ecolor=CI_COLORS[source], elinewidth=0.8, capsize=2, clip_on=False, zorder=4)
+        for xi, b, hv in zip(x, bottom, h0):
+            if hv >= 7:
+                ax.text(xi + 0.32, b + hv / 2, f"{hv:.0f}%", ha="left", va="center", fontsize=6.5, color="0.1")
+        bottom = bottom + h0
+    ax.set_xticks(x)
+    ax.set_ylim(0, 100)
+    ax.set_xlim(-0.55, len(groups) - 0.1)
+
+
+def figure_variance_decomposition(oneway: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Figure 5: stimuli / model / residual shares of variance (eta^2 %) per questionnaire, bootstrap 95% CIs."""
+    name = "fig5_variance_decomposition"
+    data = oneway.dropna(subset=["eta2"])
+    if data.empty:
+        return _placeholder(out_dir, name, "needs models with vanilla and stress scores")
+    questionnaires = list(pd.unique(data["questionnaire"]))
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.5))
+        _stacked_bars(ax, data, questionnaires, "questionnaire")
+        n = data.groupby("questionnaire", sort=False)["n"].first()
+        ax.set_xticklabels([f"{q}\n(n={n[q]})" for q in questionnaires])
+        ax.set_ylabel(r"Share of variance, $\eta^2$ (%)")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, 1.13), ncol=3, handlelength=1, columnspacing=1)
+        fig.tight_layout()
+        return _save(fig, out_dir, name)
+
+
+def figure_decomposition_by_size(by_size: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Figure 6: the decomposition of figure 5 within each size class, one panel per questionnaire."""
+    name = "fig6_decomposition_by_size"
+    data = by_size.dropna(subset=["eta2"]) if len(by_size) else by_size
+    if data.empty:
+        return _placeholder(out_dir, name, "needs model sizes (params_b) and at least two models in a class")
+    questionnaires = list(pd.unique(data["questionnaire"]))
+    classes = list(pd.unique(data["size_class"]))
+    with plt.rc_context(STYLE):
+        nq = len(questionnaires)
+        width = COLUMN_WIDTH if nq == 1 else min(PAGE_WIDTH, 0.45 * PAGE_WIDTH * nq)
+        fig, axes = plt.subplots(1, nq, figsize=(width, 2.6), sharey=True, squeeze=False)
+        for ax, q in zip(axes[0], questionnaires):
+            sub = data[data["questionnaire"] == q]
+            cls = [c for c in classes if c in set(sub["size_class"])]
+            _stacked_bars(ax, sub, cls, "size_class")
+            n = sub.groupby("size_class", sort=False)["n"].first()
+            ax.set_xticklabels([f"{c}\n(n={n[c]})" for c in cls])
+            ax.set_title(q, loc="left")
+        axes[0, 0].set_ylabel(r"Share of variance, $\eta^2$ (%)")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 1.04), handlelength=1)
+        fig.tight_layout()
+        return _save(fig, out_dir, name)
+
+
+# --------------------------------------------------------------------------- state-trait spectrum
+
+def figure_state_trait_spectrum(oneway: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Each questionnaire placed by its stimulus share (x) and model share (y) of variance, with 95% CIs.
+
+    method.md section 6 (state-trait position): state measures sit right (stimuli move them), trait
+    measures up-left (stable differences between models). The dotted diagonal is zero residual.
+    """
+    name = "state_trait_spectrum"
+    data = oneway.dropna(subset=["eta2"])
+    if data.empty:
+        return _placeholder(out_dir, name, "needs models with vanilla and stress scores")
+    questionnaires = list(pd.unique(data["questionnaire"]))
+    style = _q_style(questionnaires)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.7))
+        xmax = ymax = 0.0
+        for q in questionnaires:
+            sub = data[data["questionnaire"] == q].set_index("source")
+            x, xl, xh = (100 * sub.loc["stimuli", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
+            y, yl, yh = (100 * sub.loc["model", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
+            color, marker = style[q]
+            xerr = [[x - xl], [xh - x]] if np.isfinite(xl) else None
+            yerr = [[y - yl], [yh - y]] if np.isfinite(yl) else None
+            ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=marker, color=color, ms=6, capsize=2, lw=0.9,
+                        mec="white", mew=0.5, label=q)
+            xmax = max(xmax, np.nanmax([x, xh]))
+            ymax = max(ymax, np.nanmax([y, yh]))
+        xlim = min(100.0, max(10.0, 1.15 * xmax))
+        ylim = min(100.0, max(10.0, 1.15 * ymax))
+        diag = np.linspace(0, 100, 50)
+        ax.plot(diag, 100 - diag, ls=":", color="0.6", lw=0.7, zorder=0)
+        ax.set_xlim(0, xlim)
+        ax.set_ylim(0, ylim)
+        ax.set_xlabel(r"Stimulus share of variance, $\eta^2_{stimuli}$ (%)")
+        ax.set_ylabel(r"Model share, $\eta^2_{model}$ (%)")
+        ax.annotate("", xy=(0.98, -0.30), xytext=(0.02, -0.30), xycoords="axes fraction",
+                    arrowprops=dict(arrowstyle="<->", color="0.4", lw=0.7))
+        ax.text(0.02, -0.36, "trait-like", transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.3")
+        ax.text(0.98, -0.36, "state-like", transform=ax.transAxes, ha="right", va="top", fontsize=7, color="0.3")
+        ax.legend(loc="best", handletextpad=0.3)
+        fig.tight_layout()
+        return _save(fig, out_dir, name)
+
+
+# --------------------------------------------------------------------------- per-model shifts
+
+def figure_per_model_shifts(per_model: pd.DataFrame, sizes: pd.Series, out_dir: Path) -> list[Path]:
+    """Per-model stimulus-level shifts (stress and neutral minus vanilla), mean +-95% CI over stimuli.
+
+    Units: vanilla SDs across models when defined for all rows, else raw score units. Models sorted by size.
+    """
+    name = "per_model_shifts"
+    if per_model.empty:
+        return _placeholder(out_dir, name, "needs stress or neutral scores")
+    use_z = bool(np.isfinite(per_model["mean_shift_z"]).all())
+    questionnaires = list(pd.unique(per_model["questionnaire"]))
+    models = list(pd.unique(per_model["model"]))
+    order = sizes.reindex(models)
+    models = sorted(models, key=lambda m: (np.inf if pd.isna(order.get(m)) else order[m], models.index(m)))
+    contrasts = [c for c in CONTRAST_COLORS if c in set(per_model["contrast"])]
+    with plt.rc_context(STYLE):
+        nq = len(questionnaires)
+        width = COLUMN_WIDTH if nq == 1 else min(PAGE_WIDTH, 0.45 * PAGE_WIDTH * nq)
+        height = max(1.8, 0.75 + 0.17 * len(models))
+        fig, axes = plt.subplots(1, nq, figsize=(width, height), sharey=True, sharex=use_z, squeeze=False)
+        offsets = dict(zip(contrasts, np.linspace(-0.17, 0.17, len(contrasts)) if len(contrasts) > 1 else [0.0]))
+        ypos = {m: i for i, m in enumerate(models)}
+        for ax, q in zip(axes[0], questionnaires):
+            sub = per_model[per_model["questionnaire"] == q]
+            scale = _z_factor(sub) if use_z else 1.0  # 1 / vanilla SD of the questionnaire
+            for contrast in contrasts:
+                s = sub[sub["contrast"] == contrast]
+                x = s["mean_shift"].to_numpy() * scale
+                lo = s["ci_low"].to_numpy() * scale
+                hi = s["ci_high"].to_numpy() * scale
+                y = np.array([ypos[m] for m in s["model"]]) + offsets[contrast]
+                err = np.vstack([x - lo, hi - x])
+                ax.errorbar(x, y, xerr=np.where(np.isfinite(err), err, 0), fmt="o", ms=3, color=CONTRAST_COLORS[contrast],
+                            elinewidth=0.8, capsize=0, label=contrast.replace("-", " - "))
+            ax.axvline(0, color="0.5", lw=0.6, ls="--", zorder=0)
+            ax.set_title(q, loc="left")
+            ax.set_xlabel("Shift (vanilla SDs)" if use_z else "Shift (score units)")
+            ax.grid(axis="y", color="0.93", lw=0.5)
+        labels = [m if pd.isna(order.get(m)) else f"{m} ({order[m]:g}B)" for m in models]
+        axes[0, 0].set_yticks(range(len(models)), labels)
+        axes[0, 0].set_ylim(len(models) - 0.5, -0.5)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=len(contrasts), bbox_to_anchor=(0.5, 1.0),
+                   handletextpad=0.2)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.28 / height))
+        return _save(fig, out_dir, name)
+
+
+def _z_factor(sub: pd.DataFrame) -> float:
+    ok = sub["mean_shift"] != 0
+    return float((sub.loc[ok, "mean_shift_z"] / sub.loc[ok, "mean_shift"]).median()) if ok.any() else 1.0
+
+
+# --------------------------------------------------------------------------- item heatmap
+
+def select_heatmap_item(variant_probs: pd.DataFrame, item: str | None) -> tuple[str, str]:
+    """(questionnaire, item_id) for the heatmap: ``QUESTIONNAIRE:ITEM`` or ``ITEM``; default the first item
+    of the first questionnaire in the table. Raises ValueError naming the column when not found."""
+    if not item:
+        first = variant_probs.iloc[0]
+        q = first["questionnaire"]
+        return q, variant_probs.loc[variant_probs["questionnaire"] == q, "item_id"].iloc[0]
+    if ":" in item:
+        q, item_id = item.split(":", 1)
+        hit = (variant_probs["questionnaire"] == q) & (variant_probs["item_id"] == item_id)
+    else:
+        item_id = item
+        hit = variant_probs["item_id"] == item_id
+    qs = list(pd.unique(variant_probs.loc[hit, "questionnaire"]))
+    if not qs:
+        raise ValueError(f"heatmap item {item!r} not found in column `item_id` of the variant probability table")
+    if len(qs) > 1:
+        raise ValueError(f"heatmap item {item!r} occurs in questionnaires {qs}; write QUESTIONNAIRE:ITEM")
+    return qs[0], item_id
+
+
+def figure_item_heatmap(variant_probs: pd.DataFrame | None, out_dir: Path, item: str | None = None,
+                        max_models: int = 3) -> list[Path]:
+    """Raw (eq. 1, log10) and two-way-normalized (section 4) probabilities of one item, vanilla condition.
+
+    Rows: cterms, S+ above S- (separated by a white line, marked in the labels); columns: intensifier
+    phrases ordered by level weight. One row of panels per model when there are at most ``max_models``
+    models, else the first model.
+    """
+    name = "item_heatmap"
+    if variant_probs is None or variant_probs.empty:
+        return _placeholder(out_dir, name, "no variant probability table given")
+    vp = variant_probs[variant_probs["condition"] == "vanilla"]
+    if vp.empty:
+        return _placeholder(out_dir, name, "no vanilla rows in the variant probability table")
+    q, item_id = select_heatmap_item(vp, item)
+    vp = vp[(vp["questionnaire"] == q) & (vp["item_id"] == item_id)]
+    models = list(pd.unique(vp["model"]))
+    if len(models) > max_models:
+        models = models[:1]
+    cols = (vp.groupby("intensifier", sort=False)["weight"].first().reset_index()
+            .reset_index().sort_values(["weight", "index"], kind="stable"))
+    rows = (vp.groupby("cterm", sort=False)["polarity"].first().reset_index().reset_index()
+            .assign(pol_rank=lambda d: d["polarity"].map({"+": 0, "-": 1}))
+            .sort_values(["pol_rank", "index"], kind="stable"))
+    n_plus = int((rows["polarity"] == "+").sum())
+    with plt.rc_context(STYLE):
+        ncol, nrow = len(cols), len(rows)
+        width = min(PAGE_WIDTH, 2 * max(1.5, 0.3 * ncol) + 2.4)
+        row_h = max(1.0, 0.19 * nrow + 0.45)
+        fig, axes = plt.subplots(len(models), 2, figsize=(width, row_h * len(models) + 1.1), squeeze=False,
+                                 sharex=True, layout="constrained")
+        xlabels = [f"{i.strip()} ({w:+g})" for i, w in zip(cols["intensifier"], cols["weight"])]
+        ylabels = [f"{t} (S{'+' if p == '+' else '−'})" for t, p in zip(rows["cterm"], rows["polarity"])]
+        panels = (("p_raw", r"$\log_{10} P_h$", "viridis", "Raw (eq. 1)"),
+                  ("p_norm", r"$P_{norm}(l \mid s)$", "cividis", "Two-way normalized"))
+        for r, model in enumerate(models):
+            sub = vp[vp["model"] == model]
+            for c, (value, label, cmap, title) in enumerate(panels):
+                mat = sub.pivot_table(index="cterm", columns="intensifier", values=value, aggfunc="mean")
+                mat = mat.reindex(index=rows["cterm"], columns=cols["intensifier"]).to_numpy(dtype=float)
+                if value == "p_raw":
+                    with np.errstate(divide="ignore"):
+                        mat = np.log10(mat)
+                ax = axes[r, c]
+                im = ax.imshow(mat, aspect="auto", cmap=cmap, interpolation="nearest")
+                cb = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.02)
+                cb.ax.tick_params(labelsize=6, length=2)
+                cb.set_label(label, fontsize=7)
+                cb.outline.set_visible(False)
+                if 0 < n_plus < nrow:
+                    ax.axhline(n_plus - 0.5, color="white", lw=2)
+                ax.set_xticks(range(ncol), xlabels, rotation=45, ha="right", rotation_mode="anchor")
+                ax.set_yticks(range(nrow), ylabels if c == 0 else [])
+                ax.tick_params(length=0)
+                for spine in ax.spines.values():
+                    spine.set_visible(False)
+                ax.set_title(title + (f" — {model}" if len(models) > 1 or c == 0 else ""), loc="left")
+        fig.suptitle(f"{q}, item {item_id}, vanilla condition", fontsize=8, x=0.01, ha="left")
+        return _save(fig, out_dir, name)

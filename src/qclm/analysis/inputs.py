@@ -1,0 +1,196 @@
+"""Reading and checking the tables the analysis stage consumes, and the score aggregation of method.md section 5.
+
+Schemas (extra columns are ignored):
+
+- item scores (``results/scores/item_scores.parquet`` or any CSV/Parquet in the same form):
+  model, questionnaire, item_id, condition (vanilla|stress|neutral), stimulus_id ("" for vanilla),
+  score, and optional params_b (billions of parameters, may be missing).
+- silhouette (``results/scores/silhouette.csv``): model, questionnaire, item_id, silhouette.
+- variant probabilities (``results/scores/variant_probs.parquet``): model, questionnaire, condition,
+  stimulus_id, item_id, cterm, polarity ("+"|"-"), intensifier, level, weight, p_raw, p_norm.
+
+Every error names the file and the column.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger("qclm.analysis")
+
+CONDITIONS = ("vanilla", "neutral", "stress")
+STIMULUS_CONDITIONS = ("neutral", "stress")
+ITEM_SCORE_COLUMNS = ("model", "questionnaire", "item_id", "condition", "stimulus_id", "score")
+SILHOUETTE_COLUMNS = ("model", "questionnaire", "item_id", "silhouette")
+VARIANT_PROB_COLUMNS = (
+    "model", "questionnaire", "condition", "stimulus_id", "item_id", "cterm", "polarity",
+    "intensifier", "level", "weight", "p_raw", "p_norm",
+)
+_TEXT_COLUMNS = ("model", "questionnaire", "item_id", "condition", "stimulus_id", "cterm", "polarity",
+                 "intensifier", "level")
+
+
+class InputError(ValueError):
+    """A table given to the analysis is unreadable or does not follow its schema."""
+
+
+def read_table(path: str | Path, text_columns: tuple[str, ...] = _TEXT_COLUMNS) -> pd.DataFrame:
+    """Read a CSV, TSV or Parquet table; identifier columns are read as text ("" for missing)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix.lower() == ".gz" else path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(path)
+        elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt"):
+            sep = "\t" if suffix.startswith(".tsv") else ","
+            header = pd.read_csv(path, sep=sep, nrows=0).columns
+            dtype = {c: str for c in text_columns if c in header}
+            df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False,
+                             na_values={c: ["", "NA", "NaN", "nan"] for c in header if c not in dtype})
+        else:
+            raise InputError(f"{path}: unknown table format {path.suffix!r} (expected .csv, .tsv or .parquet)")
+    except InputError:
+        raise
+    except Exception as exc:  # parser errors of pandas/pyarrow, reported with the file name
+        raise InputError(f"{path}: cannot read table ({exc})") from exc
+    for col in text_columns:
+        if col in df.columns:
+            df[col] = df[col].astype(object).where(df[col].notna(), "").astype(str).str.strip()
+    return df
+
+
+def _require_columns(df: pd.DataFrame, columns: tuple[str, ...], path: Path | str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        names = ", ".join(f"`{c}`" for c in missing)
+        raise InputError(f"{path}: missing column {names} (found: {', '.join(map(str, df.columns))})")
+
+
+def _numeric_column(df: pd.DataFrame, column: str, path: Path | str, allow_missing: bool) -> pd.Series:
+    """Column ``column`` as float; text that is not a number is an error naming file, column and row."""
+    raw = df[column]
+    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column `{column}` has non-numeric value {raw.iloc[row]!r} (data row {row + 1})")
+    if not allow_missing and values.isna().any():
+        row = int(np.flatnonzero(values.isna().to_numpy())[0])
+        raise InputError(f"{path}: column `{column}` has a missing value (data row {row + 1})")
+    return values
+
+
+def load_item_scores(path: str | Path) -> pd.DataFrame:
+    """Read and check an item-score table (schema in the module docstring).
+
+    Rows with a missing score are dropped with a warning; everything else that breaks the schema
+    (missing column, unknown condition, stimulus id on a vanilla row or missing on a stimulus row,
+    duplicate rows, a model with two different sizes) is an :class:`InputError`.
+    """
+    path = Path(path)
+    df = read_table(path)
+    _require_columns(df, ITEM_SCORE_COLUMNS, path)
+    keep = list(ITEM_SCORE_COLUMNS) + (["params_b"] if "params_b" in df.columns else [])
+    df = df[keep].copy()
+    if df.empty:
+        raise InputError(f"{path}: the table has no rows")
+    for col in ("model", "questionnaire", "item_id"):
+        if (df[col] == "").any():
+            row = int(np.flatnonzero((df[col] == "").to_numpy())[0])
+            raise InputError(f"{path}: column `{col}` is empty in data row {row + 1}")
+    unknown = sorted(set(df["condition"]) - set(CONDITIONS))
+    if unknown:
+        raise InputError(f"{path}: column `condition` has unknown value(s) {unknown}; "
+                         f"expected one of {list(CONDITIONS)}")
+    bad = (df["condition"] == "vanilla") & (df["stimulus_id"] != "")
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column `stimulus_id` must be empty for condition vanilla "
+                         f"(data row {row + 1} has {df['stimulus_id'].iloc[row]!r})")
+    bad = (df["condition"] != "vanilla") & (df["stimulus_id"] == "")
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column `stimulus_id` is empty for condition "
+                         f"{df['condition'].iloc[row]!r} (data row {row + 1})")
+    df["score"] = _numeric_column(df, "score", path, allow_missing=True)
+    if df["score"].isna().any():
+        log.warning("%s: dropping %d rows with a missing `score`", path, int(df["score"].isna().sum()))
+        df = df[df["score"].notna()]
+    if not np.isfinite(df["score"].to_numpy()).all():
+        raise InputError(f"{path}: column `score` has infinite values")
+    key = ["model", "questionnaire", "item_id", "condition", "stimulus_id"]
+    dup = df.duplicated(key, keep=False)
+    if dup.any():
+        first = df.loc[dup, key].iloc[0].to_dict()
+        raise InputError(f"{path}: {int(dup.sum())} duplicate rows for the key columns {key}, e.g. {first}")
+    if "params_b" in df.columns:
+        df["params_b"] = _numeric_column(df, "params_b", path, allow_missing=True)
+        n_sizes = df.dropna(subset=["params_b"]).groupby("model", sort=False)["params_b"].nunique()
+        if (n_sizes > 1).any():
+            raise InputError(f"{path}: column `params_b` has different values for model "
+                             f"{n_sizes[n_sizes > 1].index[0]!r}")
+    return df.reset_index(drop=True)
+
+
+def load_silhouette(path: str | Path) -> pd.DataFrame:
+    """Read and check the per-item silhouette table of the scoring stage (method.md section 7)."""
+    df = read_table(path)
+    _require_columns(df, SILHOUETTE_COLUMNS, path)
+    df = df[list(SILHOUETTE_COLUMNS)].copy()
+    df["silhouette"] = _numeric_column(df, "silhouette", path, allow_missing=True)
+    return df
+
+
+def load_variant_probs(path: str | Path) -> pd.DataFrame:
+    """Read and check the variant probability table (raw and two-way-normalized, method.md sections 3-4)."""
+    df = read_table(path)
+    _require_columns(df, VARIANT_PROB_COLUMNS, path)
+    df = df[list(VARIANT_PROB_COLUMNS)].copy()
+    for col in ("weight", "p_raw", "p_norm"):
+        df[col] = _numeric_column(df, col, path, allow_missing=True)
+    bad = ~df["polarity"].isin(["+", "-"])
+    if bad.any():
+        raise InputError(f"{path}: column `polarity` has value {df['polarity'][bad].iloc[0]!r}; expected '+' or '-'")
+    return df
+
+
+def questionnaire_scores(items: pd.DataFrame) -> pd.DataFrame:
+    """Questionnaire score per model x questionnaire x condition x stimulus: the mean of its item scores.
+
+    method.md section 5, eq. 3 (vanilla) and eq. 5 (stimulus prepended). Columns: model, questionnaire,
+    condition, stimulus_id, score, n_items. Warns when models or stimuli differ in their number of items.
+    """
+    keys = ["model", "questionnaire", "condition", "stimulus_id"]
+    out = (items.groupby(keys, sort=False)["score"].agg(score="mean", n_items="size").reset_index())
+    n_items = out.groupby("questionnaire", sort=False)["n_items"].agg(["min", "max"])
+    for q, row in n_items.iterrows():
+        if row["min"] != row["max"]:
+            log.warning("questionnaire %s: item count differs between models or stimuli (%d to %d items); "
+                        "questionnaire scores are means over the items present", q, row["min"], row["max"])
+    return out
+
+
+def condition_scores(qscores: pd.DataFrame) -> pd.DataFrame:
+    """Condition score per model x questionnaire x condition: the mean over the stimuli of a class (section 5).
+
+    Vanilla has one "stimulus" (the empty id), so its condition score is its questionnaire score.
+    Columns: model, questionnaire, condition, raw, n_stimuli.
+    """
+    out = (qscores.groupby(["model", "questionnaire", "condition"], sort=False)["score"]
+           .agg(raw="mean", n_stimuli="size").reset_index())
+    return out
+
+
+def model_sizes(items: pd.DataFrame) -> pd.Series:
+    """Parameter count (billions) per model from the optional ``params_b`` column; NaN where unknown."""
+    models = pd.unique(items["model"])
+    if "params_b" not in items.columns:
+        return pd.Series(np.nan, index=pd.Index(models, name="model"), name="params_b")
+    sizes = items.dropna(subset=["params_b"]).groupby("model", sort=False)["params_b"].first()
+    return sizes.reindex(pd.Index(models, name="model")).rename("params_b")

@@ -1,0 +1,406 @@
+"""The result tables of the analysis stage (method.md sections 6-7), built from tidy score tables.
+
+Each ``*_table`` function takes tidy DataFrames and returns one output table; :func:`write_table` writes it
+as CSV plus a Markdown copy (for pasting into papers) and an HTML copy (for the Snakemake report).
+
+Across-model statistics are computed on the z-scores of section 6 (units: vanilla SDs). Where a
+questionnaire has no z-scale (fewer than two models, or no vanilla variance) the raw scores are used
+and the ``scale`` column says so; t, p, d, eta^2 and F of the per-questionnaire tests do not depend on
+this choice (a linear rescaling), the stimulus x questionnaire interaction does. Tables with fewer than
+:data:`MIN_MODELS` models carry ``underpowered = True`` and a warning in the log.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qclm.analysis import stats
+from qclm.analysis.inputs import CONDITIONS
+
+log = logging.getLogger("qclm.analysis")
+
+MIN_MODELS = 3
+COMPARISONS = (("vanilla", "stress"), ("vanilla", "neutral"), ("neutral", "stress"))
+ONEWAY_LEVELS = ("vanilla", "stress")
+SOURCES = ("stimuli", "model", "residual")
+SHIFT_CONTRASTS = (("stress", "stress-vanilla"), ("neutral", "neutral-vanilla"))
+
+
+def rng_for(seed: int, *keys: object) -> np.random.Generator:
+    """A generator for one bootstrap (seed + what it is for), so results do not depend on computation order."""
+    tag = zlib.crc32("|".join(map(str, keys)).encode())
+    return np.random.default_rng([int(seed), tag])
+
+
+def _underpowered(n: int, what: str) -> bool:
+    if n < MIN_MODELS:
+        log.warning("%s: only %d model(s); across-model statistics need at least %d and are marked underpowered",
+                    what, n, MIN_MODELS)
+        return True
+    return False
+
+
+def _ordered(values: pd.Series) -> list[str]:
+    return list(pd.unique(values))
+
+
+# --------------------------------------------------------------------------- z-scores
+
+def zscore_table(cond: pd.DataFrame) -> pd.DataFrame:
+    """z-scores per model x questionnaire x condition, fitted on vanilla across models (method.md section 6).
+
+    Input: condition scores (model, questionnaire, condition, raw). Output columns: model, questionnaire,
+    condition, raw, z, plus the fitted vanilla_mean and vanilla_sd.
+    """
+    parts = []
+    for q in _ordered(cond["questionnaire"]):
+        sub = cond[cond["questionnaire"] == q].copy()
+        mean, sd = stats.zscore_params(sub.loc[sub["condition"] == "vanilla", "raw"].to_numpy())
+        if not (np.isfinite(sd) and sd > 0):
+            log.warning("questionnaire %s: no z-scale (vanilla SD over %d model(s) is %s); z is NaN and "
+                        "the across-model tests use raw scores", q, int((sub["condition"] == "vanilla").sum()), sd)
+        sub["z"] = stats.zscore(sub["raw"].to_numpy(), mean, sd)
+        sub["vanilla_mean"], sub["vanilla_sd"] = mean, sd
+        parts.append(sub)
+    out = pd.concat(parts, ignore_index=True)
+    q_rank = {q: i for i, q in enumerate(_ordered(cond["questionnaire"]))}
+    c_rank = {c: i for i, c in enumerate(CONDITIONS)}
+    out = out.sort_values(["questionnaire", "condition"], kind="stable",
+                          key=lambda col: col.map(c_rank if col.name == "condition" else q_rank))
+    return out[["model", "questionnaire", "condition", "raw", "z", "vanilla_mean", "vanilla_sd"]].reset_index(drop=True)
+
+
+def analysis_scale(zs: pd.DataFrame) -> dict[str, str]:
+    """Per questionnaire, "z" if its z-scores are defined, else "raw" (see module docstring)."""
+    return {q: ("z" if np.isfinite(sub["z"]).all() else "raw")
+            for q, sub in zs.groupby("questionnaire", sort=False)}
+
+
+def _wide(zs: pd.DataFrame, questionnaire: str, conditions: tuple[str, ...], column: str) -> pd.DataFrame:
+    """models x conditions matrix of ``column`` for one questionnaire, complete cases only."""
+    sub = zs[(zs["questionnaire"] == questionnaire) & zs["condition"].isin(conditions)]
+    wide = sub.pivot(index="model", columns="condition", values=column)
+    wide = wide.reindex(columns=list(conditions)).reindex(index=[m for m in _ordered(sub["model"])])
+    return wide.dropna()
+
+
+def condition_summary_table(zs: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """Mean score per questionnaire x condition with percentile bootstrap 95% CIs over models (figure 3)."""
+    rows = []
+    for q in _ordered(zs["questionnaire"]):
+        for cond in CONDITIONS:
+            sub = zs[(zs["questionnaire"] == q) & (zs["condition"] == cond)]
+            if sub.empty:
+                continue
+            n = len(sub)
+            values = sub[["raw", "z"]].to_numpy()
+            if n >= 2:
+                boot = stats.bootstrap_mean(values, n_boot, rng_for(seed, "condition_mean", q, cond))
+                lo, hi = stats.percentile_ci(boot)  # boot: (n_boot, 2) means of raw and z
+            else:
+                lo = hi = np.array([np.nan, np.nan])
+            rows.append({"questionnaire": q, "condition": cond, "n": n,
+                         "mean_raw": values[:, 0].mean(), "ci_low_raw": lo[0], "ci_high_raw": hi[0],
+                         "mean_z": values[:, 1].mean(), "ci_low_z": lo[1], "ci_high_z": hi[1],
+                         "underpowered": n < MIN_MODELS})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- paired t-tests
+
+def paired_tests_table(zs: pd.DataFrame) -> pd.DataFrame:
+    """Paired t-tests (pairing by model) and paired Cohen's d per questionnaire, Holm over all rows (section 6).
+
+    Comparisons vanilla-stress, vanilla-neutral, neutral-stress; D = first minus second. mean_diff is in
+    ``scale`` units (z: vanilla SDs), mean_diff_raw in raw score units.
+    """
+    scale = analysis_scale(zs)
+    present = {(q, c) for q, c in zip(zs["questionnaire"], zs["condition"])}
+    rows = []
+    for q in _ordered(zs["questionnaire"]):
+        for first, second in COMPARISONS:
+            if (q, first) not in present or (q, second) not in present:
+                log.info("questionnaire %s: no %s scores, comparison %s-%s skipped", q,
+                         second if (q, first) in present else first, first, second)
+                continue
+            w = _wide(zs, q, (first, second), scale[q])
+            raw = _wide(zs, q, (first, second), "raw")
+            res = stats.paired_t(w[first].to_numpy(), w[second].to_numpy())
+            rows.append({"questionnaire": q, "comparison": f"{first}-{second}", "n": res.n,
+                         "mean_diff": res.mean_diff, "mean_diff_raw": float((raw[first] - raw[second]).mean()),
+                         "t": res.t, "df": res.df, "p": res.p,
+                         "cohens_d": stats.cohens_d_paired(w[first].to_numpy(), w[second].to_numpy()),
+                         "scale": scale[q], "underpowered": res.n < MIN_MODELS})
+    cols = ["questionnaire", "comparison", "n", "mean_diff", "mean_diff_raw", "t", "df", "p", "p_holm",
+            "cohens_d", "scale", "underpowered"]
+    out = pd.DataFrame(rows, columns=[c for c in cols if c != "p_holm"])
+    out["p_holm"] = stats.holm(out["p"].to_numpy()) if len(out) else []
+    if len(out):
+        _underpowered(int(out["n"].min()), "paired t-tests")
+    return out[cols]
+
+
+# --------------------------------------------------------------------------- one-way decomposition
+
+def _oneway_rows(w: pd.DataFrame, n_boot: int, rng: np.random.Generator) -> list[dict]:
+    """Rows (stimuli, model, residual) of the one-way RM decomposition of one models x (vanilla, stress) matrix."""
+    y = w.to_numpy()
+    n = y.shape[0]
+    if n == 0:
+        return []
+    res = stats.rm_oneway(y)
+    if n >= 2 and n_boot > 0:
+        boot = stats.bootstrap_eta_squared(y, n_boot, rng)
+        ci = {s: stats.percentile_ci(boot[s]) for s in SOURCES}
+    else:
+        ci = {s: (np.nan, np.nan) for s in SOURCES}
+    rows = []
+    for s in SOURCES:
+        row = {"source": s, "n": n, "ss": res.ss[s], "df": res.df[s], "eta2": res.eta2[s],
+               "eta2_ci_low": float(ci[s][0]), "eta2_ci_high": float(ci[s][1]),
+               "F": np.nan, "p": np.nan, "partial_eta2": np.nan}
+        if s == "stimuli":
+            row.update(F=res.F, p=res.p, partial_eta2=res.partial_eta2)
+        rows.append(row)
+    return rows
+
+
+_ONEWAY_COLUMNS = ["questionnaire", "source", "n", "ss", "df", "eta2", "eta2_ci_low", "eta2_ci_high",
+                   "F", "p", "p_holm", "partial_eta2", "scale", "underpowered"]
+
+
+def _holm_on_stimuli_rows(df: pd.DataFrame) -> pd.Series:
+    p_holm = pd.Series(np.nan, index=df.index)
+    stim = df["source"] == "stimuli"
+    p_holm[stim] = stats.holm(df.loc[stim, "p"].to_numpy())
+    return p_holm
+
+
+def oneway_table(zs: pd.DataFrame, n_boot: int, seed: int, models: list[str] | None = None,
+                 label: str = "") -> pd.DataFrame:
+    """One-way RM ANOVA per questionnaire, within factor vanilla vs stress, subject = model (section 6).
+
+    Rows per questionnaire: stimuli, model, residual with SS, df, eta^2 and its bootstrap CI (models
+    resampled with replacement, percentile); F, p, Holm-adjusted p (across questionnaires) and partial eta^2
+    on the stimuli row. ``models`` restricts to a subset (size classes); ``label`` keys its bootstrap.
+    """
+    scale = analysis_scale(zs)
+    if models is not None:
+        zs = zs[zs["model"].isin(models)]
+    rows = []
+    for q in _ordered(zs["questionnaire"]):
+        w = _wide(zs, q, ONEWAY_LEVELS, scale[q])
+        for row in _oneway_rows(w, n_boot, rng_for(seed, "oneway", label, q)):
+            rows.append({"questionnaire": q, **row, "scale": scale[q], "underpowered": row["n"] < MIN_MODELS})
+    out = pd.DataFrame(rows, columns=[c for c in _ONEWAY_COLUMNS if c != "p_holm"])
+    out["p_holm"] = _holm_on_stimuli_rows(out) if len(out) else []
+    if len(out):
+        _underpowered(int(out["n"].min()), f"one-way ANOVA{' ' + label if label else ''}")
+    elif models is None:
+        log.warning("one-way ANOVA: no model has both vanilla and stress scores; table is empty")
+    return out[_ONEWAY_COLUMNS]
+
+
+def by_size_table(zs: pd.DataFrame, sizes: pd.Series, boundaries: list[float], n_boot: int,
+                  seed: int) -> pd.DataFrame:
+    """The one-way decomposition within each size class (method.md section 6, figure 6), n per class.
+
+    Classes are [b_i, b_{i+1}) in billions of parameters; models of unknown size are left out (warning).
+    p_holm adjusts across questionnaires within a class.
+    """
+    cols = ["size_class"] + _ONEWAY_COLUMNS
+    if sizes.isna().all():
+        log.warning("no model has a size (`params_b`); anova_by_size is empty")
+        return pd.DataFrame(columns=cols)
+    unknown = sizes.index[sizes.isna()].tolist()
+    if unknown:
+        log.warning("%d model(s) without `params_b` left out of the size classes: %s", len(unknown),
+                    ", ".join(unknown))
+    classes = pd.Series(stats.size_class(sizes.to_numpy(), boundaries), index=sizes.index)
+    parts = []
+    for label in stats.size_class_labels(boundaries):
+        members = classes.index[classes == label].tolist()
+        if not members:
+            log.info("size class %s: no models", label)
+            continue
+        part = oneway_table(zs, n_boot, seed, models=members, label=label)
+        part.insert(0, "size_class", label)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+# --------------------------------------------------------------------------- two-way interaction
+
+def interaction_table(zs: pd.DataFrame) -> pd.DataFrame:
+    """Stimulus (vanilla, stress) x questionnaire interaction of the two-way RM ANOVA, one row per pair (section 6).
+
+    Uses z-scores when both questionnaires have them (else raw scores, see ``scale``); complete models only.
+    p_holm adjusts across pairs.
+    """
+    scale = analysis_scale(zs)
+    questionnaires = _ordered(zs["questionnaire"])
+    rows = []
+    if len(questionnaires) < 2:
+        log.info("one questionnaire only: no stimulus x questionnaire interaction")
+    for qa, qb in stats.pairs(questionnaires):
+        col = "z" if scale[qa] == scale[qb] == "z" else "raw"
+        wa = _wide(zs, qa, ONEWAY_LEVELS, col)
+        wb = _wide(zs, qb, ONEWAY_LEVELS, col)
+        common = wa.index.intersection(wb.index)
+        y = np.stack([wa.loc[common].to_numpy(), wb.loc[common].to_numpy()], axis=2)  # models x stimulus x q
+        if len(common) == 0:
+            log.warning("%s~%s: no model has vanilla and stress scores on both; interaction skipped", qa, qb)
+            continue
+        res = stats.rm_twoway_interaction(y)
+        rows.append({"questionnaire_a": qa, "questionnaire_b": qb, "n": res.n, "F": res.F, "df1": res.df1,
+                     "df2": res.df2, "p": res.p, "partial_eta2": res.partial_eta2, "scale": col,
+                     "underpowered": _underpowered(res.n, f"interaction {qa}~{qb}")})
+    cols = ["questionnaire_a", "questionnaire_b", "n", "F", "df1", "df2", "p", "p_holm", "partial_eta2",
+            "scale", "underpowered"]
+    out = pd.DataFrame(rows, columns=[c for c in cols if c != "p_holm"])
+    out["p_holm"] = stats.holm(out["p"].to_numpy()) if len(out) else []
+    return out[cols]
+
+
+# --------------------------------------------------------------------------- validation
+
+def validation_table(items: pd.DataFrame, zs: pd.DataFrame, silhouette: pd.DataFrame | None) -> pd.DataFrame:
+    """Validation of the adaptation on vanilla scores (method.md section 7), long format.
+
+    Rows: cronbach_alpha per questionnaire (models x items, complete models); spearman_r / spearman_p per
+    pair of questionnaires (``a~b``, vanilla questionnaire scores across models); silhouette_mean /
+    silhouette_sd per questionnaire and over all ("all") when silhouette values are given. ``n`` counts the
+    models (alpha, Spearman) or the model x item silhouettes.
+    """
+    rows = []
+    vanilla = items[items["condition"] == "vanilla"]
+    questionnaires = _ordered(zs["questionnaire"])
+    for q in questionnaires:
+        mat = vanilla[vanilla["questionnaire"] == q].pivot(index="model", columns="item_id", values="score")
+        complete = mat.dropna()
+        if len(complete) < len(mat):
+            log.warning("cronbach_alpha %s: %d model(s) with missing items left out", q, len(mat) - len(complete))
+        rows.append({"metric": "cronbach_alpha", "questionnaire": q,
+                     "value": stats.cronbach_alpha(complete.to_numpy()), "n": len(complete)})
+    vz = zs[zs["condition"] == "vanilla"].pivot(index="model", columns="questionnaire", values="raw")
+    for qa, qb in stats.pairs(questionnaires):
+        r, p, n = stats.spearman(vz[qa].to_numpy(), vz[qb].to_numpy())
+        rows.append({"metric": "spearman_r", "questionnaire": f"{qa}~{qb}", "value": r, "n": n})
+        rows.append({"metric": "spearman_p", "questionnaire": f"{qa}~{qb}", "value": p, "n": n})
+    if silhouette is not None:
+        groups = [(q, silhouette.loc[silhouette["questionnaire"] == q, "silhouette"]) for q in
+                  _ordered(silhouette["questionnaire"])] + [("all", silhouette["silhouette"])]
+        for q, values in groups:
+            mean, sd, n = stats.mean_sd(values.to_numpy())
+            rows.append({"metric": "silhouette_mean", "questionnaire": q, "value": mean, "n": n})
+            rows.append({"metric": "silhouette_sd", "questionnaire": q, "value": sd, "n": n})
+    return pd.DataFrame(rows, columns=["metric", "questionnaire", "value", "n"])
+
+
+# --------------------------------------------------------------------------- per-model shifts
+
+def per_model_table(qscores: pd.DataFrame, zs: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """Stimulus-level analysis of each model alone (works with a single model).
+
+    For each model x questionnaire and contrast (stress-vanilla, neutral-vanilla) the per-stimulus shift
+    score(stimulus) - score(vanilla), i.e. eq. 5 minus eq. 3 of method.md section 5: mean with a percentile
+    bootstrap 95% CI over stimuli, Cohen's d over stimuli (mean / sd, ddof=1), the share of stimuli that
+    raise the score, and the mean shift in vanilla SDs (mean_shift_z) where the z-scale exists.
+    """
+    sd = zs.groupby("questionnaire", sort=False)["vanilla_sd"].first()
+    vanilla = (qscores[qscores["condition"] == "vanilla"].set_index(["model", "questionnaire"])["score"])
+    rows = []
+    for (model, q), sub in qscores.groupby(["model", "questionnaire"], sort=False):
+        if (model, q) not in vanilla.index:
+            log.warning("model %s, questionnaire %s: no vanilla score, per-model shifts skipped", model, q)
+            continue
+        base = float(vanilla.loc[(model, q)])
+        for cond, contrast in SHIFT_CONTRASTS:
+            shifts = sub.loc[sub["condition"] == cond, "score"].to_numpy() - base
+            if shifts.size == 0:
+                continue
+            if shifts.size >= 2:
+                boot = stats.bootstrap_mean(shifts, n_boot, rng_for(seed, "per_model", model, q, contrast))
+                lo, hi = stats.percentile_ci(boot)
+            else:
+                lo = hi = np.nan
+            mean = float(shifts.mean())
+            s = float(sd.get(q, np.nan))
+            rows.append({"model": model, "questionnaire": q, "contrast": contrast, "n_stimuli": shifts.size,
+                         "vanilla": base, "mean_shift": mean, "ci_low": float(lo), "ci_high": float(hi),
+                         "mean_shift_z": mean / s if np.isfinite(s) and s > 0 else np.nan,
+                         "cohens_d": stats.cohens_d_one_sample(shifts),
+                         "share_raised": float((shifts > 0).mean())})
+    cols = ["model", "questionnaire", "contrast", "n_stimuli", "vanilla", "mean_shift", "ci_low", "ci_high",
+            "mean_shift_z", "cohens_d", "share_raised"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# --------------------------------------------------------------------------- writing
+
+def _format_cell(value: object, column: str) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if np.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if column == "p" or column.startswith("p_") or column.endswith("_p"):
+            return f"{v:.2e}" if v < 0.001 else f"{v:.3f}"
+        if column in ("df", "df1", "df2", "n") and v.is_integer():
+            return str(int(v))
+        if abs(v) < 1e-12:  # floating-point zero, e.g. the mean vanilla z-score
+            return "0.000"
+        if abs(v) < 0.001 or abs(v) >= 1e5:
+            return f"{v:.3e}"
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
+    return str(value).replace("|", "\\|")
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table; numbers right-aligned, p-values in 3 decimals or scientific form."""
+    header = [str(c) for c in df.columns]
+    body = [[_format_cell(v, str(c)) for c, v in zip(df.columns, row)] for row in df.itertuples(index=False)]
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+    widths = [max([len(h)] + [len(r[i]) for r in body] + [3]) for i, h in enumerate(header)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if num else c.ljust(w)
+                                 for c, w, num in zip(cells, widths, numeric)) + " |"
+
+    sep = "| " + " | ".join(("-" * (w - 1) + ":") if num else "-" * w for w, num in zip(widths, numeric)) + " |"
+    return "\n".join([line(header), sep] + [line(r) for r in body]) + "\n"
+
+
+def to_html(df: pd.DataFrame, title: str) -> str:
+    """A standalone HTML page with the table (shown inline by ``snakemake --report``)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_format_cell(v, str(c)))}</td>"
+                                    for c, v in zip(df.columns, row)) + "</tr>"
+                   for row in df.itertuples(index=False))
+    style = ("body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></body></html>\n")
+
+
+def write_table(df: pd.DataFrame, out_dir: Path, name: str) -> Path:
+    """Write ``name``.csv in ``out_dir`` and Markdown/HTML copies in ``out_dir``/tables."""
+    out_dir = Path(out_dir)
+    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.csv"
+    df.to_csv(path, index=False)
+    (out_dir / "tables" / f"{name}.md").write_text(to_markdown(df))
+    (out_dir / "tables" / f"{name}.html").write_text(to_html(df, name))
+    return path
