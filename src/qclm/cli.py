@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+
+
+def configure_logging(log_file: str | None = None, level: int = logging.INFO) -> None:
+    """Log to a file (workflow jobs: snakemake.log[0]) or to stderr, with timestamps."""
+    handler = logging.FileHandler(log_file, mode="w") if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.captureWarnings(True)
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:

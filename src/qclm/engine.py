@@ -14,8 +14,8 @@ before it, from a float32 log-softmax over the full vocabulary:
     an attention mask that lets every token see the shared prefix and its own ancestors only, and
     explicit position ids. Each item prefix is computed once, each continuation token once.
 
-Both run the LM head and the log-softmax only at scored positions. ``score_requests`` picks the
-prefix-tree scorer and checks it against the reference on a few requests first; a model whose
+Both run the LM head and the log-softmax only at scored positions. ``make_scorer("auto")`` picks
+the prefix-tree scorer and checks it against the reference on a few requests first; a model whose
 cache or mask cannot be shared that way falls back to full sequences, with a log line.
 """
 
@@ -398,31 +398,40 @@ def self_check_tolerance(model) -> float:
     return 1e-3 if dtype in (torch.float32, torch.float64) else 0.25
 
 
-def score_requests(
-    model,
-    requests: Sequence[Request],
-    method: str = "auto",
-    batch_size: int = 16,
-    pack_tokens: int | str = "auto",
-    progress: Callable[[int], None] | None = None,
-) -> tuple[list[np.ndarray], Stats]:
-    """Score requests with the prefix-tree scorer (``method="prefix-tree"``), the reference
-    (``"full"``), or ``"auto"``: prefix-tree after a self-check against the reference on a few
-    requests; if the check fails or raises, full sequences, with a log line saying why."""
-    if method not in ("auto", "prefix-tree", "full"):
-        raise ValueError(f"scoring method must be auto, prefix-tree or full, got {method!r}")
+class AutoScorer:
+    """The prefix-tree scorer, checked once against full sequences on the first requests it
+    sees; if the check fails or raises, full sequences from then on, with a log line why."""
+
+    def __init__(self, model, batch_size: int = 16, pack_tokens: int | str = "auto"):
+        self.model = model
+        self.batch_size = batch_size
+        self.scorer: PrefixTreeScorer | FullSequenceScorer = PrefixTreeScorer(model, pack_tokens)
+        self.checked = False
+
+    @property
+    def stats(self) -> Stats:
+        return self.scorer.stats
+
+    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None) -> list[np.ndarray]:
+        if not self.checked and len(requests) > 1:
+            self.checked = True
+            reason = _self_check(self.model, self.scorer, requests, self.batch_size)
+            if reason:
+                log.warning("shared-prefix scoring disabled for this model (%s); scoring full sequences", reason)
+                self.scorer = FullSequenceScorer(self.model, self.batch_size)
+                self.scorer.stats.notes.append(reason)
+        return self.scorer.score(requests, progress)
+
+
+def make_scorer(model, method: str = "auto", batch_size: int = 16, pack_tokens: int | str = "auto"):
+    """``prefix-tree``, ``full`` (the reference) or ``auto`` (prefix-tree after a self-check)."""
     if method == "full":
-        scorer = FullSequenceScorer(model, batch_size)
-        return scorer.score(requests, progress), scorer.stats
-    tree = PrefixTreeScorer(model, pack_tokens)
-    if method == "auto" and len(requests) > 1:
-        reason = _self_check(model, tree, requests, batch_size)
-        if reason:
-            log.warning("shared-prefix scoring disabled for this model (%s); scoring full sequences", reason)
-            scorer = FullSequenceScorer(model, batch_size)
-            scorer.stats.notes.append(reason)
-            return scorer.score(requests, progress), scorer.stats
-    return tree.score(requests, progress), tree.stats
+        return FullSequenceScorer(model, batch_size)
+    if method == "prefix-tree":
+        return PrefixTreeScorer(model, pack_tokens)
+    if method == "auto":
+        return AutoScorer(model, batch_size, pack_tokens)
+    raise ValueError(f"scoring method must be auto, prefix-tree or full, got {method!r}")
 
 
 def _self_check(model, tree: PrefixTreeScorer, requests: Sequence[Request], batch_size: int) -> str | None:

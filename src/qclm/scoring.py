@@ -113,3 +113,29 @@ def silhouettes(normalized: pd.DataFrame) -> pd.DataFrame:
         m = g.pivot_table(index=["cterm", "polarity"], columns="intensifier", values="p_norm", sort=False)
         rows.append((*key, item_silhouette(m.to_numpy(), m.index.get_level_values("polarity") == "+")))
     return pd.DataFrame(rows, columns=ITEM_KEYS + ["silhouette"])
+
+
+def condition_tables(tokens: pd.DataFrame, aggregation: str = "harmonic") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From one scoring job's token log-probabilities to (variants with p_raw and p_norm,
+    item scores): eq. 1, the two-way normalization, eq. 2."""
+    variants = normalize(variant_probabilities(tokens, aggregation))
+    return variants, item_scores(variants)
+
+
+def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.DataFrame],
+                   model_info: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Concatenate the per-job tables into the tidy tables of results/scores/.
+
+    ``model_info`` has one row per model with columns model, params_b, model_type, family."""
+    items = pd.concat(item_frames, ignore_index=True).merge(model_info, on="model", how="left")
+    variants = pd.concat(variant_frames, ignore_index=True)
+    questionnaires = questionnaire_scores(items).merge(model_info, on="model", how="left")
+    vanilla = variants[variants["condition"] == "vanilla"]
+    return {
+        "items": items[["model", "questionnaire", "item_id", "condition", "stimulus_id", "score",
+                        "n_plus", "n_intensifiers", "params_b", "model_type", "family"]],
+        "questionnaires": questionnaires,
+        "conditions": condition_means(questionnaires).merge(model_info, on="model", how="left"),
+        "variants": variants,
+        "silhouette": silhouettes(vanilla)[["model", "questionnaire", "item_id", "silhouette"]],
+    }

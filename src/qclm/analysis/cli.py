@@ -25,7 +25,7 @@ import pandas as pd
 from qclm.analysis import tables
 from qclm.analysis.inputs import (
     InputError, condition_scores, load_item_scores, load_silhouette, load_variant_probs, model_sizes,
-    questionnaire_scores,
+    questionnaire_scores, select_heatmap_item,
 )
 
 log = logging.getLogger("qclm.analysis")
@@ -73,6 +73,11 @@ def analyze(
     items = load_item_scores(scores)
     sil = load_silhouette(silhouette) if silhouette else None
     vprobs = load_variant_probs(variant_probs) if variant_probs else None
+    if vprobs is not None and not vprobs.empty and figures:
+        try:
+            select_heatmap_item(vprobs, heatmap_item)  # fail before the work, not after
+        except ValueError as exc:
+            raise InputError(f"{variant_probs}: {exc}") from exc
     qscores = questionnaire_scores(items)
     cond = condition_scores(qscores)
     sizes = model_sizes(items)

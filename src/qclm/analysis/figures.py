@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from qclm.analysis.inputs import CONDITIONS  # noqa: E402
+from qclm.analysis.inputs import CONDITIONS, select_heatmap_item  # noqa: E402
+from qclm.analysis.tables import MIN_MODELS  # noqa: E402
 
 log = logging.getLogger("qclm.analysis")
 
@@ -147,10 +148,11 @@ def figure_model_scores(zs: pd.DataFrame, out_dir: Path, seed: int = 0) -> list[
 
 # --------------------------------------------------------------------------- figures 5 and 6
 
-def _stacked_bars(ax: plt.Axes, table: pd.DataFrame, groups: list[str], group_col: str) -> None:
+def _stacked_bars(ax: plt.Axes, table: pd.DataFrame, groups: list[str], group_col: str) -> float:
     """Stacked eta^2 bars (percent) with each segment's bootstrap CI drawn at the segment's top edge."""
     x = np.arange(len(groups))
     bottom = np.zeros(len(groups))
+    ymax = 100.0
     for source in ("stimuli", "model", "residual"):
         sub = table[table["source"] == source].set_index(group_col).reindex(groups)
         h = 100 * sub["eta2"].to_numpy(dtype=float)
@@ -163,14 +165,23 @@ def _stacked_bars(ax: plt.Axes, table: pd.DataFrame, groups: list[str], group_co
         if source in CI_OFFSETS and ok.any():
             top = bottom + h0
             ax.errorbar(x[ok] + CI_OFFSETS[source], top[ok], yerr=np.vstack([(h - lo)[ok], (hi - h)[ok]]),
-                        fmt="none", ecolor=CI_COLORS[source], elinewidth=0.8, capsize=2, clip_on=False, zorder=4)
+                        fmt="none", ecolor=CI_COLORS[source], elinewidth=0.8, capsize=2, zorder=4)
+            ymax = max(ymax, float(np.nanmax((bottom + hi)[ok])))
         for xi, b, hv in zip(x, bottom, h0):
             if hv >= 7:
                 ax.text(xi + 0.32, b + hv / 2, f"{hv:.0f}%", ha="left", va="center", fontsize=6.5, color="0.1")
         bottom = bottom + h0
     ax.set_xticks(x)
-    ax.set_ylim(0, 100)
     ax.set_xlim(-0.55, len(groups) - 0.1)
+    return ymax
+
+
+def _share_axis(axes: list[plt.Axes], ymax: float) -> None:
+    """0-100% axis; a CI drawn at a segment's top edge can reach past 100%, so leave room above it."""
+    for ax in axes:
+        ax.set_ylim(0, ymax + 2)
+        ax.set_yticks(np.arange(0, 101, 20))
+        ax.spines["left"].set_bounds(0, 100)
 
 
 def figure_variance_decomposition(oneway: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -178,11 +189,11 @@ def figure_variance_decomposition(oneway: pd.DataFrame, out_dir: Path) -> list[P
     name = "fig5_variance_decomposition"
     data = oneway.dropna(subset=["eta2"])
     if data.empty:
-        return _placeholder(out_dir, name, "needs models with vanilla and stress scores")
+        return _placeholder(out_dir, name, "needs at least two models with vanilla and stress scores")
     questionnaires = list(pd.unique(data["questionnaire"]))
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.5))
-        _stacked_bars(ax, data, questionnaires, "questionnaire")
+        _share_axis([ax], _stacked_bars(ax, data, questionnaires, "questionnaire"))
         n = data.groupby("questionnaire", sort=False)["n"].first()
         ax.set_xticklabels([f"{q}\n(n={n[q]})" for q in questionnaires])
         ax.set_ylabel(r"Share of variance, $\eta^2$ (%)")
@@ -203,13 +214,15 @@ def figure_decomposition_by_size(by_size: pd.DataFrame, out_dir: Path) -> list[P
         nq = len(questionnaires)
         width = COLUMN_WIDTH if nq == 1 else min(PAGE_WIDTH, 0.45 * PAGE_WIDTH * nq)
         fig, axes = plt.subplots(1, nq, figsize=(width, 2.6), sharey=True, squeeze=False)
+        ymax = 100.0
         for ax, q in zip(axes[0], questionnaires):
             sub = data[data["questionnaire"] == q]
             cls = [c for c in classes if c in set(sub["size_class"])]
-            _stacked_bars(ax, sub, cls, "size_class")
+            ymax = max(ymax, _stacked_bars(ax, sub, cls, "size_class"))
             n = sub.groupby("size_class", sort=False)["n"].first()
-            ax.set_xticklabels([f"{c}\n(n={n[c]})" for c in cls])
+            ax.set_xticklabels([f"{c}\n(n={n[c]}{', low n' if n[c] < MIN_MODELS else ''})" for c in cls])
             ax.set_title(q, loc="left")
+        _share_axis(list(axes[0]), ymax)
         axes[0, 0].set_ylabel(r"Share of variance, $\eta^2$ (%)")
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 1.04), handlelength=1)
@@ -228,7 +241,7 @@ def figure_state_trait_spectrum(oneway: pd.DataFrame, out_dir: Path) -> list[Pat
     name = "state_trait_spectrum"
     data = oneway.dropna(subset=["eta2"])
     if data.empty:
-        return _placeholder(out_dir, name, "needs models with vanilla and stress scores")
+        return _placeholder(out_dir, name, "needs at least two models with vanilla and stress scores")
     questionnaires = list(pd.unique(data["questionnaire"]))
     style = _q_style(questionnaires)
     with plt.rc_context(STYLE):
@@ -282,7 +295,7 @@ def figure_per_model_shifts(per_model: pd.DataFrame, sizes: pd.Series, out_dir: 
         nq = len(questionnaires)
         width = COLUMN_WIDTH if nq == 1 else min(PAGE_WIDTH, 0.45 * PAGE_WIDTH * nq)
         height = max(1.8, 0.75 + 0.17 * len(models))
-        fig, axes = plt.subplots(1, nq, figsize=(width, height), sharey=True, sharex=use_z, squeeze=False)
+        fig, axes = plt.subplots(1, nq, figsize=(width, height), sharey=True, sharex=True, squeeze=False)
         offsets = dict(zip(contrasts, np.linspace(-0.17, 0.17, len(contrasts)) if len(contrasts) > 1 else [0.0]))
         ypos = {m: i for i, m in enumerate(models)}
         for ax, q in zip(axes[0], questionnaires):
@@ -307,7 +320,7 @@ def figure_per_model_shifts(per_model: pd.DataFrame, sizes: pd.Series, out_dir: 
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=len(contrasts), bbox_to_anchor=(0.5, 1.0),
                    handletextpad=0.2)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.28 / height))
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.2 / height))
         return _save(fig, out_dir, name)
 
 
@@ -317,27 +330,6 @@ def _z_factor(sub: pd.DataFrame) -> float:
 
 
 # --------------------------------------------------------------------------- item heatmap
-
-def select_heatmap_item(variant_probs: pd.DataFrame, item: str | None) -> tuple[str, str]:
-    """(questionnaire, item_id) for the heatmap: ``QUESTIONNAIRE:ITEM`` or ``ITEM``; default the first item
-    of the first questionnaire in the table. Raises ValueError naming the column when not found."""
-    if not item:
-        first = variant_probs.iloc[0]
-        q = first["questionnaire"]
-        return q, variant_probs.loc[variant_probs["questionnaire"] == q, "item_id"].iloc[0]
-    if ":" in item:
-        q, item_id = item.split(":", 1)
-        hit = (variant_probs["questionnaire"] == q) & (variant_probs["item_id"] == item_id)
-    else:
-        item_id = item
-        hit = variant_probs["item_id"] == item_id
-    qs = list(pd.unique(variant_probs.loc[hit, "questionnaire"]))
-    if not qs:
-        raise ValueError(f"heatmap item {item!r} not found in column `item_id` of the variant probability table")
-    if len(qs) > 1:
-        raise ValueError(f"heatmap item {item!r} occurs in questionnaires {qs}; write QUESTIONNAIRE:ITEM")
-    return qs[0], item_id
-
 
 def figure_item_heatmap(variant_probs: pd.DataFrame | None, out_dir: Path, item: str | None = None,
                         max_models: int = 3) -> list[Path]:

@@ -38,15 +38,19 @@ class InputError(ValueError):
     """A table given to the analysis is unreadable or does not follow its schema."""
 
 
-def read_table(path: str | Path, text_columns: tuple[str, ...] = _TEXT_COLUMNS) -> pd.DataFrame:
-    """Read a CSV, TSV or Parquet table; identifier columns are read as text ("" for missing)."""
+def read_table(path: str | Path, text_columns: tuple[str, ...] = _TEXT_COLUMNS,
+               parquet_filters: list | None = None) -> pd.DataFrame:
+    """Read a CSV, TSV or Parquet table; identifier columns are read as text ("" for missing).
+
+    ``parquet_filters`` (pyarrow row filters) skip rows of a large Parquet file while reading.
+    """
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffix.lower() == ".gz" else path.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):
-            df = pd.read_parquet(path)
+            df = pd.read_parquet(path, filters=parquet_filters)
         elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt"):
             sep = "\t" if suffix.startswith(".tsv") else ","
             header = pd.read_csv(path, sep=sep, nrows=0).columns
@@ -147,10 +151,25 @@ def load_silhouette(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def load_variant_probs(path: str | Path) -> pd.DataFrame:
-    """Read and check the variant probability table (raw and two-way-normalized, method.md sections 3-4)."""
-    df = read_table(path)
+def load_variant_probs(path: str | Path, condition: str | None = "vanilla") -> pd.DataFrame:
+    """Read and check the variant probability table (raw and two-way-normalized, method.md sections 3-4).
+
+    Only rows of ``condition`` are kept (the table has one row per variant and stimulus, millions of rows
+    for a full run; the heatmap needs vanilla only). ``condition=None`` keeps all rows.
+    """
+    filters = None
+    if condition is not None and Path(path).suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        try:
+            if "condition" in pq.read_schema(path).names:
+                filters = [("condition", "==", condition)]
+        except Exception:  # unreadable: read_table reports it with the file name
+            pass
+    df = read_table(path, parquet_filters=filters)
     _require_columns(df, VARIANT_PROB_COLUMNS, path)
+    if condition is not None:
+        df = df[df["condition"] == condition]
     df = df[list(VARIANT_PROB_COLUMNS)].copy()
     for col in ("weight", "p_raw", "p_norm"):
         df[col] = _numeric_column(df, col, path, allow_missing=True)
@@ -158,6 +177,27 @@ def load_variant_probs(path: str | Path) -> pd.DataFrame:
     if bad.any():
         raise InputError(f"{path}: column `polarity` has value {df['polarity'][bad].iloc[0]!r}; expected '+' or '-'")
     return df
+
+
+def select_heatmap_item(variant_probs: pd.DataFrame, item: str | None) -> tuple[str, str]:
+    """(questionnaire, item_id) for the heatmap: ``QUESTIONNAIRE:ITEM`` or ``ITEM``; default the first item
+    of the first questionnaire in the table. Raises ValueError naming the column when not found."""
+    if not item:
+        first = variant_probs.iloc[0]
+        q = first["questionnaire"]
+        return q, variant_probs.loc[variant_probs["questionnaire"] == q, "item_id"].iloc[0]
+    if ":" in item and not (variant_probs["item_id"] == item).any():
+        q, item_id = item.split(":", 1)
+        hit = (variant_probs["questionnaire"] == q) & (variant_probs["item_id"] == item_id)
+    else:
+        item_id = item
+        hit = variant_probs["item_id"] == item_id
+    qs = list(pd.unique(variant_probs.loc[hit, "questionnaire"]))
+    if not qs:
+        raise ValueError(f"heatmap item {item!r} not found in column `item_id` of the variant probability table")
+    if len(qs) > 1:
+        raise ValueError(f"heatmap item {item!r} occurs in questionnaires {qs}; write QUESTIONNAIRE:ITEM")
+    return qs[0], item_id
 
 
 def questionnaire_scores(items: pd.DataFrame) -> pd.DataFrame:

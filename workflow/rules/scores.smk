@@ -1,0 +1,33 @@
+# From token log-probabilities to variant probabilities, item scores and summary tables.
+
+
+rule condition_scores:
+    input:
+        "results/logprobs/{model}/{questionnaire}/{condition}.parquet",
+    output:
+        variants=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.variants.parquet",
+        item_table=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.items.parquet",
+    params:
+        aggregation=config["scoring"]["aggregation"],
+    log:
+        "logs/condition_scores/{model}/{questionnaire}/{condition}.log",
+    script:
+        "../scripts/condition_scores.py"
+
+
+rule aggregate_scores:
+    input:
+        item_tables=condition_outputs("items"),
+        variant_tables=condition_outputs("variants"),
+        models=config["models"],
+    output:
+        item_scores=f"{SCORES}/item_scores.parquet",
+        item_scores_csv=f"{SCORES}/item_scores.csv",
+        questionnaires=f"{SCORES}/questionnaire_scores.csv",
+        conditions=f"{SCORES}/condition_means.csv",
+        variants=f"{SCORES}/variant_probs.parquet",
+        silhouette=f"{SCORES}/silhouette.csv",
+    log:
+        "logs/aggregate_scores.log",
+    script:
+        "../scripts/aggregate_scores.py"

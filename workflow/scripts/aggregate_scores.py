@@ -1,0 +1,25 @@
+"""Thin wrapper: per-job tables -> the tidy tables of results/scores/."""
+import pandas as pd
+
+from qclm.cli import configure_logging
+from qclm.logprobs import write_parquet
+from qclm.models import load_model_table
+from qclm.scoring import collect_tables
+
+configure_logging(snakemake.log[0])
+models = load_model_table(snakemake.input.models)
+info = pd.DataFrame(
+    [{"model": m.name, "params_b": m.params_b, "model_type": m.type, "family": m.family} for m in models.values()]
+)
+tables = collect_tables(
+    [pd.read_parquet(p) for p in snakemake.input.item_tables],
+    [pd.read_parquet(p) for p in snakemake.input.variant_tables],
+    info,
+)
+out = snakemake.output
+write_parquet(tables["items"], out.item_scores, {"table": "item_scores"})
+tables["items"].to_csv(out.item_scores_csv, index=False)
+tables["questionnaires"].to_csv(out.questionnaires, index=False)
+tables["conditions"].to_csv(out.conditions, index=False)
+write_parquet(tables["variants"], out.variants, {"table": "variant_probs"})
+tables["silhouette"].to_csv(out.silhouette, index=False)
