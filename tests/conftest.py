@@ -1,0 +1,141 @@
+"""Shared fixtures: tokenizers of the two embedded models (byte-level BPE without BOS, and
+SentencePiece with BOS), tiny random models built on them, the real embedded SmolLM2, and a
+helper that writes a workflow config for a temporary directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("QCLM_TEST_CACHE", ROOT / ".cache" / "tests"))
+
+
+def _cached(name: str, build) -> Path:
+    """Build once into .cache/tests/NAME (atomic rename), reuse across test sessions."""
+    out = CACHE / name
+    if not (out / "done").exists():
+        tmp = CACHE / f"{name}.tmp{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        build(tmp)
+        (tmp / "done").write_text("ok")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    return out
+
+
+def _gguf_tokenizer(model_name: str, out: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from qclm.models import gguf_path, load_model_table, parse_model_row
+
+    row = {"name": model_name, "source": f"embedded:{model_name}", "revision": "", "params_b": "0.1",
+           "type": "base", "family": "x", "dtype": "float32"}
+    gguf = gguf_path(parse_model_row(row, "test", 0), CACHE / "_gguf")
+    AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(out)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer_dir() -> Path:
+    return _cached("tok-smollm2", lambda d: _gguf_tokenizer("smollm2-135m-instruct", d))
+
+
+@pytest.fixture(scope="session")
+def gemma3_tokenizer_dir() -> Path:
+    return _cached("tok-gemma3", lambda d: _gguf_tokenizer("gemma3-270m", d))
+
+
+def _tiny(kind: str, tok_dir: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    torch.manual_seed(0)
+    if kind == "llama":
+        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                          tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        model = LlamaForCausalLM(cfg)
+    else:
+        # a sliding window of 8 tokens, far shorter than the prompts, exercises the window masks
+        cfg = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                               layer_types=["sliding_attention", "full_attention"], max_position_embeddings=2048,
+                               bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                               pad_token_id=tok.pad_token_id)
+        model = Gemma3ForCausalLM(cfg)
+    # random weights with a wider spread make log-probs differ clearly between tokens
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.2)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(smollm2_tokenizer_dir) -> Path:
+    return _cached("tiny-llama", lambda d: _tiny("llama", smollm2_tokenizer_dir, d))
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma_dir(gemma3_tokenizer_dir) -> Path:
+    return _cached("tiny-gemma3", lambda d: _tiny("gemma3", gemma3_tokenizer_dir, d))
+
+
+def load_dir(path: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_prepared_dir() -> Path:
+    """The real embedded SmolLM2-135M-Instruct, de-quantized once to safetensors."""
+    from qclm.models import parse_model_row, prepare_model
+
+    row = {"name": "smollm2-135m-instruct", "source": "embedded:smollm2-135m-instruct", "revision": "Q4_1",
+           "params_b": "0.135", "type": "instruct", "family": "smollm2", "dtype": "float32"}
+
+    def build(d: Path) -> None:
+        prepare_model(parse_model_row(row, "test", 0), d / "model")
+
+    return _cached("real-smollm2", build) / "model"
+
+
+MODEL_TABLE_HEADER = "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\n"
+
+
+def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -> Path:
+    """A config for a run in `workdir` on local model directories (tiny models), with the
+    repository's questionnaires and stimuli; returns the config file."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    table = workdir / "models.tsv"
+    rows = [f"{name}\t{path}\t\t{0.001 * (i + 1)}\tbase\ttiny\tfloat32\n" for i, (name, path) in enumerate(models.items())]
+    table.write_text(MODEL_TABLE_HEADER + "".join(rows))
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["models"] = str(table)
+    config["models_dir"] = str(workdir / "models")
+    config["questionnaires"] = {k: str(ROOT / v) for k, v in config["questionnaires"].items()}
+    for cls in ("stress", "neutral"):
+        config["stimuli"][cls] = str(ROOT / config["stimuli"][cls])
+    config.update({"limit_items": 2, "limit_stimuli": 2})
+    config["scoring"]["threads"] = 1
+    config["analysis"]["bootstrap"] = 200
+    config.update(overrides)
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(config), "--cores", "2", "--resources", "gpu=1", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
