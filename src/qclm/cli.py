@@ -8,8 +8,11 @@ import sys
 
 
 def configure_logging(log_file: str | None = None, level: int = logging.INFO) -> None:
-    """Log to a file (workflow jobs: snakemake.log[0]) or to stderr, with timestamps."""
-    handler = logging.FileHandler(log_file, mode="w") if log_file else logging.StreamHandler(sys.stderr)
+    """Log to a file (workflow jobs: snakemake.log[0]) or to stderr, with timestamps. With a
+    file, stderr goes there too: progress bars, warnings and tracebacks land in the job's log."""
+    if log_file:
+        sys.stderr = open(log_file, "w", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the job
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -38,10 +41,17 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _add_validate(sub: argparse._SubParsersAction) -> None:
+    from qclm.validate import add_parser
+
+    add_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qclm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_analyze(sub)
+    _add_validate(sub)
     return parser
 
 

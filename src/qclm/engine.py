@@ -243,18 +243,24 @@ class PrefixTreeScorer:
         self.stats = Stats(method="prefix-tree")
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.cfg = cfg
-        types = getattr(cfg, "layer_types", None) or []
-        window = getattr(cfg, "sliding_window", None)
-        self.sliding_window = window if window and "sliding_attention" in types else None
+        types = getattr(cfg, "layer_types", None)
+        window = getattr(cfg, "sliding_window", None) or None
+        if types is not None:  # per-layer types: a mask per type (Gemma 2/3, Qwen 2/3, ...)
+            self.sliding_window = window if "sliding_attention" in types else None
+            self.window_everywhere = False
+        else:  # one attention kind for every layer: windowed if the config sets a window (Mistral)
+            self.sliding_window = window
+            self.window_everywhere = window is not None
         self.mask_dtype = next(model.parameters()).dtype
         if not self.mask_dtype.is_floating_point:
             self.mask_dtype = torch.float32
 
     # -- masks -------------------------------------------------------------------------------
     def _mask(self, allowed: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
-        """Additive 4D mask(s) from a boolean [queries, keys] visibility matrix; for models with
-        sliding-window layers, a dict with a second mask that also hides keys W or more
-        positions back (the rule those layers apply)."""
+        """Additive 4D mask(s) from a boolean [queries, keys] visibility matrix. Sliding-window
+        attention also hides keys W or more positions back (the rule those layers apply): for
+        models with per-layer types, a dict of one mask per type; for models whose every layer
+        is windowed, one windowed mask."""
         neg = torch.finfo(self.mask_dtype).min
 
         def additive(ok: torch.Tensor) -> torch.Tensor:
@@ -264,6 +270,8 @@ class PrefixTreeScorer:
         if self.sliding_window is None:
             return additive(allowed)
         near = (q_pos[:, None] - k_pos[None, :]) < self.sliding_window
+        if self.window_everywhere:
+            return additive(allowed & near)
         return {"full_attention": additive(allowed), "sliding_attention": additive(allowed & near)}
 
     def _auto_pack_tokens(self, prefix_len: int, device: torch.device) -> int:
@@ -440,9 +448,11 @@ def _self_check(model, tree: PrefixTreeScorer, requests: Sequence[Request], batc
     other = next((r for r in requests if r.context != first), None)
     sample = [requests[0]] + [r for r in requests[1:3] if r.context == first] + ([other] if other else [])
     try:
-        got = PrefixTreeScorer(model, tree.pack_tokens).score(sample)
+        got = tree.score(sample)
     except Exception as err:  # noqa: BLE001 - any failure means: do not use this path
         return f"prefix-tree self-check raised {type(err).__name__}: {err}"
+    finally:
+        tree.stats = Stats(method=tree.stats.method)  # the check is not part of the job's work
     want = FullSequenceScorer(model, batch_size).score(sample)
     diff = max(float(np.max(np.abs(a - b))) for a, b in zip(got, want))
     if not math.isfinite(diff) or diff > self_check_tolerance(model):
