@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     peak = matmul_peak_gflops()
     cfg = model.config.get_text_config()
-    head_flops = 2 * cfg.hidden_size * model.get_output_embeddings().weight.shape[0] * engine.stats.scored_positions
+    head_flops = 2 * cfg.hidden_size * model.get_output_embeddings().weight.shape[0] * engine.stats.head_positions
     flops = 2 * non_embedding_parameters(model) * engine.stats.tokens_computed + head_flops
     record = {
         "model": spec.name,
@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine_gflops_per_s": round(flops / engine_s / 1e9, 1),
         "matmul_peak_gflops": round(peak, 1),
         "fraction_of_peak": round(flops / engine_s / 1e9 / peak, 3),
+        "engine_head_positions": engine.stats.head_positions,
         "engine_forward_calls": engine.stats.forward_calls,
         "dtype": prov["dtype"],
         "threads": args.threads,

@@ -51,7 +51,8 @@ class Stats:
     """Work done by a scorer: tokens run through the transformer, positions through the head."""
 
     tokens_computed: int = 0
-    scored_positions: int = 0
+    scored_positions: int = 0  # (position, target) pairs scored
+    head_positions: int = 0  # distinct hidden states that went through the LM head
     forward_calls: int = 0
     seconds: float = 0.0
     method: str = ""
@@ -105,17 +106,23 @@ class LogprobHead:
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         vocab = self.head.weight.shape[0]
         self.rows_per_chunk = max(1, HEAD_CHUNK_BYTES // (4 * vocab))
+        self.positions = 0  # distinct hidden states that went through the head
 
-    def __call__(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        out = []
-        for start in range(0, hidden.shape[0], self.rows_per_chunk):
-            h = hidden[start:start + self.rows_per_chunk]
-            logits = self.head(h).float()
+    def __call__(self, hidden: torch.Tensor, rows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """log P(targets[i] | hidden[rows[i]]). Each distinct row goes through the head once,
+        however many targets it scores (all first intensifier tokens of one item prefix share
+        the prefix's last hidden state)."""
+        unique, inverse = torch.unique(rows, return_inverse=True)
+        out = torch.empty(len(targets), dtype=torch.float32, device=hidden.device)
+        for start in range(0, len(unique), self.rows_per_chunk):
+            logits = self.head(hidden[unique[start:start + self.rows_per_chunk]]).float()
             if self.softcap:
                 logits = torch.tanh(logits / self.softcap) * self.softcap
             lp = torch.log_softmax(logits, dim=-1)
-            out.append(lp.gather(1, targets[start:start + self.rows_per_chunk, None])[:, 0])
-        return torch.cat(out) if out else hidden.new_zeros(0, dtype=torch.float32)
+            mine = (inverse >= start) & (inverse < start + len(lp))
+            out[mine] = lp[inverse[mine] - start, targets[mine]]
+        self.positions += len(unique)
+        return out
 
 
 def _device(model) -> torch.device:
@@ -186,10 +193,13 @@ class FullSequenceScorer:
                 targets.append(tok)
         hidden = self.model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device),
                                        use_cache=False).last_hidden_state
-        lp = self.head(hidden[torch.tensor(rows, device=device), torch.tensor(cols, device=device)],
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        head_before = self.head.positions
+        lp = self.head(flat, torch.tensor(rows, device=device) * width + torch.tensor(cols, device=device),
                        torch.tensor(targets, device=device)).cpu().numpy()
         self.stats.tokens_computed += sum(map(len, seqs))
         self.stats.scored_positions += len(targets)
+        self.stats.head_positions += self.head.positions - head_before
         self.stats.forward_calls += 1
         pos = 0
         for b, r in zip(idx, reqs):
@@ -389,10 +399,12 @@ class PrefixTreeScorer:
             input_ids=torch.tensor([ids], device=device), position_ids=q_pos[None],
             attention_mask=self._mask(allowed, q_pos, k_pos), past_key_values=cache, use_cache=True,
         ).last_hidden_state[0]
-        lp = self.head(hidden[torch.tensor(scored_rows, device=device)],
+        head_before = self.head.positions
+        lp = self.head(hidden, torch.tensor(scored_rows, device=device),
                        torch.tensor(targets, device=device)).cpu().numpy()
         self.stats.tokens_computed += n
         self.stats.scored_positions += len(targets)
+        self.stats.head_positions += self.head.positions - head_before
         self.stats.forward_calls += 1
         at = 0
         for i in owners:
