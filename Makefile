@@ -5,6 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
 SNAKEMAKE_ARGS ?=
+PROFILE := --workflow-profile workflow/profiles/default
 
 .PHONY: env run test test-fast test-slurm dryrun clean
 
@@ -22,11 +23,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 run: env
-	$(BIN)/snakemake --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
-	$(BIN)/snakemake --cores $(CORES) --report results/report.html
+	$(BIN)/snakemake $(PROFILE) --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake $(PROFILE) --cores $(CORES) --report results/report.html
 
 dryrun: env
-	$(BIN)/snakemake -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake $(PROFILE) -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
 
 test: env
 	$(BIN)/python -m pytest

@@ -1,5 +1,6 @@
 # qclm: measure questionnaire constructs in causal language models from next-token probabilities.
-# Run:  snakemake --cores 8 --resources gpu=1      (make run does this on the default config)
+# Run:  snakemake --workflow-profile workflow/profiles/default --cores 8 --resources gpu=1
+#       (make run does this on the default config)
 # Specification: docs in README.md; configuration: config/README.md.
 from snakemake.utils import min_version
 
@@ -10,6 +11,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/resources.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/scores.smk"

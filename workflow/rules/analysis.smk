@@ -78,7 +78,7 @@ rule analyze:
     log:
         "logs/analyze.log",
     benchmark:
-        "benchmarks/analyze.tsv"
+        "results/benchmarks/analyze.tsv"
     threads: 1
     shell:
         "{params.python:q} -m qclm.cli analyze --scores {input.scores:q} --out {params.out:q}"

@@ -10,6 +10,9 @@ rule prepare_model:
         "logs/prepare_model/{model}.log",
     benchmark:
         "results/benchmarks/prepare_model/{model}.tsv"
-    threads: workflow.cores
+    threads: 4
+    resources:
+        mem_mb=prepare_mem_mb,
+        runtime=prepare_runtime,
     script:
         "../scripts/prepare_model.py"

@@ -1,24 +1,51 @@
-# One job per model x questionnaire x condition: raw token log-probabilities as Parquet.
+# One job per model: the weights are loaded once and every questionnaire x condition is scored
+# with them (a 16B model takes minutes to load); each cell still gets its own Parquet table of
+# raw token log-probabilities, results/logprobs/{model}/{questionnaire}/{condition}.parquet.
+
+SCORING_CELLS = [
+    {
+        "questionnaire": q,
+        "condition": c,
+        "questionnaire_file": QUESTIONNAIRES[q],
+        "stimuli_file": None if c == "vanilla" else config["stimuli"][c],
+    }
+    for q in QUESTIONNAIRES
+    for c in CONDITIONS
+]
 
 
 rule score:
     input:
-        questionnaire=lambda w: QUESTIONNAIRES[w.questionnaire],
-        stimuli=stimuli_file,
+        questionnaires=sorted(set(QUESTIONNAIRES.values())),
+        stimuli=sorted({cell["stimuli_file"] for cell in SCORING_CELLS} - {None}),
         prepared=prepared_model,
     output:
-        "results/logprobs/{model}/{questionnaire}/{condition}.parquet",
+        [
+            f"results/logprobs/{{model}}/{cell['questionnaire']}/{cell['condition']}.parquet"
+            for cell in SCORING_CELLS
+        ],
     params:
         model=model_row,
+        cells=SCORING_CELLS,
         scoring=scoring_settings,
         protocol=protocol_settings,
         models_dir=MODELS_DIR,
     log:
-        "logs/score/{model}/{questionnaire}/{condition}.log",
+        # the whole job (loading, GPU binding, failures); each cell's scoring also in its own file
+        main="logs/score/{model}.log",
+        cells=[
+            f"logs/score/{{model}}/{cell['questionnaire']}/{cell['condition']}.log"
+            for cell in SCORING_CELLS
+        ],
     benchmark:
-        "results/benchmarks/score/{model}/{questionnaire}/{condition}.tsv"
+        "results/benchmarks/score/{model}.tsv"
     threads: config["scoring"]["threads"]
+    # the GPU is the scarce resource: whenever it is free a scoring job starts first, and the
+    # CPU-only jobs fill the remaining cores
+    priority: 10
     resources:
         gpu=1,
+        mem_mb=score_mem_mb,
+        runtime=score_runtime,
     script:
-        "../scripts/score.py"
+        "../scripts/score_model.py"
