@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,7 @@ class ModelSpec:
             return "embedded"
         if self.source.endswith(".gguf"):
             return "gguf"
-        if Path(self.source).is_dir():
+        if Path(self.source).expanduser().is_dir():
             return "local"
         return "hub"
 
@@ -104,44 +105,51 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     name = (row.get("name") or "").strip()
     where = f"line {line} (model {name or '?'})"
     problems = []
+    extra = row.get(None)  # csv.DictReader: values beyond the header's columns
+    if extra:
+        problems.append((file, where, f"{len(extra)} more value(s) than the header has columns "
+                         f"({extra!r}); columns are separated by tabs"))
     for col in REQUIRED_COLUMNS:
         if row.get(col) is None:
-            problems.append((file, f"{where}: column {col}", "missing"))
+            problems.append((file, f"{where}: column {col}", "missing (fewer values than the header has columns; "
+                             "columns are separated by tabs)"))
     if problems:
         raise InputError(problems)
     if not NAME_PATTERN.match(name):
-        problems.append((file, f"{where}: column name", "must be filesystem-safe: letters, digits, '_', '.', '-'"))
+        problems.append((file, f"{where}: column name", f"{name!r} is not filesystem-safe: use letters, digits, "
+                         "'_', '.', '-', starting with a letter or digit"))
     source = row["source"].strip()
     if source.startswith("embedded:"):
         if source[len("embedded:"):] not in EMBEDDED:
-            problems.append((file, f"{where}: column source", f"unknown embedded model; known: {sorted(EMBEDDED)}"))
+            problems.append((file, f"{where}: column source", f"unknown embedded model {source!r}; known: "
+                             + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED))))
     elif source.endswith(".gguf") or source.startswith((".", "/", "~")):
         if not Path(source).expanduser().exists():
             problems.append((file, f"{where}: column source", f"path {source} does not exist"))
     elif not Path(source).is_dir() and not HUB_ID_PATTERN.match(source):
         problems.append((file, f"{where}: column source",
-                         "neither a hub id (org/name), an existing path nor embedded:NAME"))
+                         f"{source!r} is neither a hub id (org/name), an existing path nor embedded:NAME"))
     try:
         params_b = float(row["params_b"])
-        if not params_b > 0:
+        if not (params_b > 0 and math.isfinite(params_b)):
             raise ValueError
     except ValueError:
         problems.append((file, f"{where}: column params_b", f"must be a positive number, got {row['params_b']!r}"))
         params_b = float("nan")
     dtype = row["dtype"].strip() or "auto"
     if dtype not in DTYPES:
-        problems.append((file, f"{where}: column dtype", f"must be one of {DTYPES}"))
+        problems.append((file, f"{where}: column dtype", f"must be one of {', '.join(DTYPES)}; got {dtype!r}"))
     mtype = row["type"].strip()
     if mtype not in ("base", "instruct"):
-        problems.append((file, f"{where}: column type", "must be base or instruct"))
+        problems.append((file, f"{where}: column type", f"must be base or instruct; got {mtype!r}"))
     quant = (row.get("quantization") or "").strip()
     if quant not in QUANTIZATIONS:
-        problems.append((file, f"{where}: column quantization", "must be empty, none, 8bit or 4bit"))
+        problems.append((file, f"{where}: column quantization", f"must be empty, none, 8bit or 4bit; got {quant!r}"))
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
         if v not in TRUE + FALSE:
-            problems.append((file, f"{where}: column {col}", "must be true or false"))
+            problems.append((file, f"{where}: column {col}", f"must be true or false (or empty); got {v!r}"))
         flags[col] = v in TRUE
     if problems:
         raise InputError(problems)
@@ -156,6 +164,10 @@ def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise InputError.one(path, "file", "does not exist") from None
+    except IsADirectoryError:
+        raise InputError.one(path, "file", "is a directory, not a tab-separated table") from None
+    except UnicodeDecodeError as err:
+        raise InputError.one(path, f"byte {err.start}", "not UTF-8 text (save the table as UTF-8)") from None
     numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
     if not numbered:
         raise InputError.one(path, "file", "no header and no models")
@@ -167,6 +179,7 @@ def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
     if unknown:
         raise InputError.one(path, f"line {numbered[0][0]} (header)", f"unknown column(s) {unknown}")
     models: dict[str, ModelSpec] = {}
+    first_line: dict[str, int] = {}
     problems = []
     for (line, _), row in zip(numbered[1:], reader):
         try:
@@ -175,7 +188,10 @@ def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
             problems.extend(err.problems)
             continue
         if spec.name in models:
-            problems.append((str(path), f"line {line} (model {spec.name}): column name", "repeats an earlier model"))
+            problems.append((str(path), f"line {line} (model {spec.name}): column name",
+                             f"repeats the model on line {first_line[spec.name]}"))
+            continue
+        first_line[spec.name] = line
         models[spec.name] = spec
     if problems:
         raise InputError(problems)
@@ -244,6 +260,25 @@ def resolve_device(device: str) -> str:
     return device
 
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+class ModelLoadError(RuntimeError):
+    """A model that cannot be loaded, with a one-line reason."""
+
+
+def _check_local_weights(spec: ModelSpec, directory: Path) -> None:
+    """A local checkpoint directory needs safetensors weights unless the row allows pickle files."""
+    if spec.allow_pickle or any(directory.glob("*.safetensors")):
+        return
+    pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if pickles:
+        raise ModelLoadError(f"{directory} has only pickle weights ({', '.join(pickles)}), no .safetensors; "
+                             "loading a pickle can run code: convert the checkpoint to safetensors, or set "
+                             "allow_pickle to true in this model's row of the model table")
+    raise ModelLoadError(f"{directory} has no model weights (no .safetensors file)")
+
+
 def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: str = "auto"):
     """Load tokenizer and model for scoring, safely: remote code only when the row turns it on,
     safetensors only unless the row allows pickle checkpoints, bitsandbytes only on CUDA.
@@ -261,6 +296,12 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         prepared = json.loads((Path(prepared_dir) / PREPARED_MARKER).read_text())
     else:
         where, revision, prepared = spec.source, spec.revision or None, {}
+        if spec.kind == "local":
+            where = str(Path(spec.source).expanduser())
+            _check_local_weights(spec, Path(where))
+    if spec.allow_pickle:
+        log.warning("model %s: allow_pickle is ON (set in the model table): a pickle checkpoint may be loaded, "
+                    "and loading a pickle can run code", spec.name)
     kwargs = {"dtype": dtype, "trust_remote_code": spec.trust_remote_code, "revision": revision,
               "use_safetensors": None if spec.allow_pickle else True}
     if spec.trust_remote_code:

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from qclm.validation import InputError, check_schema, read_yaml
+from qclm.validation import InputError, entry_label, is_finite_number, load_schema, read_yaml, schema_problems
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -94,70 +94,114 @@ class Questionnaire:
 
 
 def _check_template(template: str, file: Path, where: str, problems: list) -> None:
-    if template.count(CTERM_SLOT) != 1:
-        problems.append((str(file), where, f"template must contain exactly one {CTERM_SLOT} slot"))
-    if template.count(INTENSIFIER_SLOT) != 1 or not template.endswith(INTENSIFIER_SLOT):
-        problems.append((str(file), where, f"template has no {INTENSIFIER_SLOT} slot at its end"))
+    """Template rules (resources/questionnaires/README.md, rules 2-3); ``where`` is 'top level'
+    for the default template or 'item ID' for an item's own, and each problem names the field."""
+    f = str(file)
+    n_cterm = template.count(CTERM_SLOT)
+    if n_cterm != 1:
+        count = "no" if n_cterm == 0 else str(n_cterm)
+        problems.append((f, where, f"template has {count} {CTERM_SLOT} slot{'s' if n_cterm > 1 else ''}; "
+                         "it needs exactly one"))
+    n_int = template.count(INTENSIFIER_SLOT)
+    if n_int > 1:
+        problems.append((f, where, f"template has {n_int} {INTENSIFIER_SLOT} slots; it needs exactly one, at its end"))
+    elif not template.endswith(INTENSIFIER_SLOT):
+        problems.append((f, where, f"template has no {INTENSIFIER_SLOT} slot at its end"))
     elif template[: -len(INTENSIFIER_SLOT)][-1:].isspace():
-        problems.append((str(file), where, "template ends in whitespace before the intensifier "
+        problems.append((f, where, f"template ends in whitespace before {INTENSIFIER_SLOT} "
                          "(the phrase brings its own leading space)"))
     rest = template.replace(CTERM_SLOT, "").replace(INTENSIFIER_SLOT, "")
     if "{" in rest or "}" in rest:
-        problems.append((str(file), where, "template has an unknown {slot} (only {cterm} and {intensifier})"))
+        problems.append((f, where, "template has a { or } outside the slots (only {cterm} and {intensifier} "
+                         "are allowed)"))
+
+
+def _strings(value) -> list[str]:
+    """The strings of a list field, ignoring anything malformed (the schema reports it)."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def load_questionnaire(path: str | Path) -> Questionnaire:
-    """Read and validate a questionnaire YAML file; raise InputError naming file, item and field."""
+    """Read and validate a questionnaire YAML file; raise InputError naming file, item and field.
+    All problems of the file are reported at once: schema violations, and the rules below on every
+    part of the file that is well-formed."""
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError.one(path, "top level", "expected a mapping with id, name, template, scale, items")
-    check_schema(data, "questionnaire", path, {"items": "item", "levels": "level"})
-    problems: list[tuple[str, str, str]] = []
+    problems: list[tuple[str, str, str]] = schema_problems(
+        data, load_schema("questionnaire"), path, {"items": "item", "levels": "level"})
     f = str(path)
-    if path.stem != data["id"]:
+    if isinstance(data.get("id"), str) and path.stem != data["id"]:
         problems.append((f, "field id", f"id '{data['id']}' differs from the file name '{path.stem}'"))
-    _check_template(data["template"], path, "field template", problems)
+    if isinstance(data.get("template"), str):
+        _check_template(data["template"], path, "top level", problems)
 
     levels = []
     seen_weights: dict[float, str] = {}
+    seen_labels: set[str] = set()
     seen_phrases: set[str] = set()
-    for lv in data["scale"]["levels"]:
-        where = f"level {lv['label']}"
-        w = float(lv["weight"])
-        if w in seen_weights:
-            problems.append((f, f"{where}: field weight", f"weight {lv['weight']} repeats level {seen_weights[w]}"))
-        seen_weights[w] = lv["label"]
-        for phrase in lv["intensifiers"]:
+    scale = data.get("scale")
+    raw_levels = scale.get("levels") if isinstance(scale, dict) else None
+    for n, lv in enumerate(raw_levels if isinstance(raw_levels, list) else []):
+        if not isinstance(lv, dict):
+            continue
+        label = lv.get("label")
+        where = entry_label("level", raw_levels, n)
+        if isinstance(label, str):
+            if label in seen_labels:
+                problems.append((f, f"{where}: field label", "repeats an earlier level's label"))
+            seen_labels.add(label)
+        weight = lv.get("weight")
+        if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+            if not is_finite_number(weight):
+                problems.append((f, f"{where}: field weight", f"must be a finite number, got {weight}"))
+            elif float(weight) in seen_weights:
+                problems.append((f, f"{where}: field weight",
+                                 f"weight {weight} repeats level {seen_weights[float(weight)]}"))
+            else:
+                seen_weights[float(weight)] = str(label)
+        for phrase in _strings(lv.get("intensifiers")):
             if phrase != phrase.strip():
                 problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' has leading or trailing space"))
             if phrase in seen_phrases:
                 problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' appears twice"))
             seen_phrases.add(phrase)
-        levels.append(Level(lv["label"], w, tuple(lv["intensifiers"])))
+        if is_finite_number(weight) and isinstance(label, str):
+            levels.append(Level(label, float(weight), tuple(_strings(lv.get("intensifiers")))))
 
     items = []
-    seen_ids: set[str] = set()
-    for it in data["items"]:
-        where = f"item {it['id']}"
-        if it["id"] in seen_ids:
-            problems.append((f, where, "duplicate item id"))
-        seen_ids.add(it["id"])
-        template = it.get("template", data["template"])
-        if "template" in it:
-            _check_template(template, path, f"{where}: field template", problems)
-        plus, minus = it["cterms"]["plus"], it["cterms"]["minus"]
+    seen_ids: dict[str, int] = {}
+    raw_items = data.get("items")
+    for n, it in enumerate(raw_items if isinstance(raw_items, list) else []):
+        if not isinstance(it, dict):
+            continue
+        ident = it.get("id")
+        where = entry_label("item", raw_items, n)
+        if not isinstance(ident, (str, int)):
+            pass  # the schema reports it
+        elif ident in seen_ids:
+            problems.append((f, f"{where}: field id", f"duplicate item id (item #{seen_ids[ident] + 1} has it too)"))
+        else:
+            seen_ids[ident] = n
+        template = it.get("template", data.get("template"))
+        if "template" in it and isinstance(it["template"], str):
+            _check_template(it["template"], path, where, problems)
+        cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
+        plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
         for field, terms in (("plus", plus), ("minus", minus)):
+            seen_terms: set[str] = set()
             for t in terms:
                 if t != t.strip():
                     problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
-            if len(set(terms)) != len(terms):
-                problems.append((f, f"{where}: field cterms.{field}", "a term is listed twice"))
-        both = sorted(set(plus) & set(minus))
-        if both:
-            problems.append((f, f"{where}: field cterms", f"term(s) in both S+ and S-: {both}"))
-        items.append(Item(it["id"], template, tuple(plus), tuple(minus), it.get("ordinal"),
-                          it.get("keying"), it.get("description", "")))
+                if t in seen_terms:
+                    problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice"))
+                seen_terms.add(t)
+        for t in sorted(set(plus) & set(minus)):
+            problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
+        if isinstance(template, str):
+            items.append(Item(str(ident), template, tuple(plus), tuple(minus), it.get("ordinal"),
+                              it.get("keying"), it.get("description", "")))
     if problems:
         raise InputError(problems)
     return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from qclm.validation import InputError, check_schema, read_yaml
+from qclm.validation import InputError, entry_label, load_schema, read_yaml, schema_problems
 
 CONDITIONS = ("vanilla", "stress", "neutral")
 VERSIONS = ("long", "brief")
@@ -39,25 +39,37 @@ class StimulusSet:
 
 
 def load_stimuli(path: str | Path, expected_class: str | None = None) -> StimulusSet:
-    """Read and validate a stimulus YAML file; raise InputError naming file, stimulus and field."""
+    """Read and validate a stimulus YAML file; raise InputError naming file, stimulus and field.
+    All problems of the file are reported at once (schema violations and the rules below)."""
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError.one(path, "top level", "expected a mapping with class and stimuli")
-    check_schema(data, "stimuli", path, {"stimuli": "stimulus"})
-    problems = []
-    if expected_class is not None and data["class"] != expected_class:
-        problems.append((str(path), "field class", f"is '{data['class']}' but the config uses this file for '{expected_class}'"))
-    seen = set()
+    problems = schema_problems(data, load_schema("stimuli"), path, {"stimuli": "stimulus"})
+    f = str(path)
+    cls = data.get("class")
+    if expected_class is not None and isinstance(cls, str) and cls != expected_class:
+        problems.append((f, "field class", f"is '{cls}' but the config uses this file for '{expected_class}'"))
+    seen: dict[str, int] = {}
     stimuli = []
-    for s in data["stimuli"]:
-        if s["id"] in seen:
-            problems.append((str(path), f"stimulus {s['id']}", "duplicate stimulus id"))
-        seen.add(s["id"])
+    raw = data.get("stimuli")
+    for n, s in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(s, dict):
+            continue
+        ident = s.get("id")
+        where = entry_label("stimulus", raw, n)
+        if not isinstance(ident, (str, int)):
+            pass  # the schema reports it
+        elif ident in seen:
+            problems.append((f, f"{where}: field id", f"duplicate stimulus id (stimulus #{seen[ident] + 1} has it too)"))
+        else:
+            seen[ident] = n
         for field in VERSIONS:
-            if "{" in s[field] or "}" in s[field]:
-                problems.append((str(path), f"stimulus {s['id']}: field {field}", "text contains { or }"))
-        stimuli.append(Stimulus(s["id"], data["class"], s.get("topic", ""), s["long"], s["brief"]))
+            text = s.get(field)
+            if isinstance(text, str) and ("{" in text or "}" in text):
+                problems.append((f, f"{where}: field {field}", "text contains { or }"))
+        if all(isinstance(s.get(k), str) for k in VERSIONS):
+            stimuli.append(Stimulus(str(ident), str(cls), s.get("topic", ""), s["long"], s["brief"]))
     if problems:
         raise InputError(problems)
     return StimulusSet(data["class"], tuple(stimuli), path, hashlib.sha256(path.read_bytes()).hexdigest())

@@ -5,15 +5,17 @@ import sys
 from snakemake.utils import validate
 
 from qclm.models import load_model_table
-from qclm.validation import InputError
+from qclm.validate import format_problems, validate_config
 
-
-validate(config, workflow.source_path("../schemas/config.schema.yaml"))
-
-try:
-    MODELS = load_model_table(config["models"])
-except InputError as err:
-    sys.exit(f"qclm: invalid input\n{err}")
+# Input validation before the DAG is built: the same checks as `qclm validate` (config schema,
+# referenced files, model table, questionnaires, stimulus files), all problems at once, one
+# FILE: LOCATION: PROBLEM line each, and no traceback (docs/validation.md).
+_CONFIG_NAME = " + ".join(map(str, workflow.overwrite_configfiles or [])) or "config/config.yaml"
+_PROBLEMS = validate_config(config, _CONFIG_NAME, str(workflow.source_path("../schemas/config.schema.yaml")))
+if _PROBLEMS:
+    sys.exit("qclm: invalid input (run `qclm validate` to check again)\n" + "\n".join(format_problems(_PROBLEMS)))
+validate(config, workflow.source_path("../schemas/config.schema.yaml"))  # fills in the schema's defaults
+MODELS = load_model_table(config["models"])
 
 QUESTIONNAIRES = dict(config["questionnaires"])
 CONDITIONS = list(config["conditions"])
@@ -49,7 +51,9 @@ def stimuli_file(wildcards):
 
 
 def scoring_settings(wildcards):
-    return dict(config["scoring"])
+    """Settings that change the numbers or the run; threads are left out (a params change
+    reruns the job, and the thread count changes no log-prob)."""
+    return {k: v for k, v in config["scoring"].items() if k != "threads"}
 
 
 def protocol_settings(wildcards):

@@ -1,0 +1,159 @@
+"""``qclm validate``: every input of a run checked at once, before anything is computed.
+
+The config (against workflow/schemas/config.schema.yaml), the files it names (they must exist),
+the model table, every questionnaire and every stimulus file the conditions use. Problems of all
+files are collected, one ``FILE: LOCATION: PROBLEM`` line each; nothing stops at the first file.
+The workflow calls :func:`validate_config` at the top of workflow/rules/common.smk, so
+``snakemake -n`` fails with the same lines.
+
+Relative paths in the config are relative to the directory the workflow runs in (Snakemake's
+working directory), which for ``qclm validate`` is the current directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qclm.validation import InputError, Problem, read_yaml, schema_problems
+
+DEFAULT_CONFIG = "config/config.yaml"
+SCHEMA_RELPATH = Path("workflow") / "schemas" / "config.schema.yaml"
+STIMULUS_CLASSES = ("stress", "neutral")
+STIMULUS_SETTINGS = ("version", "separator")
+
+
+def find_config_schema() -> Path | None:
+    """workflow/schemas/config.schema.yaml in the current directory (a checkout of the workflow),
+    else next to this package's source tree (an editable install)."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (root / SCHEMA_RELPATH).is_file():
+            return root / SCHEMA_RELPATH
+    return None
+
+
+def _load_schema(schema: dict | str | Path) -> dict:
+    if isinstance(schema, dict):
+        return schema
+    return yaml.safe_load(Path(schema).read_text(encoding="utf-8"))
+
+
+def _collect(problems: list[Problem], load, *args, **kwargs) -> Any:
+    """Run a loader; its InputError problems join the list; returns what it loaded or None."""
+    try:
+        return load(*args, **kwargs)
+    except InputError as err:
+        problems.extend(err.problems)
+        return None
+
+
+def _file_field(config_file: str, field: str, value: Any, problems: list[Problem]) -> str | None:
+    """A config value that names a file: the path if it is a string naming an existing file."""
+    if not isinstance(value, str) or not value.strip():
+        return None  # the schema reports it
+    path = Path(value).expanduser()
+    if not path.exists():
+        problems.append((config_file, f"field {field}", f"file {value} does not exist"))
+        return None
+    if path.is_dir():
+        problems.append((config_file, f"field {field}", f"{value} is a directory, not a file"))
+        return None
+    return value
+
+
+def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
+                    schema: dict | str | Path | None = None) -> list[Problem]:
+    """Every problem of a loaded config and of the files it names, as (file, location, problem)."""
+    from qclm.models import load_model_table
+    from qclm.questionnaire import load_questionnaire
+    from qclm.stimuli import load_stimuli
+
+    cf = str(config_file)
+    if not isinstance(config, dict):
+        return [(cf, "top level", "expected a mapping (key: value) with models, questionnaires, stimuli, "
+                 f"conditions, scoring; got {type(config).__name__}")]
+    problems: list[Problem] = []
+    if schema is None:
+        schema = find_config_schema()
+        if schema is None:
+            problems.append((cf, "top level", f"cannot check the config: {SCHEMA_RELPATH} not found "
+                             "(run qclm validate in the workflow's directory)"))
+    stimuli = config.get("stimuli") if isinstance(config.get("stimuli"), dict) else {}
+    unknown_classes = [k for k in stimuli if k not in STIMULUS_CLASSES + STIMULUS_SETTINGS]
+    if schema is not None:
+        for f, loc, msg in schema_problems(config, _load_schema(schema), cf, {}):
+            if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_classes):
+                continue  # reported below with a clearer message
+            problems.append((f, loc, msg))
+    for k in unknown_classes:
+        problems.append((cf, f"field stimuli.{k}", f"unknown stimulus class '{k}': the classes are "
+                         f"{' and '.join(STIMULUS_CLASSES)} (other keys: {', '.join(STIMULUS_SETTINGS)})"))
+
+    # the model table
+    table = _file_field(cf, "models", config.get("models"), problems)
+    if table:
+        _collect(problems, load_model_table, table)
+
+    # questionnaires: each file valid, and its id is the key the workflow uses in file names
+    questionnaires = config.get("questionnaires")
+    for key, value in (questionnaires.items() if isinstance(questionnaires, dict) else []):
+        path = _file_field(cf, f"questionnaires.{key}", value, problems)
+        if path is None:
+            continue
+        q = _collect(problems, load_questionnaire, path)
+        if q is not None and q.id != key:
+            problems.append((cf, f"field questionnaires.{key}",
+                             f"{value} has id '{q.id}'; the key must be the same ('{q.id}: {value}')"))
+
+    # stimulus files: every class a condition uses needs one, of that class
+    conditions = config.get("conditions")
+    used = [c for c in (conditions if isinstance(conditions, list) else []) if c in STIMULUS_CLASSES]
+    for cls in STIMULUS_CLASSES:
+        if cls not in stimuli:
+            if cls in used:
+                problems.append((cf, f"field stimuli.{cls}", f"missing: condition '{cls}' (field conditions) "
+                                 "needs a stimulus file"))
+            continue
+        path = _file_field(cf, f"stimuli.{cls}", stimuli[cls], problems)
+        if path is not None:
+            _collect(problems, load_stimuli, path, expected_class=cls)
+    return list(dict.fromkeys(problems))  # a file named twice reports its problems once
+
+
+def validate_config_file(config_file: str | Path = DEFAULT_CONFIG,
+                         schema: dict | str | Path | None = None) -> list[Problem]:
+    """``qclm validate --config FILE``: read the config (YAML errors with line numbers) and check all."""
+    try:
+        config = read_yaml(config_file)
+    except InputError as err:
+        return err.problems
+    return validate_config(config, config_file, schema)
+
+
+def format_problems(problems: list[Problem]) -> list[str]:
+    """One line per problem (newlines inside a message would break the one-line format)."""
+    return [" ".join(f"{f}: {loc}: {msg}".split("\n")) for f, loc, msg in problems]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check the config, model table, questionnaires and stimulus files",
+                       description="Check the config, the model table, every questionnaire and stimulus file "
+                       "it uses. Exit 0 when all is well; else print one FILE: LOCATION: PROBLEM line per "
+                       "problem and exit 2.")
+    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"workflow config (default {DEFAULT_CONFIG})")
+    p.add_argument("--schema", default=None, help=f"config schema (default: {SCHEMA_RELPATH})")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    problems = validate_config_file(args.config, args.schema)
+    if problems:
+        print("\n".join(format_problems(problems)))
+        print(f"qclm validate: {len(problems)} problem{'s' if len(problems) != 1 else ''}", file=sys.stderr)
+        return 2
+    print(f"{args.config}: ok")
+    return 0

@@ -1,0 +1,459 @@
+"""`qclm validate` and the loaders behind it: every mistake a researcher makes while editing the
+config, the model table, a questionnaire or a stimulus file gives one `FILE: LOCATION: PROBLEM`
+line naming the file, the item (or stimulus, level, row) and the field; all problems of all files
+come out in one run; the workflow stops `snakemake -n` with the same lines and no traceback."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from qclm.cli import main
+from qclm.models import load_model_table
+from qclm.questionnaire import load_questionnaire
+from qclm.stimuli import load_stimuli
+from qclm.validate import validate_config, validate_config_file
+from qclm.validation import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\n"
+
+#: the one-item example of resources/questionnaires/README.md
+WORRY1 = {
+    "id": "worry1",
+    "name": "Single-item worry probe (example)",
+    "construct": "anxiety",
+    "framing": "state",
+    "source": "Written for the qclm project as a format example.",
+    "licence": "Original text, free to use.",
+    "template": "Question: At this moment, do you feel {cterm}?\nAnswer:{intensifier}",
+    "scale": {"name": "intensity", "levels": [
+        {"label": "not at all", "weight": -2, "intensifiers": ["not at all", "not in the least"]},
+        {"label": "somewhat", "weight": -1, "intensifiers": ["somewhat", "a little"]},
+        {"label": "moderately", "weight": 1, "intensifiers": ["moderately", "quite a bit"]},
+        {"label": "very much", "weight": 2, "intensifiers": ["very much", "extremely"]},
+    ]},
+    "items": [
+        {"id": "W1", "ordinal": 1, "description": "Feeling worried at the moment.", "keying": "direct",
+         "cterms": {"plus": ["worried", "anxious", "uneasy"], "minus": ["unworried", "carefree", "relaxed"]}},
+        {"id": "W2", "ordinal": 2, "description": "Feeling calm at the moment.", "keying": "reverse",
+         "cterms": {"plus": ["agitated", "tense"], "minus": ["calm", "peaceful"]}},
+    ],
+}
+
+STIMULI = {
+    "class": "stress",
+    "description": "Two short stress texts.",
+    "stimuli": [
+        {"id": "stress01", "topic": "exam", "long": "I failed the exam and my heart raced.",
+         "brief": "I failed the exam."},
+        {"id": "stress02", "topic": "fire", "long": "Smoke filled the hall and I could not breathe.",
+         "brief": "Smoke filled the hall."},
+    ],
+}
+
+
+def case_id(value):
+    """Test ids from the expected message (the edits are lambdas)."""
+    if isinstance(value, list) and value:
+        return value[0][:70]
+    if isinstance(value, str):
+        return value[:70]
+    return None
+
+
+def write_yaml(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def lines(load, *args, **kwargs) -> list[str]:
+    """The problem lines a loader raises (it must raise)."""
+    with pytest.raises(InputError) as info:
+        load(*args, **kwargs)
+    assert str(info.value) == "\n".join(info.value.lines)
+    return info.value.lines
+
+
+def q_lines(tmp_path: Path, edit) -> tuple[str, list[str]]:
+    data = copy.deepcopy(WORRY1)
+    edit(data)
+    path = write_yaml(tmp_path / "worry1.yaml", data)
+    return str(path), lines(load_questionnaire, path)
+
+
+# -- questionnaires ---------------------------------------------------------------------------------
+
+def test_example_questionnaire_loads(tmp_path):
+    q = load_questionnaire(write_yaml(tmp_path / "worry1.yaml", WORRY1))
+    assert [i.id for i in q.items] == ["W1", "W2"]
+    assert len(q.variants()) == (6 + 4) * 8
+
+
+def test_shipped_inputs_validate():
+    assert validate_config_file(ROOT / "config" / "config.yaml", ROOT / "workflow/schemas/config.schema.yaml") == []
+
+
+def test_yaml_syntax_error_names_line_and_column(tmp_path):
+    path = tmp_path / "worry1.yaml"
+    path.write_text("id: worry1\nname: [unclosed\nitems: 3\n")
+    assert lines(load_questionnaire, path) == [
+        f"{path}: line 3, column 6: YAML syntax error: expected ',' or ']', but got ':' "
+        "(while parsing a flow sequence)"]
+
+
+def test_yaml_tab_indentation(tmp_path):
+    path = tmp_path / "worry1.yaml"
+    path.write_text("id: worry1\nitems:\n\t- id: W1\n")
+    assert lines(load_questionnaire, path) == [
+        f"{path}: line 3, column 1: YAML syntax error: found character '\\t' that cannot start any token "
+        "(while scanning for the next token)"]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d: d["items"][0].pop("keying"), ["item W1: field keying: missing required field"]),
+    (lambda d: d.pop("licence"), ["field licence: missing required field"]),
+    (lambda d: d["items"][1].update(keyng="direct"),
+     ["item W2: field keyng: unknown field (did you mean keying?)"]),
+    (lambda d: d.update(colour="blue"),
+     ["field colour: unknown field (known: id, name, construct, framing, source, licence, template, scale, "
+      "items)"]),
+    (lambda d: d["items"][1].update(id="W1"),
+     ["item W1 (#2): field id: duplicate item id (item #1 has it too)"]),
+    (lambda d: d.update(template="Question: do you feel it?\nAnswer:{intensifier}"),
+     ["top level: template has no {cterm} slot; it needs exactly one"]),
+    (lambda d: d["items"][1].update(template="Is it {cterm} or {cterm}?\nAnswer:{intensifier}"),
+     ["item W2: template has 2 {cterm} slots; it needs exactly one"]),
+    (lambda d: d["items"][0].update(template="Do you feel {cterm}?\nAnswer:{intensifier} now"),
+     ["item W1: template has no {intensifier} slot at its end"]),
+    (lambda d: d["items"][0].update(template="Do you feel {cterm}?\nAnswer: {intensifier}"),
+     ["item W1: template ends in whitespace before {intensifier} (the phrase brings its own leading space)"]),
+    (lambda d: d["items"][0].update(template="Do you feel {cterm} {today}?\nAnswer:{intensifier}"),
+     ["item W1: template has a { or } outside the slots (only {cterm} and {intensifier} are allowed)"]),
+    (lambda d: d["items"][0]["cterms"].update(plus=[]), ["item W1: field cterms.plus: must not be empty"]),
+    (lambda d: d["items"][0]["cterms"].pop("minus"), ["item W1: field cterms.minus: missing required field"]),
+    (lambda d: d["items"][0]["cterms"]["minus"].append("worried"),
+     ["item W1: field cterms: term 'worried' is in both plus (S+) and minus (S-)"]),
+    (lambda d: d["items"][0]["cterms"]["plus"].append("uneasy"),
+     ["item W1: field cterms.plus: term 'uneasy' is listed twice"]),
+    (lambda d: d["items"][0]["cterms"]["plus"].append(" jumpy"),
+     ["item W1: field cterms.plus: term ' jumpy' has leading or trailing space"]),
+    (lambda d: d["items"][0]["cterms"]["plus"].append(""),
+     ["item W1: field cterms.plus, entry 4: must not be empty"]),
+    (lambda d: d["scale"].update(levels=d["scale"]["levels"][:1]),
+     ["field scale.levels: needs at least 2 entries, got 1"]),
+    (lambda d: d["scale"]["levels"][1].update(weight="abc"),
+     ["level somewhat: field weight: must be a number, got 'abc'"]),
+    (lambda d: d["scale"]["levels"][1].update(weight=None),
+     ["level somewhat: field weight: must be a number, got nothing (empty)"]),
+    (lambda d: d["scale"]["levels"][1].update(weight=float("nan")),
+     ["level somewhat: field weight: must be a finite number, got nan"]),
+    (lambda d: d["scale"]["levels"][2].update(weight=-1),
+     ["level moderately: field weight: weight -1 repeats level somewhat"]),
+    (lambda d: d["scale"]["levels"][2].update(label="somewhat"),
+     ["level somewhat (#3): field label: repeats an earlier level's label"]),
+    (lambda d: d["scale"]["levels"][3]["intensifiers"].append("a little"),
+     ["level very much: field intensifiers: phrase 'a little' appears twice"]),
+    (lambda d: d["scale"]["levels"][0].update(intensifiers=[]),
+     ["level not at all: field intensifiers: must not be empty"]),
+    (lambda d: d.update(framing="mood"), ["field framing: must be one of state, trait; got 'mood'"]),
+    (lambda d: d.update(id="worry2"), ["field id: id 'worry2' differs from the file name 'worry1'"]),
+    (lambda d: d["items"][0].update(id="W 1"),
+     ["item W 1: field id: 'W 1' is not a safe name: use letters, digits, '_', '.', '-', starting with a "
+      "letter or digit"]),
+    (lambda d: d["items"][0].update(ordinal="first"),
+     ["item W1: field ordinal: must be an integer, got 'first'"]),
+    (lambda d: d.update(items={"id": "W1"}), ["field items: must be a list, got {\"id\": \"W1\"}"]),
+], ids=case_id)
+def test_questionnaire_problem(tmp_path, edit, expected):
+    file, got = q_lines(tmp_path, edit)
+    assert got == [f"{file}: {e}" for e in expected]
+
+
+def test_questionnaire_reports_all_problems_at_once(tmp_path):
+    """Schema violations do not hide the rules checked on the rest of the file."""
+    def edit(d):
+        d["items"][0].pop("description")
+        d["items"][1]["cterms"]["minus"].append("tense")
+        d["scale"]["levels"][3]["weight"] = 1
+        d["template"] = "Do you feel {cterm}?\nAnswer:{intensifier}."
+    file, got = q_lines(tmp_path, edit)
+    assert got == [
+        f"{file}: item W1: field description: missing required field",
+        f"{file}: top level: template has no {{intensifier}} slot at its end",
+        f"{file}: level very much: field weight: weight 1 repeats level moderately",
+        f"{file}: item W2: field cterms: term 'tense' is in both plus (S+) and minus (S-)",
+    ]
+
+
+def test_questionnaire_not_a_mapping(tmp_path):
+    path = tmp_path / "worry1.yaml"
+    path.write_text("- just\n- a list\n")
+    assert lines(load_questionnaire, path) == [
+        f"{path}: top level: expected a mapping with id, name, template, scale, items"]
+
+
+def test_missing_file(tmp_path):
+    assert lines(load_questionnaire, tmp_path / "nope.yaml") == [f"{tmp_path / 'nope.yaml'}: file: does not exist"]
+
+
+# -- stimuli --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d: d["stimuli"][0].update(brief=""), ["stimulus stress01: field brief: must not be empty or only whitespace"]),
+    (lambda d: d["stimuli"][0].update(long="   \n "),
+     ["stimulus stress01: field long: must not be empty or only whitespace"]),
+    (lambda d: d["stimuli"][1].update(long=None),
+     ["stimulus stress02: field long: must be a string, got nothing (empty)"]),
+    (lambda d: d["stimuli"][1].update(id="stress01"),
+     ["stimulus stress01 (#2): field id: duplicate stimulus id (stimulus #1 has it too)"]),
+    (lambda d: d.update({"class": "anxious"}), ["field class: must be one of stress, neutral; got 'anxious'"]),
+    (lambda d: d["stimuli"][0].pop("brief"), ["stimulus stress01: field brief: missing required field"]),
+    (lambda d: d["stimuli"][0].update(short="x"),
+     ["stimulus stress01: field short: unknown field (known: id, topic, long, brief)"]),
+    (lambda d: d["stimuli"][0].update(long="Think of {cterm}."), ["stimulus stress01: field long: text contains { or }"]),
+    (lambda d: d.update(stimuli=[]), ["field stimuli: must not be empty"]),
+], ids=case_id)
+def test_stimulus_problem(tmp_path, edit, expected):
+    data = copy.deepcopy(STIMULI)
+    edit(data)
+    path = write_yaml(tmp_path / "stress.yaml", data)
+    assert lines(load_stimuli, path) == [f"{path}: {e}" for e in expected]
+
+
+def test_stimulus_class_must_match_its_use(tmp_path):
+    path = write_yaml(tmp_path / "neutral.yaml", STIMULI)
+    assert lines(load_stimuli, path, expected_class="neutral") == [
+        f"{path}: field class: is 'stress' but the config uses this file for 'neutral'"]
+
+
+# -- the model table --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("row, expected", [
+    ("bad/name\torg/model\t\t1\tbase\tf\tauto", "line 2 (model bad/name): column name: 'bad/name' is not "
+     "filesystem-safe: use letters, digits, '_', '.', '-', starting with a letter or digit"),
+    ("m1\tnot a hub id\t\t1\tbase\tf\tauto",
+     "line 2 (model m1): column source: 'not a hub id' is neither a hub id (org/name), an existing path nor "
+     "embedded:NAME"),
+    ("m1\t/no/such/dir\t\t1\tbase\tf\tauto", "line 2 (model m1): column source: path /no/such/dir does not exist"),
+    ("m1\tmodels/x.gguf\t\t1\tbase\tf\tauto",
+     "line 2 (model m1): column source: path models/x.gguf does not exist"),
+    ("m1\tembedded:gpt5\t\t1\tbase\tf\tauto", "line 2 (model m1): column source: unknown embedded model "
+     "'embedded:gpt5'; known: embedded:gemma3-270m, embedded:smollm2-135m-instruct"),
+    ("m1\torg/model\t\t-1\tbase\tf\tauto", "line 2 (model m1): column params_b: must be a positive number, got '-1'"),
+    ("m1\torg/model\t\t0\tbase\tf\tauto", "line 2 (model m1): column params_b: must be a positive number, got '0'"),
+    ("m1\torg/model\t\tseven\tbase\tf\tauto",
+     "line 2 (model m1): column params_b: must be a positive number, got 'seven'"),
+    ("m1\torg/model\t\tinf\tbase\tf\tauto", "line 2 (model m1): column params_b: must be a positive number, got 'inf'"),
+    ("m1\torg/model\t\tnan\tbase\tf\tauto", "line 2 (model m1): column params_b: must be a positive number, got 'nan'"),
+    ("m1\torg/model\t\t1\tchat\tf\tauto", "line 2 (model m1): column type: must be base or instruct; got 'chat'"),
+    ("m1\torg/model\t\t1\tbase\tf\tfp8", "line 2 (model m1): column dtype: must be one of auto, float32, "
+     "bfloat16, float16; got 'fp8'"),
+    ("m1\torg/model\t\t1\tbase", "line 2 (model m1): column family: missing (fewer values than the header has "
+     "columns; columns are separated by tabs)"),
+    ("m1 org/model 1 base f auto", "line 2 (model m1 org/model 1 base f auto): column source: missing (fewer "
+     "values than the header has columns; columns are separated by tabs)"),
+], ids=case_id)
+def test_model_table_problem(tmp_path, row, expected):
+    path = tmp_path / "models.tsv"
+    path.write_text(HEADER + row + "\n")
+    assert lines(load_model_table, path)[0] == f"{path}: {expected}"
+
+
+def test_model_table_repeated_name_and_flags(tmp_path):
+    path = tmp_path / "models.tsv"
+    path.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\ttrust_remote_code\n"
+                    "# a comment line\n"
+                    "m1\torg/a\t\t1\tbase\tf\tauto\t\n"
+                    "m1\torg/b\t\t2\tbase\tf\tauto\tmaybe\n"
+                    "m2\torg/c\t\t2\tbase\tf\tauto\tyes\n"
+                    "m1\torg/d\t\t2\tbase\tf\tauto\tno\n")
+    assert lines(load_model_table, path) == [
+        f"{path}: line 4 (model m1): column trust_remote_code: must be true or false (or empty); got 'maybe'",
+        f"{path}: line 6 (model m1): column name: repeats the model on line 3",
+    ]
+
+
+def test_model_table_header(tmp_path):
+    path = tmp_path / "models.tsv"
+    path.write_text("name\tsource\tparams_b\ttype\tfamily\tdtype\tlicense\nm\torg/m\t1\tbase\tf\tauto\tMIT\n")
+    assert lines(load_model_table, path) == [f"{path}: line 1 (header): missing column(s) ['revision']"]
+
+
+def test_model_table_accepts_hub_ids_paths_and_embedded(tmp_path):
+    (tmp_path / "local").mkdir()
+    path = tmp_path / "models.tsv"
+    path.write_text(HEADER + f"a\torg/name\tmain\t7\tinstruct\tf\tbfloat16\nb\t{tmp_path / 'local'}\t\t0.5\tbase\tf\t\n"
+                    "c\tembedded:gemma3-270m\tQ4_K_M\t0.268\tbase\tgemma3\tfloat32\n")
+    models = load_model_table(path)
+    assert [(m.name, m.kind, m.trust_remote_code, m.allow_pickle) for m in models.values()] == [
+        ("a", "hub", False, False), ("b", "local", False, False), ("c", "embedded", False, False)]
+
+
+# -- the config and everything it names, in one run ----------------------------------------------------
+
+def make_config(tmp_path: Path, **changes) -> dict:
+    """A valid config in tmp_path (relative paths, as in config/config.yaml), changed by `changes`."""
+    write_yaml(tmp_path / "q" / "worry1.yaml", WORRY1)
+    write_yaml(tmp_path / "s" / "stress.yaml", STIMULI)
+    write_yaml(tmp_path / "s" / "neutral.yaml", {**STIMULI, "class": "neutral", "stimuli": [
+        {**s, "id": s["id"].replace("stress", "neutral")} for s in STIMULI["stimuli"]]})
+    (tmp_path / "models.tsv").write_text(HEADER + "m1\torg/model\t\t1\tbase\tf\tauto\n")
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config.update(models="models.tsv", questionnaires={"worry1": "q/worry1.yaml"})
+    config["stimuli"].update(stress="s/stress.yaml", neutral="s/neutral.yaml")
+    config.update(changes)
+    return config
+
+
+def check(tmp_path, monkeypatch, config) -> list[str]:
+    monkeypatch.chdir(tmp_path)
+    write_yaml(tmp_path / "config.yaml", config)
+    problems = validate_config_file("config.yaml", ROOT / "workflow/schemas/config.schema.yaml")
+    return [f"{f}: {loc}: {msg}" for f, loc, msg in problems]
+
+
+def test_valid_config(tmp_path, monkeypatch):
+    assert check(tmp_path, monkeypatch, make_config(tmp_path)) == []
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda c: c.update(limit_item=2), ["config.yaml: field limit_item: unknown field (did you mean limit_items?)"]),
+    (lambda c: c.pop("conditions"), ["config.yaml: field conditions: missing required field"]),
+    (lambda c: c.update(conditions=["vanilla", "stres"]),
+     ["config.yaml: field conditions, entry 2: must be one of vanilla, stress, neutral; got 'stres'"]),
+    (lambda c: c["scoring"].update(method="fast"),
+     ["config.yaml: field scoring.method: must be one of auto, prefix-tree, full; got 'fast'"]),
+    (lambda c: c["scoring"].update(pack_tokens="lots"),
+     ["config.yaml: field scoring.pack_tokens: must be an integer of at least 1 or 'auto'; got 'lots'"]),
+    (lambda c: c["scoring"].update(device="gpu"),
+     ["config.yaml: field scoring.device: 'gpu' does not match the pattern ^(auto|cpu|mps|cuda(:[0-9]+)?)$"]),
+    (lambda c: c.update(limit_items=0), ["config.yaml: field limit_items: must be at least 1, got 0"]),
+    (lambda c: c["analysis"].update(bootstrap="many"),
+     ["config.yaml: field analysis.bootstrap: must be an integer, got 'many'"]),
+    (lambda c: c["stimuli"].update(anxious="s/stress.yaml"),
+     ["config.yaml: field stimuli.anxious: unknown stimulus class 'anxious': the classes are stress and neutral "
+      "(other keys: version, separator)"]),
+    (lambda c: c["stimuli"].pop("stress"),
+     ["config.yaml: field stimuli.stress: missing: condition 'stress' (field conditions) needs a stimulus file"]),
+    (lambda c: c["stimuli"].update(stress="s/neutral.yaml"),
+     ["s/neutral.yaml: field class: is 'neutral' but the config uses this file for 'stress'"]),
+    (lambda c: c.update(models="nope.tsv"), ["config.yaml: field models: file nope.tsv does not exist"]),
+    (lambda c: c.update(questionnaires={"worry1": "q"}), ["config.yaml: field questionnaires.worry1: q is a "
+                                                          "directory, not a file"]),
+    (lambda c: c.update(questionnaires={"worry": "q/worry1.yaml"}),
+     ["config.yaml: field questionnaires.worry: q/worry1.yaml has id 'worry1'; the key must be the same "
+      "('worry1: q/worry1.yaml')"]),
+    (lambda c: c.update(questionnaires={"a b": "q/worry1.yaml"}),
+     ["config.yaml: field questionnaires: key 'a b' is not a safe name: use letters, digits, '_', '.', '-', "
+      "starting with a letter or digit",
+      "config.yaml: field questionnaires.a b: q/worry1.yaml has id 'worry1'; the key must be the same "
+      "('worry1: q/worry1.yaml')"]),
+    (lambda c: c.update(questionnaires={}), ["config.yaml: field questionnaires: must not be empty"]),
+], ids=case_id)
+def test_config_problem(tmp_path, monkeypatch, edit, expected):
+    config = make_config(tmp_path)
+    edit(config)
+    assert check(tmp_path, monkeypatch, config) == expected
+
+
+def test_vanilla_only_needs_no_stimulus_files(tmp_path, monkeypatch):
+    config = make_config(tmp_path, conditions=["vanilla"])
+    config["stimuli"] = {"version": "long"}
+    assert check(tmp_path, monkeypatch, config) == []
+
+
+def test_all_problems_of_all_files_in_one_run(tmp_path, monkeypatch):
+    config = make_config(tmp_path, conditions=["vanilla", "stress", "neutral"])
+    config["questionnaires"]["other"] = "q/other.yaml"
+    config["scoring"]["boundary"] = "merge"
+    (tmp_path / "q" / "other.yaml").write_text("id: other\nitems: [\n")
+    (tmp_path / "models.tsv").write_text(HEADER + "m1\torg/model\t\t1\tbase\tf\tauto\nm1\torg/x\t\t2\tbase\tf\tauto\n")
+    broken = copy.deepcopy(WORRY1)
+    broken["items"][1]["id"] = "W1"
+    write_yaml(tmp_path / "q" / "worry1.yaml", broken)
+    stim = copy.deepcopy(STIMULI)
+    stim["stimuli"][1]["brief"] = " "
+    write_yaml(tmp_path / "s" / "stress.yaml", stim)
+    assert check(tmp_path, monkeypatch, config) == [
+        "config.yaml: field scoring.boundary: must be one of error, split; got 'merge'",
+        "models.tsv: line 3 (model m1): column name: repeats the model on line 2",
+        "q/worry1.yaml: item W1 (#2): field id: duplicate item id (item #1 has it too)",
+        "q/other.yaml: line 3, column 1: YAML syntax error: expected the node content, but found '<stream end>' "
+        "(while parsing a flow node)",
+        "s/stress.yaml: stimulus stress02: field brief: must not be empty or only whitespace",
+    ]
+
+
+def test_config_not_a_mapping():
+    assert validate_config(["a"], "c.yaml", {}) == [
+        ("c.yaml", "top level", "expected a mapping (key: value) with models, questionnaires, stimuli, conditions, "
+         "scoring; got list")]
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+def test_cli_ok(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_yaml(tmp_path / "c.yaml", make_config(tmp_path))
+    assert main(["validate", "--config", "c.yaml", "--schema", str(ROOT / "workflow/schemas/config.schema.yaml")]) == 0
+    assert capsys.readouterr().out == "c.yaml: ok\n"
+
+
+def test_cli_default_config_of_the_repository(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out == "config/config.yaml: ok\n"
+
+
+def test_cli_problems_exit_2_one_line_each(tmp_path):
+    config = make_config(tmp_path)
+    config["scoring"]["aggregation"] = "mean"
+    (tmp_path / "models.tsv").write_text(HEADER + "m;rm -rf\torg/model\t\t1\tbase\tf\tauto\n")
+    write_yaml(tmp_path / "c.yaml", config)
+    run = subprocess.run([sys.executable, "-m", "qclm.cli", "validate", "--config", "c.yaml", "--schema",
+                          str(ROOT / "workflow/schemas/config.schema.yaml")],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stdout.splitlines() == [
+        "c.yaml: field scoring.aggregation: must be one of harmonic, geometric, product; got 'mean'",
+        "models.tsv: line 2 (model m;rm -rf): column name: 'm;rm -rf' is not filesystem-safe: use letters, "
+        "digits, '_', '.', '-', starting with a letter or digit",
+    ]
+    assert run.stderr == "qclm validate: 2 problems\n"
+
+
+def test_cli_yaml_error_in_config(tmp_path):
+    (tmp_path / "c.yaml").write_text("models: models.tsv\nscoring:\n  method: auto\n boundary: error\n")
+    run = subprocess.run([sys.executable, "-m", "qclm.cli", "validate", "--config", "c.yaml"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (2, "c.yaml: line 4, column 2: YAML syntax error: expected <block end>, "
+                                               "but found '<block mapping start>' (while parsing a block mapping)\n")
+
+
+# -- the workflow: snakemake -n fails fast with the same lines, no traceback ----------------------------
+
+def test_snakemake_dry_run_prints_the_problems(tmp_path):
+    config = make_config(tmp_path)
+    config["conditions"] = ["vanilla", "stress", "panic"]
+    broken = copy.deepcopy(WORRY1)
+    broken["items"][0]["template"] = "Do you feel {cterm}?\nAnswer:{intensifier} now"
+    write_yaml(tmp_path / "q" / "worry1.yaml", broken)
+    write_yaml(tmp_path / "config.yaml", config)
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), "--directory",
+                          str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    out = run.stdout + run.stderr
+    assert "Traceback" not in out
+    assert out.rstrip().splitlines()[-3:] == [
+        "qclm: invalid input (run `qclm validate` to check again)",
+        f"{tmp_path / 'config.yaml'}: field conditions, entry 3: must be one of vanilla, stress, neutral; got 'panic'",
+        "q/worry1.yaml: item W1: template has no {intensifier} slot at its end",
+    ]
