@@ -136,6 +136,8 @@ def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -
 
 
 def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(config), "--cores", "2", "--resources", "gpu=1", *args]
+    """Run the workflow in `workdir`; `args` (targets, flags) go before the options that take
+    lists, so a target is never read as a resource or a config file."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args, "--directory", str(workdir),
+           "--cores", "2", "--resources", "gpu=1", "--configfile", str(config)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

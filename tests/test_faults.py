@@ -332,8 +332,9 @@ def test_model_that_cannot_load_fails_alone(tmp_path, tiny_llama_dir):
     [log] = [p for p in (tmp_path / "run" / "logs" / "score").rglob("*.log") if line in p.read_text()]
     assert "broken" in log.name and str(log.relative_to(tmp_path / "run")) in out  # Snakemake points to it
     text = log.read_text()
-    assert text.splitlines()[-1] == line  # the job's last word: one line, no traceback
-    assert re.search(rf"ERROR \S+: {re.escape(line)}$", text, re.M)
+    # the job's last word, in its log: one line, no traceback; the bare line also on the terminal
+    assert re.fullmatch(rf"\S+ \S+ ERROR \S+: {re.escape(line)}", text.splitlines()[-1])
+    assert re.search(rf"^{re.escape(line)}$", out, re.M)
     assert "Traceback" not in text and "Traceback" not in out
     cells = [f"{q}/{c}" for q in ("stai_s", "stai_t") for c in ("vanilla", "stress")]
     results = tmp_path / "run" / "results"

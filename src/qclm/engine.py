@@ -133,15 +133,17 @@ def _is_oom(err: BaseException) -> bool:
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
 
 
-def _free_memory_bytes(device: torch.device) -> int:
+def _memory_bytes(device: torch.device) -> int:
+    """Total memory of the device (GPU) or machine (CPU). Total, not free: the pack size that
+    follows from it must be the same on every rerun, so that reruns are bit-identical."""
     if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
+        return int(torch.cuda.get_device_properties(device).total_memory)
     try:
         import psutil
 
-        return int(psutil.virtual_memory().available)
+        return int(psutil.virtual_memory().total)
     except ImportError:  # pragma: no cover - psutil comes with accelerate
-        return 4 * 2**30
+        return 8 * 2**30
 
 
 class FullSequenceScorer:
@@ -287,7 +289,8 @@ class PrefixTreeScorer:
     def _auto_pack_tokens(self, prefix_len: int, device: torch.device) -> int:
         if isinstance(self.pack_tokens, int):
             return self.pack_tokens
-        budget = 0.2 * _free_memory_bytes(device)
+        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        budget = 0.25 * max(_memory_bytes(device) - weights, 2**30)
         heads = getattr(self.cfg, "num_attention_heads", 16)
         hidden = getattr(self.cfg, "hidden_size", 2048)
         inter = getattr(self.cfg, "intermediate_size", 4 * hidden)

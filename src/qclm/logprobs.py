@@ -1,5 +1,5 @@
-"""One scoring job: a model x questionnaire x condition, written as a Parquet table of raw
-token log-probabilities, one row per continuation token, with provenance in the file metadata."""
+"""Scoring one cell, a model x questionnaire x condition, into a Parquet table of raw token
+log-probabilities, one row per continuation token, with provenance in the file metadata."""
 
 from __future__ import annotations
 
@@ -41,8 +41,11 @@ def write_parquet(df: pd.DataFrame, path: str | Path, metadata: dict) -> None:
     meta = dict(table.schema.metadata or {})
     meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True).encode()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table.replace_schema_metadata(meta), tmp)
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_metadata(path: str | Path) -> dict:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from qclm.validation import InputError
+from qclm.validation import InputError, read_text
 
 log = logging.getLogger("qclm.models")
 
@@ -160,14 +160,7 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
     """Read config/models.tsv (tab-separated, one model per row, '#' lines are comments)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError.one(path, "file", "does not exist") from None
-    except IsADirectoryError:
-        raise InputError.one(path, "file", "is a directory, not a tab-separated table") from None
-    except UnicodeDecodeError as err:
-        raise InputError.one(path, f"byte {err.start}", "not UTF-8 text (save the table as UTF-8)") from None
+    lines = read_text(path, "tab-separated table").splitlines()
     numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
     if not numbered:
         raise InputError.one(path, "file", "no header and no models")

@@ -36,17 +36,23 @@ class InputError(ValueError):
         return [f"{f}: {loc}: {msg}" for f, loc, msg in self.problems]
 
 
-def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file; syntax errors become an InputError with the line number."""
+def read_text(path: str | Path, kind: str) -> str:
+    """A user file's text; a missing file, a directory or non-UTF-8 bytes become an InputError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError.one(path, "file", "does not exist") from None
     except IsADirectoryError:
-        raise InputError.one(path, "file", "is a directory, not a YAML file") from None
+        raise InputError.one(path, "file", f"is a directory, not a {kind}") from None
     except UnicodeDecodeError as err:
-        raise InputError.one(path, f"byte {err.start}", "not UTF-8 text") from None
+        raise InputError.one(path, f"byte {err.start}", f"not UTF-8 text (save the {kind} as UTF-8)") from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Parse a YAML file; syntax errors become an InputError with the line number."""
+    path = Path(path)
+    text = read_text(path, "YAML file")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:

@@ -30,6 +30,8 @@ rule score:
         scoring=scoring_settings,
         protocol=protocol_settings,
         models_dir=MODELS_DIR,
+        # finished cells survive a killed job here (Snakemake deletes an incomplete job's outputs)
+        cache_dir="results/cache/logprobs",
     log:
         # the whole job (loading, GPU binding, failures); each cell's scoring also in its own file
         main="logs/score/{model}.log",

@@ -1,0 +1,64 @@
+"""The per-model scoring job: cells finished before a kill are not scored again."""
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from qclm import scoring_job
+from qclm.models import parse_model_row
+from qclm.protocol import Protocol
+from qclm.scoring_job import Cell, run_scoring_job
+from conftest import ROOT
+
+
+def _spec(path):
+    return parse_model_row({"name": "tiny", "source": str(path), "revision": "", "params_b": "0.001",
+                            "type": "base", "family": "tiny", "dtype": "float32"}, "test", 0)
+
+
+def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llama_dir, monkeypatch, caplog):
+    spec = _spec(tiny_llama_dir)
+    cells = [Cell("stai_s", "vanilla", str(ROOT / "resources/questionnaires/stai_s.yaml"), None),
+             Cell("stai_s", "stress", str(ROOT / "resources/questionnaires/stai_s.yaml"),
+                  str(ROOT / "resources/stimuli/stress.yaml"))]
+    outputs = [str(tmp_path / "out" / f"{c.condition}.parquet") for c in cells]
+    logs = [str(tmp_path / f"{c.condition}.log") for c in cells]
+    protocol = Protocol(limit_items=1, limit_stimuli=1)
+    args = (spec, cells, outputs, logs, protocol, {"method": "auto"}, tmp_path / "models", tmp_path / "cache")
+    assert run_scoring_job(*args) == 0
+    first = [pd.read_parquet(p) for p in outputs]
+    # what Snakemake does to an incomplete job's outputs before it reruns it
+    for p in outputs:
+        Path(p).unlink()
+
+    def no_load(*a, **k):
+        raise AssertionError("the model was loaded although every cell was cached")
+
+    monkeypatch.setattr(scoring_job, "load_model", no_load)
+    with caplog.at_level(logging.INFO, logger="qclm.scoring_job"):
+        assert run_scoring_job(*args) == 0
+    assert caplog.text.count("computed before") == 2
+    for p, df in zip(outputs, first):
+        pd.testing.assert_frame_equal(pd.read_parquet(p), df)
+
+
+def test_a_changed_setting_invalidates_the_cache(tmp_path, tiny_llama_dir):
+    spec = _spec(tiny_llama_dir)
+    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"), None)
+    a = scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 1})
+    assert a == scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 8})
+    assert a != scoring_job.cell_key(spec, cell, Protocol(limit_items=2), {"method": "auto"})
+    assert a != scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "full"})
+
+
+def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"), None)
+    code = run_scoring_job(_spec(broken), [cell], [str(tmp_path / "o.parquet")], [str(tmp_path / "c.log")],
+                           Protocol(limit_items=1), {}, tmp_path, tmp_path / "cache")
+    assert code == 1
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("model tiny: cannot load: ")
