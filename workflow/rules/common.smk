@@ -44,12 +44,6 @@ def prepared_model(wildcards):
     return []
 
 
-def stimuli_file(wildcards):
-    if wildcards.condition == "vanilla":
-        return []
-    return config["stimuli"][wildcards.condition]
-
-
 def scoring_settings(wildcards):
     """Settings that change the numbers or the run; threads are left out (a params change
     reruns the job, and the thread count changes no log-prob)."""
