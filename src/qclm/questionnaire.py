@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from qclm.validation import InputError, entry_label, is_finite_number, load_schema, read_yaml, schema_problems
+from qclm.validation import InputError, check_duplicate_id, entry_label, is_finite_number, load_schema, read_yaml, schema_problems
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -178,12 +178,7 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
             continue
         ident = it.get("id")
         where = entry_label("item", raw_items, n)
-        if not isinstance(ident, (str, int)):
-            pass  # the schema reports it
-        elif ident in seen_ids:
-            problems.append((f, f"{where}: field id", f"duplicate item id (item #{seen_ids[ident] + 1} has it too)"))
-        else:
-            seen_ids[ident] = n
+        check_duplicate_id("item", raw_items, n, seen_ids, f, problems)
         template = it.get("template", data.get("template"))
         if "template" in it and isinstance(it["template"], str):
             _check_template(it["template"], path, where, problems)

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from qclm.validation import InputError, entry_label, load_schema, read_yaml, schema_problems
+from qclm.validation import InputError, check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems
 
 CONDITIONS = ("vanilla", "stress", "neutral")
 VERSIONS = ("long", "brief")
@@ -58,12 +58,7 @@ def load_stimuli(path: str | Path, expected_class: str | None = None) -> Stimulu
             continue
         ident = s.get("id")
         where = entry_label("stimulus", raw, n)
-        if not isinstance(ident, (str, int)):
-            pass  # the schema reports it
-        elif ident in seen:
-            problems.append((f, f"{where}: field id", f"duplicate stimulus id (stimulus #{seen[ident] + 1} has it too)"))
-        else:
-            seen[ident] = n
+        check_duplicate_id("stimulus", raw, n, seen, f, problems)
         for field in VERSIONS:
             text = s.get(field)
             if isinstance(text, str) and ("{" in text or "}" in text):

@@ -89,6 +89,18 @@ def entry_label(kind: str, entries: list, idx: int) -> str:
     return f"{kind} {ident}"
 
 
+def check_duplicate_id(kind: str, entries: list, idx: int, seen: dict, file: str, problems: list) -> None:
+    """One problem line when entry idx repeats an earlier entry's id; remembers ids in `seen`."""
+    ident = entries[idx].get("id")
+    if not isinstance(ident, (str, int)):
+        return  # the schema reports it (and a list or mapping is not hashable)
+    if ident in seen:
+        problems.append((file, f"{entry_label(kind, entries, idx)}: field id",
+                         f"duplicate {kind} id ({kind} #{seen[ident] + 1} has it too)"))
+    else:
+        seen[ident] = idx
+
+
 def _location(data: Any, path: list, list_names: dict[str, str]) -> str:
     """Human location for a JSON path: items[3].cterms -> 'item S04: field cterms';
     scale.levels[1].weight -> 'level somewhat: field weight'; conditions[2] -> 'field conditions, entry 3'."""
