@@ -83,6 +83,8 @@ def test_prefix_tree_computes_each_shared_token_once(tiny):
     assert tree.stats.tokens_computed < upper
     assert tree.stats.tokens_computed * 10 < full.stats.tokens_computed
     assert tree.stats.scored_positions == full.stats.scored_positions == sum(len(r.continuation) for r in reqs)
+    # the first tokens of all continuations of one item prefix share one pass through the LM head
+    assert tree.stats.head_positions == len(unique_contexts) + sum(len(r.continuation) - 1 for r in reqs)
     assert prefix > 10
 
 
