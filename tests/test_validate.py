@@ -31,6 +31,7 @@ WORRY1 = {
     "framing": "state",
     "source": "Written for the qclm project as a format example.",
     "licence": "Original text, free to use.",
+    "item_wording": "written",
     "template": "Question: At this moment, do you feel {cterm}?\nAnswer:{intensifier}",
     "scale": {"name": "intensity", "levels": [
         {"label": "not at all", "weight": -2, "intensifiers": ["not at all", "not in the least"]},
@@ -100,6 +101,62 @@ def test_shipped_inputs_validate():
     assert validate_config_file(ROOT / "config" / "config.yaml", ROOT / "workflow/schemas/config.schema.yaml") == []
 
 
+TWO_TEMPLATES = [
+    {"id": "question", "template": "Question: At this moment, do you feel {cterm}?\nAnswer:{intensifier}"},
+    {"id": "statement", "template": "Statement: I feel {cterm} right now.\nHow much does this apply?\nAnswer:{intensifier}"},
+]
+
+
+def _two_templates(d):
+    d.pop("template")
+    d["templates"] = copy.deepcopy(TWO_TEMPLATES)
+
+
+def test_several_templates_give_variants_per_template(tmp_path):
+    data = copy.deepcopy(WORRY1)
+    _two_templates(data)
+    data["items"][1]["templates"] = {"question": "Question: Right now, are you {cterm}?\nAnswer:{intensifier}",
+                                     "statement": "Statement: Right now I am {cterm}.\nAnswer:{intensifier}"}
+    q = load_questionnaire(write_yaml(tmp_path / "worry1.yaml", data))
+    assert q.templates == ("question", "statement")
+    assert len(q.variants()) == (6 + 4) * 8, "the first template only by default"
+    both = q.variants(templates=["question", "statement"])
+    assert len(both) == 2 * (6 + 4) * 8
+    assert [v.template for v in both[:1]] == ["question"] and both[-1].template == "statement"
+    w2 = [v for v in both if v.item_id == "W2" and v.template == "statement"]
+    assert w2[0].prefix == "Statement: Right now I am agitated.\nAnswer:"
+    with pytest.raises(InputError, match=r"unknown template id\(s\) \['wording3'\]"):
+        q.variants(templates=["wording3"])
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d: d.update(templates=copy.deepcopy(TWO_TEMPLATES)),
+     ["field templates: give either template (one wording) or templates (several wordings, each with an id), "
+      "not both"]),
+    (lambda d: d.pop("template"),
+     ["field template: missing required field: give template (one wording) or templates (several wordings, each with an id)"]),
+    (lambda d: (_two_templates(d), d["templates"][1].update(id="question")),
+     ["template question: field id: duplicate template id (template #2)"]),
+    (lambda d: (_two_templates(d), d["items"][0].update(templates={"question": "Q: {cterm}?\nA:{intensifier}",
+                                                                   "statment": "S: {cterm}.\nA:{intensifier}"})),
+     ["item W1: field templates.statment: unknown template id 'statment'; the file's templates are question, "
+      "statement",
+      "item W1: field templates: no wording for template(s) statement: an item with its own templates gives one "
+      "for every template id of the file"]),
+    (lambda d: (_two_templates(d), d["items"][0].update(template="Q: {cterm}?\nA:{intensifier}")),
+     ["item W1: field template: this questionnaire has 2 templates (question, statement): give the item's own "
+      "wording for each under templates (template id: template)"]),
+    (lambda d: (_two_templates(d), d["templates"][1].update(template="S: {cterm}.\nA: {intensifier}")),
+     ["template statement: template ends in whitespace before {intensifier} (the phrase brings its own leading "
+      "space)"]),
+    (lambda d: d.update(item_wording="copied"),
+     ["field item_wording: must be one of reproduced, described, written; got 'copied'"]),
+], ids=case_id)
+def test_template_problems_name_the_template_or_item(tmp_path, edit, expected):
+    f, got = q_lines(tmp_path, edit)
+    assert got == [f"{f}: {e}" for e in expected]
+
+
 def test_yaml_syntax_error_names_line_and_column(tmp_path):
     path = tmp_path / "worry1.yaml"
     path.write_text("id: worry1\nname: [unclosed\nitems: 3\n")
@@ -122,8 +179,8 @@ def test_yaml_tab_indentation(tmp_path):
     (lambda d: d["items"][1].update(keyng="direct"),
      ["item W2: field keyng: unknown field (did you mean keying?)"]),
     (lambda d: d.update(colour="blue"),
-     ["field colour: unknown field (known: id, name, construct, framing, source, licence, template, scale, "
-      "items)"]),
+     ["field colour: unknown field (known: id, name, construct, framing, source, licence, item_wording, "
+      "template, templates, scale, items)"]),
     (lambda d: d["items"][1].update(id="W1"),
      ["item W1 (#2): field id: duplicate item id (item #1 has it too)"]),
     (lambda d: d.update(template="Question: do you feel it?\nAnswer:{intensifier}"),

@@ -17,7 +17,7 @@ from qclm.questionnaire import load_questionnaire
 from qclm.validation import InputError
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REQUIRED_TOP = ["id", "name", "construct", "framing", "source", "licence", "template", "scale", "items"]
+REQUIRED_TOP = ["id", "name", "construct", "framing", "source", "licence", "item_wording", "template", "scale", "items"]
 REQUIRED_ITEM = ["id", "ordinal", "description", "keying", "cterms"]
 
 word = st.text(alphabet=string.ascii_lowercase, min_size=2, max_size=7)
@@ -60,7 +60,8 @@ def questionnaires(draw) -> dict:
             item["template"] = draw(templates())
         items.append(item)
     return {"id": "q1", "name": draw(phrase), "construct": draw(word), "framing": draw(st.sampled_from(["state", "trait"])),
-            "source": draw(free_text), "licence": draw(free_text), "template": draw(templates()),
+            "source": draw(free_text), "licence": draw(free_text),
+            "item_wording": draw(st.sampled_from(["reproduced", "described", "written"])), "template": draw(templates()),
             "scale": {"name": draw(word), "levels": levels}, "items": items}
 
 
@@ -113,13 +114,13 @@ def drop_item_field(d, draw):
 
 def unknown_item_field(d, draw):
     _, item = _item(d, draw)
-    field = draw(word.filter(lambda w: w not in REQUIRED_ITEM + ["template", "text"]))
+    field = draw(word.filter(lambda w: w not in REQUIRED_ITEM + ["template", "templates", "text"]))
     item[field] = draw(free_text)
     return f"item {item['id']}: field {field}", "unknown field"
 
 
 def unknown_top_field(d, draw):
-    field = draw(word.filter(lambda w: w not in REQUIRED_TOP))
+    field = draw(word.filter(lambda w: w not in REQUIRED_TOP + ["templates"]))
     d[field] = draw(free_text)
     return f"field {field}", "unknown field"
 

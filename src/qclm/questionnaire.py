@@ -3,8 +3,13 @@
 A questionnaire is a YAML file (format: resources/questionnaires/README.md). Each item has a
 template whose last slot is ``{intensifier}``, construct terms S+ (construct present) and S-
 (construct absent), and shares the questionnaire's Likert scale: levels with a weight and one or
-more intensifier phrases. A *variant* is one (item, cterm, intensifier phrase); its prefix is the
-template up to the intensifier with the cterm filled in, its continuation is " " + phrase.
+more intensifier phrases. A *variant* is one (template, item, cterm, intensifier phrase); its
+prefix is the template up to the intensifier with the cterm filled in, its continuation is
+" " + phrase.
+
+A questionnaire may declare several templates (``templates:``, alternative wordings of the
+question stem and answer cue, each with an id); the first is the default. A file with a single
+``template:`` has one template, whose id is :data:`DEFAULT_TEMPLATE_ID`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
 #: Each intensifier phrase is scored with this in front of it ("Answer:" + " very much").
 CONTINUATION_LEAD = " "
+#: The id of the one template of a file that gives ``template:`` instead of ``templates:``.
+DEFAULT_TEMPLATE_ID = "default"
+ITEM_WORDINGS = ("reproduced", "described", "written")
 
 
 @dataclass(frozen=True)
@@ -31,16 +39,18 @@ class Level:
 @dataclass(frozen=True)
 class Item:
     id: str
-    template: str
+    templates: dict[str, str]  # template id -> this item's template under that wording
     plus: tuple[str, ...]
     minus: tuple[str, ...]
     ordinal: int | None = None
     keying: str | None = None
     description: str = ""
 
-    def prefix(self, cterm: str) -> str:
-        """Template text before the intensifier slot, with the cterm filled in."""
-        return self.template[: -len(INTENSIFIER_SLOT)].replace(CTERM_SLOT, cterm)
+    def prefix(self, cterm: str, template: str | None = None) -> str:
+        """Template text before the intensifier slot, with the cterm filled in (``template``: a
+        template id, default the first)."""
+        text = self.templates[template] if template is not None else next(iter(self.templates.values()))
+        return text[: -len(INTENSIFIER_SLOT)].replace(CTERM_SLOT, cterm)
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class Variant:
     level: str
     weight: float
     prefix: str  # item text before the answer, without any stimulus
+    template: str = DEFAULT_TEMPLATE_ID  # id of the wording the prefix comes from
 
     @property
     def continuation(self) -> str:
@@ -69,27 +80,38 @@ class Questionnaire:
     path: Path
     sha256: str
     framing: str | None = None
+    templates: tuple[str, ...] = (DEFAULT_TEMPLATE_ID,)  # template ids, the default first
+    construct: str = ""
+    item_wording: str = ""
 
     @property
     def intensifiers(self) -> list[tuple[str, Level]]:
         return [(phrase, lvl) for lvl in self.levels for phrase in lvl.intensifiers]
 
-    def variants(self, item_ids: list[str] | None = None) -> list[Variant]:
-        """All variants in file order: items, then S+ and S- cterms, then intensifiers."""
+    def variants(self, item_ids: list[str] | None = None, templates: list[str] | None = None) -> list[Variant]:
+        """All variants in file order: templates, then items, then S+ and S- cterms, then
+        intensifiers. ``templates``: template ids to include (default: the first only)."""
         wanted = set(item_ids) if item_ids else None
-        out = []
-        for item in self.items:
-            if wanted is not None and item.id not in wanted:
-                continue
-            for polarity, terms in (("+", item.plus), ("-", item.minus)):
-                for cterm in terms:
-                    prefix = item.prefix(cterm)
-                    for phrase, lvl in self.intensifiers:
-                        out.append(Variant(item.id, cterm, polarity, phrase, lvl.label, lvl.weight, prefix))
         if wanted is not None:
             unknown = wanted - {i.id for i in self.items}
             if unknown:
                 raise InputError.one(self.path, "items", f"unknown item id(s) requested: {sorted(unknown)}")
+        chosen = list(templates) if templates else [self.templates[0]]
+        unknown_t = [t for t in chosen if t not in self.templates]
+        if unknown_t:
+            raise InputError.one(self.path, "templates", f"unknown template id(s) {unknown_t}; "
+                                 f"this questionnaire has {list(self.templates)}")
+        out = []
+        for template in chosen:
+            for item in self.items:
+                if wanted is not None and item.id not in wanted:
+                    continue
+                for polarity, terms in (("+", item.plus), ("-", item.minus)):
+                    for cterm in terms:
+                        prefix = item.prefix(cterm, template)
+                        for phrase, lvl in self.intensifiers:
+                            out.append(Variant(item.id, cterm, polarity, phrase, lvl.label, lvl.weight, prefix,
+                                               template))
         return out
 
 
@@ -134,8 +156,7 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
     f = str(path)
     if isinstance(data.get("id"), str) and path.stem != data["id"]:
         problems.append((f, "field id", f"id '{data['id']}' differs from the file name '{path.stem}'"))
-    if isinstance(data.get("template"), str):
-        _check_template(data["template"], path, "top level", problems)
+    top_templates = _top_templates(data, path, problems)
 
     levels = []
     seen_weights: dict[float, str] = {}
@@ -179,9 +200,7 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
         ident = it.get("id")
         where = entry_label("item", raw_items, n)
         check_duplicate_id("item", raw_items, n, seen_ids, f, problems)
-        template = it.get("template", data.get("template"))
-        if "template" in it and isinstance(it["template"], str):
-            _check_template(it["template"], path, where, problems)
+        templates = _item_templates(it, top_templates, path, where, problems)
         cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
         plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
         for field, terms in (("plus", plus), ("minus", minus)):
@@ -194,10 +213,74 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
                 seen_terms.add(t)
         for t in sorted(set(plus) & set(minus)):
             problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
-        if isinstance(template, str):
-            items.append(Item(str(ident), template, tuple(plus), tuple(minus), it.get("ordinal"),
+        if templates is not None:
+            items.append(Item(str(ident), templates, tuple(plus), tuple(minus), it.get("ordinal"),
                               it.get("keying"), it.get("description", "")))
     if problems:
         raise InputError(problems)
     return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,
-                         hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"))
+                         hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
+                         tuple(top_templates), data.get("construct", ""), data.get("item_wording", ""))
+
+
+def _top_templates(data: dict, path: Path, problems: list) -> dict[str, str]:
+    """The file's templates (id -> text), from ``template:`` (one, id 'default') or ``templates:``
+    (several, the first the default); problems for both or neither, repeated ids, bad templates."""
+    f = str(path)
+    has_one, has_many = "template" in data, "templates" in data
+    if has_one and has_many:
+        problems.append((f, "field templates", "give either template (one wording) or templates "
+                         "(several wordings, each with an id), not both"))
+    elif not has_one and not has_many:
+        problems.append((f, "field template", "missing required field: give template (one wording) or templates "
+                         "(several wordings, each with an id)"))
+    if has_one and isinstance(data["template"], str):
+        _check_template(data["template"], path, "top level", problems)
+        return {DEFAULT_TEMPLATE_ID: data["template"]}
+    out: dict[str, str] = {}
+    raw = data.get("templates")
+    for n, t in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(t, dict) or not isinstance(t.get("id"), str) or not isinstance(t.get("template"), str):
+            continue  # the schema reports it
+        where = f"template {t['id']}"
+        if t["id"] in out:
+            problems.append((f, f"{where}: field id", f"duplicate template id (template #{n + 1})"))
+            continue
+        _check_template(t["template"], path, where, problems)
+        out[t["id"]] = t["template"]
+    return out
+
+
+def _item_templates(it: dict, top: dict[str, str], path: Path, where: str, problems: list) -> dict[str, str] | None:
+    """One item's template per template id: the file's, or the item's own (``template:`` where the
+    file has one template; ``templates: {id: template}`` covering every id where it has several)."""
+    f = str(path)
+    own = it.get("template")
+    per_id = it.get("templates")
+    if own is not None and per_id is not None:
+        problems.append((f, f"{where}: field templates", "give either template or templates, not both"))
+        return None
+    if isinstance(own, str):
+        _check_template(own, path, where, problems)
+        if len(top) > 1:
+            problems.append((f, f"{where}: field template", f"this questionnaire has {len(top)} templates "
+                             f"({', '.join(top)}): give the item's own wording for each under templates "
+                             "(template id: template)"))
+            return None
+        return {tid: own for tid in top} or None
+    if isinstance(per_id, dict):
+        unknown = [k for k in per_id if k not in top]
+        for k in unknown:
+            problems.append((f, f"{where}: field templates.{k}", f"unknown template id '{k}'; the file's "
+                             f"templates are {', '.join(top) or 'none'}"))
+        missing = [k for k in top if k not in per_id]
+        if missing:
+            problems.append((f, f"{where}: field templates", f"no wording for template(s) {', '.join(missing)}: "
+                             "an item with its own templates gives one for every template id of the file"))
+        for k, v in per_id.items():
+            if isinstance(v, str):
+                _check_template(v, path, f"{where}: template {k}", problems)
+        if unknown or missing:
+            return None
+        return {k: per_id[k] for k in top}
+    return dict(top) or None
