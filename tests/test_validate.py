@@ -270,7 +270,11 @@ def test_missing_file(tmp_path):
      ["stimulus stress02: field long: must be a string, got nothing (empty)"]),
     (lambda d: d["stimuli"][1].update(id="stress01"),
      ["stimulus stress01 (#2): field id: duplicate stimulus id (stimulus #1 has it too)"]),
-    (lambda d: d.update({"class": "anxious"}), ["field class: must be one of stress, neutral; got 'anxious'"]),
+    (lambda d: d.update({"class": "vanilla"}),
+     ["field class: 'vanilla' is the condition without a stimulus; name the class otherwise"]),
+    (lambda d: d.update({"class": "stress+calm"}),
+     ["field class: 'stress+calm' is not a safe name: use letters, digits, '_', '.', '-', starting with a "
+      "letter or digit"]),
     (lambda d: d["stimuli"][0].pop("brief"), ["stimulus stress01: field brief: missing required field"]),
     (lambda d: d["stimuli"][0].update(short="x"),
      ["stimulus stress01: field short: unknown field (known: id, topic, long, brief)"]),

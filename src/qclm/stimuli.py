@@ -10,6 +10,8 @@ from pathlib import Path
 from qclm.validation import InputError, check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems
 
 CONDITIONS = ("vanilla", "stress", "neutral")
+#: the condition without a stimulus (the item alone): the baseline of z-scores, never a class name
+VANILLA = "vanilla"
 VERSIONS = ("long", "brief")
 
 
@@ -48,6 +50,9 @@ def load_stimuli(path: str | Path, expected_class: str | None = None) -> Stimulu
     problems = schema_problems(data, load_schema("stimuli"), path, {"stimuli": "stimulus"})
     f = str(path)
     cls = data.get("class")
+    if cls == VANILLA:
+        problems.append((f, "field class", f"'{VANILLA}' is the condition without a stimulus; name the class "
+                         "otherwise"))
     if expected_class is not None and isinstance(cls, str) and cls != expected_class:
         problems.append((f, "field class", f"is '{cls}' but the config uses this file for '{expected_class}'"))
     seen: dict[str, int] = {}
