@@ -124,8 +124,7 @@ def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -
     config["models"] = str(table)
     config["models_dir"] = str(workdir / "models")
     config["questionnaires"] = {k: str(ROOT / v) for k, v in config["questionnaires"].items()}
-    for cls in ("stress", "neutral"):
-        config["stimuli"][cls] = str(ROOT / config["stimuli"][cls])
+    config["stimuli"]["classes"] = {k: str(ROOT / v) for k, v in config["stimuli"]["classes"].items()}
     config.update({"limit_items": 2, "limit_stimuli": 2})
     config["scoring"]["threads"] = 1
     config["analysis"]["bootstrap"] = 200

@@ -131,7 +131,7 @@ def test_nan_model_fails_with_the_first_variant(tiny_llama_dir):
         model.model.norm.weight.fill_(float("nan"))
     spec = spec_for(tiny_llama_dir)
     with pytest.raises(NumericalError) as err:
-        score_condition(spec, STAI_S, "vanilla", None, Protocol(limit_items=1), {"method": "full"},
+        score_condition(spec, STAI_S, "vanilla", [], Protocol(limit_items=1), {"method": "full"},
                         model_and_tokenizer=(model, tok, {}))
     n = len(tok(" not at all", add_special_tokens=False)["input_ids"])
     assert str(err.value) == (f"non-finite log-probability {[float('nan')] * n} for {STAI_S}: item S01: "
@@ -162,7 +162,7 @@ def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monke
 
     monkeypatch.setattr(qclm.logprobs, "make_scorer", Poisoned)
     with pytest.raises(NumericalError) as err:
-        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", STRESS, Protocol(limit_items=1, limit_stimuli=3),
+        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS], Protocol(limit_items=1, limit_stimuli=3),
                         {"method": "full"}, model_and_tokenizer=(model, tok, {}))
     # variant 13 of item S01: S+ term 2 (perturbed; 8 phrases per term), phrase 6 (quite a bit)
     assert re.fullmatch(rf"non-finite log-probability \[(-?[0-9.e-]+, )*{bad}\] for {re.escape(str(STAI_S))}: "
@@ -195,7 +195,7 @@ class MergingTokenizer:
 def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
     model, tok = load_dir(tiny_llama_dir)
     with pytest.raises(BoundaryError) as err:
-        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", STRESS, Protocol(limit_items=1, limit_stimuli=1),
+        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS], Protocol(limit_items=1, limit_stimuli=1),
                         {"method": "full", "boundary": "error"}, model_and_tokenizer=(model, MergingTokenizer(tok), {}))
     message = str(err.value)
     assert message.startswith(f"{STAI_S}: item S01: cterm 'agitated', intensifier 'extremely', stimulus stress01: "
@@ -207,7 +207,7 @@ def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
 def test_boundary_split_scores_the_continuation_alone_and_says_so(tiny_llama_dir, caplog):
     model, tok = load_dir(tiny_llama_dir)
     with caplog.at_level(logging.WARNING, logger="qclm.engine"):
-        df, meta = score_condition(spec_for(tiny_llama_dir), STAI_S, "vanilla", None, Protocol(limit_items=1),
+        df, meta = score_condition(spec_for(tiny_llama_dir), STAI_S, "vanilla", [], Protocol(limit_items=1),
                                    {"method": "full", "boundary": "split"},
                                    model_and_tokenizer=(model, MergingTokenizer(tok), {}))
     warned = [m for m in caplog.messages if m.startswith("boundary fallback")]

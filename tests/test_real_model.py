@@ -45,7 +45,7 @@ def test_engine_equals_full_sequences_on_the_real_model(smollm2):
 def test_scoring_job_writes_tokens_with_provenance(smollm2, tmp_path, smollm2_prepared_dir):
     spec = parse_model_row(ROW, "test", 0)
     df, meta = score_condition(spec, ROOT / "resources/questionnaires/stai_s.yaml", "neutral",
-                               ROOT / "resources/stimuli/neutral.yaml", Protocol(limit_items=2, limit_stimuli=2),
+                               [ROOT / "resources/stimuli/neutral.yaml"], Protocol(limit_items=2, limit_stimuli=2),
                                {"method": "auto"}, model_and_tokenizer=smollm2)
     out = tmp_path / "neutral.parquet"
     write_parquet(df, out, meta)
@@ -56,7 +56,7 @@ def test_scoring_job_writes_tokens_with_provenance(smollm2, tmp_path, smollm2_pr
     assert (back["logprob"] < 0).all()
     m = read_metadata(out)
     assert m["model"] == "smollm2-135m-instruct" and m["dtype"] == "float32" and m["device"] == "cpu"
-    assert len(m["gguf_sha256"]) == 64 and len(m["questionnaire_sha256"]) == 64 and len(m["stimuli_sha256"]) == 64
+    assert len(m["gguf_sha256"]) == 64 and len(m["questionnaire_sha256"]) == 64 and [len(h) for h in m["stimuli_sha256"]] == [64]
     assert m["scoring_method"] == "prefix-tree" and m["tokenizer"] and m["transformers"]
     variants, items = condition_tables(back)
     assert len(items) == 2 * 2

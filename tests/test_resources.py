@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qclm.protocol import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
 
@@ -57,19 +56,3 @@ def test_stimuli_counts_lengths_and_length_match():
         m_stress = statistics.mean(stress.word_counts(version))
         m_neutral = statistics.mean(neutral.word_counts(version))
         assert abs(m_neutral - m_stress) / m_stress <= 0.10, (version, m_stress, m_neutral)
-
-
-def test_contexts_put_the_stimulus_before_the_item():
-    q = load_questionnaire(Q / "stai_s.yaml")
-    stress = load_stimuli(S / "stress.yaml")
-    vanilla = condition_contexts(q, "vanilla", None, Protocol())
-    assert len(vanilla) == 1 and vanilla[0].stimulus_id == ""
-    v = vanilla[0].variants[0]
-    assert vanilla[0].texts[0] == v.prefix and v.prefix.endswith("Answer:")
-    assert v.continuation == " " + v.intensifier
-    ctx = condition_contexts(q, "stress", stress, Protocol(version="brief", limit_items=2, limit_stimuli=3))
-    assert [c.stimulus_id for c in ctx] == ["stress01", "stress02", "stress03"]
-    assert ctx[0].texts[0] == stress.stimuli[0].text("brief") + "\n\n" + ctx[0].variants[0].prefix
-    assert {v.item_id for v in ctx[0].variants} == {"S01", "S02"}
-    with pytest.raises(ValueError, match="needs the neutral stimulus set"):
-        condition_contexts(q, "neutral", stress, Protocol())

@@ -19,9 +19,9 @@ def _spec(path):
 
 def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llama_dir, monkeypatch, caplog):
     spec = _spec(tiny_llama_dir)
-    cells = [Cell("stai_s", "vanilla", str(ROOT / "resources/questionnaires/stai_s.yaml"), None),
+    cells = [Cell("stai_s", "vanilla", str(ROOT / "resources/questionnaires/stai_s.yaml")),
              Cell("stai_s", "stress", str(ROOT / "resources/questionnaires/stai_s.yaml"),
-                  str(ROOT / "resources/stimuli/stress.yaml"))]
+                  (str(ROOT / "resources/stimuli/stress.yaml"),))]
     outputs = [str(tmp_path / "out" / f"{c.condition}.parquet") for c in cells]
     logs = [str(tmp_path / f"{c.condition}.log") for c in cells]
     protocol = Protocol(limit_items=1, limit_stimuli=1)
@@ -45,7 +45,7 @@ def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llam
 
 def test_a_changed_setting_invalidates_the_cache(tmp_path, tiny_llama_dir):
     spec = _spec(tiny_llama_dir)
-    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"), None)
+    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"))
     a = scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 1})
     assert a == scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 8})
     assert a != scoring_job.cell_key(spec, cell, Protocol(limit_items=2), {"method": "auto"})
@@ -60,7 +60,7 @@ def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd, monkeypat
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
-    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"), None)
+    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"))
     code = run_scoring_job(_spec(broken), [cell], [str(tmp_path / "o.parquet")], [str(tmp_path / "c.log")],
                            Protocol(limit_items=1), {}, tmp_path, tmp_path / "cache")
     assert code == 1

@@ -1,4 +1,6 @@
-"""Eqs. 1-3, the two-way normalization and the silhouette, against hand-computed examples."""
+"""Eqs. 1-3, the two-way normalization and the silhouette, against hand-computed examples and
+against matrix forms of the equations written here as oracles (the package has one implementation
+of each equation, the table form the workflow uses)."""
 
 import math
 
@@ -9,21 +11,43 @@ import pytest
 from qclm import scoring
 
 
+# -- oracles: the method's equations on one item's matrix (rows cterms, columns intensifiers) ------------
+
+def harmonic_mean_probability(logprobs) -> float:
+    """Eq. 1: P_h = ((1/n) sum_k 1/p_k)^-1."""
+    lp = np.asarray(logprobs, dtype=np.float64)
+    return float(len(lp) / np.exp(-lp).sum())
+
+
+def two_way_normalize(p) -> np.ndarray:
+    """Section 4: columns divided by their sums over cterms, then rows by their sums over intensifiers."""
+    p = np.asarray(p, dtype=np.float64)
+    p = p / p.sum(axis=0, keepdims=True)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def item_score_matrix(p_norm, plus_rows, weights) -> float:
+    """Eq. 2: sum over S+ rows and intensifier columns of P_norm(l|s) w(l) / (|S+| |L|)."""
+    p_norm = np.asarray(p_norm, dtype=np.float64)
+    plus_rows = np.asarray(plus_rows, dtype=bool)
+    return float((p_norm[plus_rows] * np.asarray(weights, float)[None, :]).sum() / (plus_rows.sum() * p_norm.shape[1]))
+
+
 def test_harmonic_mean_probability_eq1_by_hand():
     # p = 0.5 and 0.25: harmonic mean = 2 / (2 + 4) = 1/3
-    assert scoring.harmonic_mean_probability(np.log([0.5, 0.25])) == pytest.approx(1 / 3)
-    assert scoring.harmonic_mean_probability(np.log([0.2])) == pytest.approx(0.2)
+    assert harmonic_mean_probability(np.log([0.5, 0.25])) == pytest.approx(1 / 3)
+    assert harmonic_mean_probability(np.log([0.2])) == pytest.approx(0.2)
 
 
 def test_two_way_normalization_by_hand():
     p = np.array([[0.1, 0.3],
                   [0.3, 0.1]])
     # columns sum to 0.4: [[.25, .75], [.75, .25]]; rows then sum to 1 already
-    np.testing.assert_allclose(scoring.two_way_normalize(p), [[0.25, 0.75], [0.75, 0.25]])
+    np.testing.assert_allclose(two_way_normalize(p), [[0.25, 0.75], [0.75, 0.25]])
     q = np.array([[0.2, 0.2],
                   [0.6, 0.2]])
     # columns: [[.25, .5], [.75, .5]]; rows: [[1/3, 2/3], [.6, .4]]
-    np.testing.assert_allclose(scoring.two_way_normalize(q), [[1 / 3, 2 / 3], [0.6, 0.4]])
+    np.testing.assert_allclose(two_way_normalize(q), [[1 / 3, 2 / 3], [0.6, 0.4]])
 
 
 def test_two_way_normalization_equals_softmax_of_log_along_each_axis():
@@ -35,7 +59,7 @@ def test_two_way_normalization_equals_softmax_of_log_along_each_axis():
         return e / e.sum(axis=axis, keepdims=True)
 
     ref = softmax(np.log(softmax(np.log(p), axis=0)), axis=1)  # the reference implementation's form
-    np.testing.assert_allclose(scoring.two_way_normalize(p), ref, rtol=1e-12)
+    np.testing.assert_allclose(two_way_normalize(p), ref, rtol=1e-12)
 
 
 def test_item_score_eq2_by_hand():
@@ -44,9 +68,9 @@ def test_item_score_eq2_by_hand():
                        [0.7, 0.1, 0.1, 0.1]])  # S- (not scored)
     w = np.array([-2, -1, 1, 2])
     # row 1: -.2 -.2 +.3 +.8 = .7 ; row 2: -.8 -.3 +.2 +.2 = -.7 ; sum 0 -> 0
-    assert scoring.item_score_matrix(p_norm, [True, True, False], w) == pytest.approx(0.0)
+    assert item_score_matrix(p_norm, [True, True, False], w) == pytest.approx(0.0)
     # only row 1 in S+: .7 / (1 * 4)
-    assert scoring.item_score_matrix(p_norm, [True, False, False], w) == pytest.approx(0.175)
+    assert item_score_matrix(p_norm, [True, False, False], w) == pytest.approx(0.175)
 
 
 def _tokens(rng, contexts=(("m", "q", "stress", "s1"),), items=("I1", "I2")):
@@ -74,15 +98,51 @@ def test_table_pipeline_matches_matrix_functions():
         for (cterm, phrase), p in raw.stack().items():
             lp = tokens[(tokens.stimulus_id == stim) & (tokens.item_id == item) & (tokens.cterm == cterm)
                         & (tokens.intensifier == phrase)]["logprob"]
-            assert p == pytest.approx(scoring.harmonic_mean_probability(lp.to_numpy()))
+            assert p == pytest.approx(harmonic_mean_probability(lp.to_numpy()))
         norm = g.pivot(index="cterm", columns="intensifier", values="p_norm").loc[raw.index, raw.columns]
-        np.testing.assert_allclose(norm.to_numpy(), scoring.two_way_normalize(raw.to_numpy()), rtol=1e-12)
+        np.testing.assert_allclose(norm.to_numpy(), two_way_normalize(raw.to_numpy()), rtol=1e-12)
         plus = g.drop_duplicates("cterm").set_index("cterm").loc[raw.index, "polarity"] == "+"
         weights = g.drop_duplicates("intensifier").set_index("intensifier").loc[raw.columns, "weight"]
-        want = scoring.item_score_matrix(norm.to_numpy(), plus.to_numpy(), weights.to_numpy())
+        want = item_score_matrix(norm.to_numpy(), plus.to_numpy(), weights.to_numpy())
         got = items[(items.stimulus_id == stim) & (items.item_id == item)]["score"].item()
         assert got == pytest.approx(want, rel=1e-12)
     assert set(items["n_plus"]) == {2} and set(items["n_intensifiers"]) == {4}
+
+
+def test_the_oracles_agree_with_the_table_forms_on_one_item():
+    # eq. 1 through the table form on a two-token variant
+    tokens = _tokens(np.random.default_rng(5), items=("I1",))
+    v = scoring.variant_probabilities(tokens)
+    row = v[(v.cterm == "tense") & (v.intensifier == "very much")].iloc[0]
+    lp = tokens[(tokens.cterm == "tense") & (tokens.intensifier == "very much")]["logprob"]
+    assert row.p_raw == pytest.approx(1 / np.mean(1 / np.exp(lp)))
+    assert row.template == "default"
+
+
+def test_a_missing_variant_is_an_error_naming_the_item():
+    tokens = _tokens(np.random.default_rng(2))
+    gap = tokens[~((tokens.item_id == "I2") & (tokens.cterm == "uneasy") & (tokens.intensifier == "yes"))]
+    with pytest.raises(ValueError, match=r"item I2 of q \(model m, condition stress, stimulus s1, template "
+                                         r"default\): 11 variants, not 3 cterms x 4 intensifiers; missing "
+                                         r"\(cterm, intensifier\) cells: \[\('uneasy', 'yes'\)\]"):
+        scoring.condition_tables(gap)
+
+
+def test_select_templates_first_all_or_one():
+    items = pd.DataFrame({"model": "m", "questionnaire": "q", "condition": "vanilla", "stimulus_id": "",
+                          "item_id": ["a", "a", "b", "b"], "template": ["t1", "t2", "t1", "t2"],
+                          "default_template": [True, False, True, False], "score": [0.1, 0.3, -0.2, 0.0],
+                          "params_b": 1.0})
+    first = scoring.select_templates(items, "first")
+    assert first.set_index("item_id")["score"].to_dict() == pytest.approx({"a": 0.1, "b": -0.2})
+    assert "template" not in first.columns
+    both = scoring.select_templates(items, "all")
+    assert both.set_index("item_id")["score"].to_dict() == pytest.approx({"a": 0.2, "b": -0.1})
+    assert both["params_b"].tolist() == [1.0, 1.0]
+    assert scoring.select_templates(items, "t2").set_index("item_id")["score"].to_dict() == pytest.approx(
+        {"a": 0.3, "b": 0.0})
+    with pytest.raises(ValueError, match="template 't3' is not a template of questionnaire"):
+        scoring.select_templates(items, "t3")
 
 
 def test_questionnaire_and_condition_means_eq3():

@@ -368,7 +368,7 @@ def make_config(tmp_path: Path, **changes) -> dict:
     (tmp_path / "models.tsv").write_text(HEADER + "m1\torg/model\t\t1\tbase\tf\tauto\n")
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config.update(models="models.tsv", questionnaires={"worry1": "q/worry1.yaml"})
-    config["stimuli"].update(stress="s/stress.yaml", neutral="s/neutral.yaml")
+    config["stimuli"]["classes"] = {"stress": "s/stress.yaml", "neutral": "s/neutral.yaml"}
     config.update(changes)
     return config
 
@@ -387,8 +387,28 @@ def test_valid_config(tmp_path, monkeypatch):
 @pytest.mark.parametrize("edit, expected", [
     (lambda c: c.update(limit_item=2), ["config.yaml: field limit_item: unknown field (did you mean limit_items?)"]),
     (lambda c: c.pop("conditions"), ["config.yaml: field conditions: missing required field"]),
-    (lambda c: c.update(conditions=["vanilla", "stres"]),
-     ["config.yaml: field conditions, entry 2: must be one of vanilla, stress, neutral; got 'stres'"]),
+    (lambda c: c.update(conditions=["vanilla", "stres"], contrasts=[["vanilla", "stres"]]),
+     ["config.yaml: field conditions, entry 2: 'stres' names class 'stres', which has no stimulus file (add it "
+      "under stimuli.classes; classes: stress, neutral)"]),
+    (lambda c: c.update(conditions=["vanilla", "stress+"], contrasts=[["vanilla", "stress+"]]),
+     ["config.yaml: field conditions, entry 2: 'stress+' is not a condition: vanilla, a class name, or class "
+      "names joined by + (each letters, digits, '_', '.', '-', starting with a letter or digit)"]),
+    (lambda c: c.update(conditions=["vanilla", "vanilla+stress"], contrasts=[["vanilla", "vanilla+stress"]]),
+     ["config.yaml: field conditions, entry 2: 'vanilla+stress': vanilla is the item alone and cannot be combined "
+      "with a class"]),
+    (lambda c: c.update(contrasts=[["vanilla", "stress"], ["vanilla", "calm"]]),
+     ["config.yaml: field contrasts, entry 2: condition 'calm' is not declared (conditions: vanilla, stress, "
+      "neutral)"]),
+    (lambda c: c.update(contrasts=[["vanilla", "stress"], ["vanilla", "stress"]]),
+     ["config.yaml: field contrasts, entry 2: repeats entry 1 (vanilla vs stress)"]),
+    (lambda c: c.update(contrasts=[["stress", "stress"]]),
+     ["config.yaml: field contrasts, entry 1: compares condition 'stress' with itself"]),
+    (lambda c: c.update(contrasts=[["vanilla"]]),
+     ["config.yaml: field contrasts, entry 1: needs at least 2 entries, got 1"]),
+    (lambda c: (c.update(conditions=["vanilla", "neutral+stress"]), c.pop("contrasts")),
+     ["config.yaml: field contrasts: missing: none of the paper's contrasts (vanilla vs stress, vanilla vs "
+      "neutral, neutral vs stress) applies to these conditions; list the contrasts to analyse as [first, second] "
+      "pairs"]),
     (lambda c: c["scoring"].update(method="fast"),
      ["config.yaml: field scoring.method: must be one of auto, prefix-tree, full; got 'fast'"]),
     (lambda c: c["scoring"].update(pack_tokens="lots"),
@@ -399,12 +419,19 @@ def test_valid_config(tmp_path, monkeypatch):
     (lambda c: c["analysis"].update(bootstrap="many"),
      ["config.yaml: field analysis.bootstrap: must be an integer, got 'many'"]),
     (lambda c: c["stimuli"].update(anxious="s/stress.yaml"),
-     ["config.yaml: field stimuli.anxious: unknown stimulus class 'anxious': the classes are stress and neutral "
-      "(other keys: version, separator)"]),
-    (lambda c: c["stimuli"].pop("stress"),
-     ["config.yaml: field stimuli.stress: missing: condition 'stress' (field conditions) needs a stimulus file"]),
-    (lambda c: c["stimuli"].update(stress="s/neutral.yaml"),
+     ["config.yaml: field stimuli.anxious: unknown field; a stimulus class goes under stimuli.classes "
+      "(anxious: FILE); other keys: version, separator, classes"]),
+    (lambda c: c["stimuli"]["classes"].pop("stress"),
+     ["config.yaml: field conditions, entry 2: 'stress' names class 'stress', which has no stimulus file (add it "
+      "under stimuli.classes; classes: neutral)"]),
+    (lambda c: c["stimuli"]["classes"].update(stress="s/neutral.yaml"),
      ["s/neutral.yaml: field class: is 'neutral' but the config uses this file for 'stress'"]),
+    (lambda c: c["stimuli"].update(stress="s/stress.yaml"),
+     ["config.yaml: field stimuli.stress: class 'stress' is also under stimuli.classes; give it once"]),
+    (lambda c: c["stimuli"]["classes"].update({"a b": "s/stress.yaml"}),
+     ["config.yaml: field stimuli.classes: key 'a b' is not a safe name: use letters, digits, '_', '.', '-', "
+      "starting with a letter or digit",
+      "s/stress.yaml: field class: is 'stress' but the config uses this file for 'a b'"]),
     (lambda c: c.update(models="nope.tsv"), ["config.yaml: field models: file nope.tsv does not exist"]),
     (lambda c: c.update(questionnaires={"worry1": "q"}), ["config.yaml: field questionnaires.worry1: q is a "
                                                           "directory, not a file"]),
@@ -424,8 +451,37 @@ def test_config_problem(tmp_path, monkeypatch, edit, expected):
     assert check(tmp_path, monkeypatch, config) == expected
 
 
+def test_any_class_name_composed_conditions_and_the_shorthand(tmp_path, monkeypatch):
+    config = make_config(tmp_path)
+    write_yaml(tmp_path / "s" / "calm.yaml", {**STIMULI, "class": "calm", "stimuli": [
+        {**s, "id": s["id"].replace("stress", "calm")} for s in STIMULI["stimuli"]]})
+    config["stimuli"]["classes"]["calm"] = "s/calm.yaml"
+    config.update(conditions=["vanilla", "stress", "calm", "stress+calm"],
+                  contrasts=[["vanilla", "stress"], ["stress", "stress+calm"]])
+    assert check(tmp_path, monkeypatch, config) == []
+    # the old form: classes stress and neutral directly under stimuli
+    old = make_config(tmp_path)
+    old["stimuli"] = {"version": "long", "stress": "s/stress.yaml", "neutral": "s/neutral.yaml"}
+    old.pop("contrasts")
+    assert check(tmp_path, monkeypatch, old) == []
+
+
+def test_composed_condition_whose_classes_differ_in_stimulus_count(tmp_path, monkeypatch):
+    config = make_config(tmp_path)
+    write_yaml(tmp_path / "s" / "calm.yaml", {**STIMULI, "class": "calm", "stimuli": [
+        {**STIMULI["stimuli"][0], "id": "calm01"}]})
+    config["stimuli"]["classes"]["calm"] = "s/calm.yaml"
+    config.update(conditions=["vanilla", "stress", "stress+calm"], contrasts=[["stress", "stress+calm"]])
+    assert check(tmp_path, monkeypatch, config) == [
+        "config.yaml: field conditions, entry 3: 'stress+calm' pairs its classes' stimuli by position, but they "
+        "differ in number: stress has 2, calm has 1"]
+    config["limit_stimuli"] = 1  # the first stimulus of each class: now they pair
+    assert check(tmp_path, monkeypatch, config) == []
+
+
 def test_vanilla_only_needs_no_stimulus_files(tmp_path, monkeypatch):
     config = make_config(tmp_path, conditions=["vanilla"])
+    config.pop("contrasts")
     config["stimuli"] = {"version": "long"}
     assert check(tmp_path, monkeypatch, config) == []
 
@@ -503,6 +559,7 @@ def test_cli_yaml_error_in_config(tmp_path):
 def test_snakemake_dry_run_prints_the_problems(tmp_path):
     config = make_config(tmp_path)
     config["conditions"] = ["vanilla", "stress", "panic"]
+    config["contrasts"] = [["vanilla", "stress"], ["vanilla", "panic"]]
     broken = copy.deepcopy(WORRY1)
     broken["items"][0]["template"] = "Do you feel {cterm}?\nAnswer:{intensifier} now"
     write_yaml(tmp_path / "q" / "worry1.yaml", broken)
@@ -515,6 +572,7 @@ def test_snakemake_dry_run_prints_the_problems(tmp_path):
     assert "Traceback" not in out
     assert out.rstrip().splitlines()[-3:] == [
         "qclm: invalid input (run `qclm validate` to check again)",
-        f"{tmp_path / 'config.yaml'}: field conditions, entry 3: must be one of vanilla, stress, neutral; got 'panic'",
         "q/worry1.yaml: item W1: template has no {intensifier} slot at its end",
+        f"{tmp_path / 'config.yaml'}: field conditions, entry 3: 'panic' names class 'panic', which has no stimulus "
+        "file (add it under stimuli.classes; classes: stress, neutral)",
     ]

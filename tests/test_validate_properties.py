@@ -289,8 +289,7 @@ def test_junk_in_the_config_is_reported_not_raised(value, draw):
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
     config["models"] = str(root / config["models"])
     config["questionnaires"] = {k: str(root / v) for k, v in config["questionnaires"].items()}
-    for cls in ("stress", "neutral"):
-        config["stimuli"][cls] = str(root / config["stimuli"][cls])
+    config["stimuli"]["classes"] = {k: str(root / v) for k, v in config["stimuli"]["classes"].items()}
     path = draw.draw(st.sampled_from(list(_paths(config))[1:]))
     _replace(config, path, value)
     problems = validate_config(config, "config.yaml", root / "workflow" / "schemas" / "config.schema.yaml")

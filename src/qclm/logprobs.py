@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 import qclm
 from qclm.engine import make_scorer, tokenize_requests
+from qclm.experiment import classes_of
 from qclm.models import ModelSpec, load_model
 from qclm.protocol import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
@@ -23,7 +24,7 @@ from qclm.stimuli import load_stimuli
 
 log = logging.getLogger("qclm.logprobs")
 
-COLUMNS = ["model", "questionnaire", "condition", "stimulus_id", "item_id", "cterm", "polarity",
+COLUMNS = ["model", "questionnaire", "condition", "stimulus_id", "template", "item_id", "cterm", "polarity",
            "intensifier", "level", "weight", "token_index", "token_id", "token", "logprob"]
 METADATA_KEY = b"qclm"
 
@@ -54,13 +55,15 @@ def read_metadata(path: str | Path) -> dict:
 
 
 def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: str,
-                    stimuli_path: str | Path | None, protocol: Protocol, scoring: dict,
+                    stimuli_paths: list[str | Path], protocol: Protocol, scoring: dict,
                     prepared_dir: str | Path | None = None, model_and_tokenizer=None) -> tuple[pd.DataFrame, dict]:
-    """Score every variant of a questionnaire under every context of a condition."""
+    """Score every variant of a questionnaire under every context of a condition; ``stimuli_paths``
+    holds the stimulus file of each class of the condition, in order (none for vanilla)."""
     from tqdm import tqdm
 
     q = load_questionnaire(questionnaire_path)
-    stimuli = load_stimuli(stimuli_path, expected_class=condition) if stimuli_path else None
+    stimuli = [load_stimuli(path, expected_class=cls) for path, cls in zip(stimuli_paths, classes_of(condition),
+                                                                             strict=True)]
     contexts = condition_contexts(q, condition, stimuli, protocol)
     if model_and_tokenizer is None:
         model, tokenizer, provenance = load_model(spec, prepared_dir, scoring.get("device", "auto"))
@@ -92,8 +95,8 @@ def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: 
              total, len(contexts), stats.tokens_computed, seconds, stats.method)
     metadata = {
         **provenance, "qclm": qclm.__version__, "questionnaire": q.id, "questionnaire_sha256": q.sha256,
-        "condition": condition, "stimuli_file": str(stimuli_path or ""),
-        "stimuli_sha256": stimuli.sha256 if stimuli else "", "stimulus_version": protocol.version,
+        "condition": condition, "stimuli_files": [str(p) for p in stimuli_paths],
+        "stimuli_sha256": [s.sha256 for s in stimuli], "stimulus_version": protocol.version,
         "separator": protocol.separator, "limit_items": protocol.limit_items,
         "limit_stimuli": protocol.limit_stimuli, "scoring_method": stats.method, "scoring_notes": stats.notes,
         "boundary": scoring.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
@@ -107,7 +110,8 @@ def _rows(model: str, questionnaire: str, condition: str, ctx, requests, logprob
     for v, r, lp in zip(ctx.variants, requests, logprobs):
         n = len(r.continuation)
         for name, value in (("model", model), ("questionnaire", questionnaire), ("condition", condition),
-                            ("stimulus_id", ctx.stimulus_id), ("item_id", v.item_id), ("cterm", v.cterm),
+                            ("stimulus_id", ctx.stimulus_id), ("template", v.template), ("item_id", v.item_id),
+                            ("cterm", v.cterm),
                             ("polarity", v.polarity), ("intensifier", v.intensifier), ("level", v.level),
                             ("weight", v.weight)):
             cols[name].extend([value] * n)

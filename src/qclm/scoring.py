@@ -1,34 +1,39 @@
 """From token log-probabilities to item, questionnaire and condition scores (method.md 3-5, 7).
 
-Every function takes and returns a tidy DataFrame. Group keys that identify one item under one
-context are ``CONTEXT_KEYS + ["item_id"]``; a context is one model x questionnaire x condition x
-stimulus (stimulus_id is "" for vanilla).
+Every function takes and returns a tidy DataFrame, and each equation has exactly one
+implementation here, used by the workflow and by ``qclm analyze`` alike. Group keys that identify
+one item under one context and one wording are ``ITEM_KEYS``; a context is one model x
+questionnaire x condition x stimulus (stimulus_id is "" for vanilla).
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 
+from qclm.questionnaire import DEFAULT_TEMPLATE_ID
+
 CONTEXT_KEYS = ["model", "questionnaire", "condition", "stimulus_id"]
-ITEM_KEYS = CONTEXT_KEYS + ["item_id"]
+#: one item under one context and one wording (template): the unit of the two-way normalization
+ITEM_KEYS = CONTEXT_KEYS + ["template", "item_id"]
 VARIANT_KEYS = ITEM_KEYS + ["cterm", "polarity", "intensifier", "level", "weight"]
 AGGREGATIONS = ("harmonic", "geometric", "product")
+#: ``templates.select`` values besides a template id: the default (first) wording, or all averaged
+TEMPLATE_SELECTIONS = ("first", "all")
 
-
-def harmonic_mean_probability(logprobs: np.ndarray) -> float:
-    """Eq. 1: P_h = ((1/n) sum_k 1/p_k)^-1 over the continuation tokens' probabilities p_k."""
-    lp = np.asarray(logprobs, dtype=np.float64)
-    return float(len(lp) / np.exp(-lp).sum())
+log = logging.getLogger("qclm.scoring")
 
 
 def variant_probabilities(tokens: pd.DataFrame, aggregation: str = "harmonic") -> pd.DataFrame:
-    """One row per variant with ``p_raw``: its continuation tokens' probabilities combined by
-    eq. 1 (harmonic mean, the default) or, as recorded options, the geometric mean or product."""
+    """One row per variant with ``p_raw``: its continuation tokens' probabilities p_k combined by
+    eq. 1, the harmonic mean P_h = ((1/n) sum_k 1/p_k)^-1 (the default), or, as recorded options,
+    the geometric mean exp((1/n) sum_k log p_k) or the product exp(sum_k log p_k)."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
     lp = tokens["logprob"].astype("float64")
-    frame = tokens[VARIANT_KEYS].copy()
+    frame = _with_template(tokens)[VARIANT_KEYS].copy()
     if aggregation == "harmonic":
         frame["_v"] = np.exp(-lp)
         out = frame.groupby(VARIANT_KEYS, sort=False, dropna=False).agg(_v=("_v", "sum"), n_tokens=("_v", "size"))
@@ -43,17 +48,40 @@ def variant_probabilities(tokens: pd.DataFrame, aggregation: str = "harmonic") -
     return out
 
 
-def two_way_normalize(p: np.ndarray) -> np.ndarray:
-    """Section 4 on one item's matrix (rows cterms S+ and S-, columns intensifier phrases):
-    each column divided by its sum over cterms, then each row divided by its sum over intensifiers.
-    The result's rows sum to 1: P_norm(l | s)."""
-    p = np.asarray(p, dtype=np.float64)
-    p = p / p.sum(axis=0, keepdims=True)
-    return p / p.sum(axis=1, keepdims=True)
+def _with_template(df: pd.DataFrame) -> pd.DataFrame:
+    """Tables written before questionnaires had several templates have no ``template`` column: one
+    wording, the default."""
+    return df if "template" in df.columns else df.assign(template=DEFAULT_TEMPLATE_ID)
+
+
+def check_complete(variants: pd.DataFrame) -> None:
+    """Every item under every context and template has |cterms| x |intensifiers| variants, the full
+    matrix that the two-way normalization (section 4) and eq. 2 need: a missing cell would silently
+    change the score. Raises ValueError naming the item, context and missing cells."""
+    g = variants.groupby(ITEM_KEYS, sort=False, dropna=False)
+    shape = g.agg(n=("p_raw", "size"), n_cterms=("cterm", "nunique"), n_int=("intensifier", "nunique"))
+    bad = shape[shape["n"] != shape["n_cterms"] * shape["n_int"]]
+    if bad.empty:
+        return
+    key = bad.index[0]
+    sub = g.get_group(key)
+    cells = set(zip(sub["cterm"], sub["intensifier"]))
+    missing = [(c, i) for c in pd.unique(sub["cterm"]) for i in pd.unique(sub["intensifier"]) if (c, i) not in cells]
+    where = dict(zip(ITEM_KEYS, key))
+    raise ValueError(
+        f"item {where['item_id']} of {where['questionnaire']} (model {where['model']}, condition "
+        f"{where['condition']}{', stimulus ' + where['stimulus_id'] if where['stimulus_id'] else ''}, template "
+        f"{where['template']}): {int(bad['n'].iloc[0])} variants, not {int(bad['n_cterms'].iloc[0])} cterms x "
+        f"{int(bad['n_int'].iloc[0])} intensifiers; missing (cterm, intensifier) cells: {missing[:5]}"
+        + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        + (f"; {len(bad)} item(s) in all are incomplete" if len(bad) > 1 else ""))
 
 
 def normalize(variants: pd.DataFrame) -> pd.DataFrame:
-    """Add ``p_norm``: the two-way normalization (section 4) within each item under each context."""
+    """Add ``p_norm``: the two-way normalization (section 4) within each item under each context and
+    template: each intensifier column divided by its sum over cterms (S+ and S-), then each cterm row
+    divided by its sum over intensifiers, so that each row sums to 1: P_norm(l | s)."""
+    check_complete(variants)
     out = variants.copy()
     col = out.groupby(ITEM_KEYS + ["intensifier"], sort=False, dropna=False)["p_raw"].transform("sum")
     out["p_norm"] = out["p_raw"] / col
@@ -62,16 +90,10 @@ def normalize(variants: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def item_score_matrix(p_norm: np.ndarray, plus_rows: np.ndarray, weights: np.ndarray) -> float:
-    """Eq. 2 on one item: sum over S+ rows and intensifier columns of P_norm(l|s) w(l) / (|S+| |L|)."""
-    p_norm = np.asarray(p_norm, dtype=np.float64)
-    plus_rows = np.asarray(plus_rows, dtype=bool)
-    weights = np.asarray(weights, dtype=np.float64)
-    return float((p_norm[plus_rows] * weights[None, :]).sum() / (plus_rows.sum() * p_norm.shape[1]))
-
-
 def item_scores(normalized: pd.DataFrame) -> pd.DataFrame:
-    """Eq. 2 for every item under every context; S- rows are not scored (validation only)."""
+    """Eq. 2 for every item under every context and template:
+    score = sum_{s in S+} sum_l P_norm(l | s) w(l) / (|S+| |L|), L the intensifier phrases; S- rows
+    are not scored (validation only)."""
     plus = normalized[normalized["polarity"] == "+"]
     g = plus.assign(_wp=plus["p_norm"] * plus["weight"]).groupby(ITEM_KEYS, sort=False, dropna=False)
     out = g.agg(_sum=("_wp", "sum"), n_plus=("cterm", "nunique"), n_intensifiers=("intensifier", "nunique"))
@@ -79,16 +101,53 @@ def item_scores(normalized: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="_sum").reset_index()
 
 
+def select_templates(items: pd.DataFrame, select: str = "first") -> pd.DataFrame:
+    """The item scores that questionnaire scores use (method.md section 5, wording): ``first`` the
+    default template (``default_template`` column; without it, the only template), ``all`` every
+    template, or one template id; then one score per item and context, the mean over the selected
+    templates. The per-template scores stay in the item table (wording analysis)."""
+    items = _with_template(items)
+    if select == "first":
+        chosen = items[items["default_template"]] if "default_template" in items.columns else items
+        several = chosen.groupby(["questionnaire"], sort=False)["template"].nunique()
+        if (several > 1).any():
+            raise ValueError(f"questionnaire {several[several > 1].index[0]}: several templates and no "
+                             "default_template column; select a template id or all")
+    elif select == "all":
+        chosen = items
+    else:
+        chosen = items[items["template"] == select]
+        missing = sorted(set(items["questionnaire"]) - set(chosen["questionnaire"]))
+        if missing:
+            raise ValueError(f"template {select!r} is not a template of questionnaire(s) {', '.join(missing)}")
+    keys = [k for k in CONTEXT_KEYS + ["item_id"] if k in chosen.columns]
+    if chosen.groupby(keys, sort=False, dropna=False)["template"].nunique().max() == 1:
+        return chosen.drop(columns=[c for c in ("template", "default_template") if c in chosen.columns])
+    extra = [c for c in chosen.columns if c not in keys + ["score", "template", "default_template"]]
+    agg = {"score": ("score", "mean"), **{c: (c, "first") for c in extra}}
+    return chosen.groupby(keys, sort=False, dropna=False).agg(**agg).reset_index()
+
+
 def questionnaire_scores(items: pd.DataFrame) -> pd.DataFrame:
-    """Eq. 3 (eq. 5 under a stimulus): mean of the item scores, per model x questionnaire x
-    condition x stimulus."""
-    return (items.groupby(CONTEXT_KEYS, sort=False, dropna=False)
-            .agg(score=("score", "mean"), n_items=("score", "size")).reset_index())
+    """Eq. 3 (eq. 5 under a stimulus): the mean of the item scores, per model x questionnaire x
+    condition x stimulus (``items``: one score per item and context, :func:`select_templates`).
+    Columns: model, questionnaire, condition, stimulus_id, score, n_items. Logs a warning when models
+    or stimuli differ in their number of items."""
+    out = (items.groupby(CONTEXT_KEYS, sort=False, dropna=False)["score"]
+           .agg(score="mean", n_items="size").reset_index())
+    n_items = out.groupby("questionnaire", sort=False)["n_items"].agg(["min", "max"])
+    for q, row in n_items.iterrows():
+        if row["min"] != row["max"]:
+            log.warning("questionnaire %s: item count differs between models or stimuli (%d to %d items); "
+                        "questionnaire scores are means over the items present", q, row["min"], row["max"])
+    return out
 
 
 def condition_means(questionnaires: pd.DataFrame) -> pd.DataFrame:
-    """One value per model x questionnaire x condition: the mean over the stimuli of a class
-    (the per-stimulus scores stay in the questionnaire table as replications)."""
+    """One value per model x questionnaire x condition: the mean over the stimuli of a condition
+    (method.md section 5; vanilla has one context, so its value is its questionnaire score). The
+    per-stimulus scores stay in the questionnaire table as replications. Columns: model,
+    questionnaire, condition, score, score_sd (over stimuli, ddof=1), n_stimuli."""
     return (questionnaires.groupby(["model", "questionnaire", "condition"], sort=False)
             .agg(score=("score", "mean"), score_sd=("score", "std"), n_stimuli=("score", "size"))
             .reset_index())
@@ -107,7 +166,7 @@ def item_silhouette(p_norm: np.ndarray, plus_rows: np.ndarray) -> float:
 
 
 def silhouettes(normalized: pd.DataFrame) -> pd.DataFrame:
-    """Per-item silhouette values for every item under every context."""
+    """Per-item silhouette values for every item under every context and template."""
     rows = []
     for key, g in normalized.groupby(ITEM_KEYS, sort=False, dropna=False):
         m = g.pivot_table(index=["cterm", "polarity"], columns="intensifier", values="p_norm", sort=False)
@@ -123,19 +182,23 @@ def condition_tables(tokens: pd.DataFrame, aggregation: str = "harmonic") -> tup
 
 
 def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.DataFrame],
-                   model_info: pd.DataFrame) -> dict[str, pd.DataFrame]:
+                   model_info: pd.DataFrame, default_templates: dict[str, str],
+                   select: str = "first") -> dict[str, pd.DataFrame]:
     """Concatenate the per-job tables into the tidy tables of results/scores/.
 
-    ``model_info`` has one row per model with columns model, params_b, model_type, family."""
-    items = pd.concat(item_frames, ignore_index=True).merge(model_info, on="model", how="left")
+    ``model_info`` has one row per model with columns model, params_b, model_type, family;
+    ``default_templates`` maps each questionnaire to its first (default) template id; questionnaire
+    and condition scores use the templates ``select`` chooses (:func:`select_templates`)."""
+    items = _with_template(pd.concat(item_frames, ignore_index=True)).merge(model_info, on="model", how="left")
+    items["default_template"] = items["template"] == items["questionnaire"].map(default_templates)
     variants = pd.concat(variant_frames, ignore_index=True)
-    questionnaires = questionnaire_scores(items).merge(model_info, on="model", how="left")
+    questionnaires = questionnaire_scores(select_templates(items, select)).merge(model_info, on="model", how="left")
     vanilla = variants[variants["condition"] == "vanilla"]
     return {
-        "items": items[["model", "questionnaire", "item_id", "condition", "stimulus_id", "score",
-                        "n_plus", "n_intensifiers", "params_b", "model_type", "family"]],
+        "items": items[["model", "questionnaire", "template", "default_template", "item_id", "condition",
+                        "stimulus_id", "score", "n_plus", "n_intensifiers", "params_b", "model_type", "family"]],
         "questionnaires": questionnaires,
         "conditions": condition_means(questionnaires).merge(model_info, on="model", how="left"),
         "variants": variants,
-        "silhouette": silhouettes(vanilla)[["model", "questionnaire", "item_id", "silhouette"]],
+        "silhouette": silhouettes(vanilla)[["model", "questionnaire", "template", "item_id", "silhouette"]],
     }

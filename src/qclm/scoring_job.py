@@ -44,7 +44,7 @@ class Cell:
     questionnaire: str
     condition: str
     questionnaire_file: str
-    stimuli_file: str | None
+    stimuli_files: tuple[str, ...] = ()  # one per class of the condition, in order; none for vanilla
 
 
 def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, scoring: dict) -> str:
@@ -54,7 +54,7 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, scoring: dict) -> 
         "questionnaire": cell.questionnaire,
         "condition": cell.condition,
         "questionnaire_sha256": sha256_file(Path(cell.questionnaire_file)),
-        "stimuli_sha256": sha256_file(Path(cell.stimuli_file)) if cell.stimuli_file else "",
+        "stimuli_sha256": [sha256_file(Path(f)) for f in cell.stimuli_files],
         "protocol": protocol.__dict__,
         "scoring": {k: v for k, v in sorted(scoring.items()) if k not in NEUTRAL_SETTINGS},
         "qclm": qclm.__version__,
@@ -150,7 +150,7 @@ def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell
         handler.setFormatter(root.handlers[0].formatter if root.handlers else None)
         root.addHandler(handler)
         try:
-            df, metadata = score_condition(spec, cell.questionnaire_file, cell.condition, cell.stimuli_file,
+            df, metadata = score_condition(spec, cell.questionnaire_file, cell.condition, list(cell.stimuli_files),
                                            protocol, scoring, prepared_dir=prepared_dir, model_and_tokenizer=loaded)
         except (NumericalError, BoundaryError) as err:
             return _fail(f"model {spec.name}: {cell.questionnaire}/{cell.condition}: {_one_line(err)}")

@@ -1,5 +1,6 @@
-"""Stimulus narratives (method.md section 2): stress and neutral sets, each text in a long and a
-brief version. Under a stimulus condition the prefix is stimulus + separator + item prefix."""
+"""Stimulus narratives (method.md section 2): one file per stimulus class (stress, neutral,
+relaxation, or any name the config gives), each text in a long and a brief version. Under a
+stimulus condition the prefix is stimulus + separator + item prefix (:mod:`qclm.protocol`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from qclm.experiment import VANILLA
 from qclm.validation import InputError, check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems
 
-CONDITIONS = ("vanilla", "stress", "neutral")
-#: the condition without a stimulus (the item alone): the baseline of z-scores, never a class name
-VANILLA = "vanilla"
 VERSIONS = ("long", "brief")
 
 

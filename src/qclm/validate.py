@@ -13,18 +13,21 @@ working directory), which for ``qclm validate`` is the current directory.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from qclm.validation import InputError, Problem, read_yaml, schema_problems
+from qclm.experiment import (
+    SHORTHAND_CLASSES, STIMULUS_SETTINGS, classes_of, condition_problems, contrast_problems, default_contrasts,
+    stimulus_classes,
+)
+from qclm.validation import CONDITION_PATTERN, InputError, Problem, read_yaml, schema_problems
 
 DEFAULT_CONFIG = "config/config.yaml"
 SCHEMA_RELPATH = Path("workflow") / "schemas" / "config.schema.yaml"
-STIMULUS_CLASSES = ("stress", "neutral")
-STIMULUS_SETTINGS = ("version", "separator")
 
 
 def find_config_schema() -> Path | None:
@@ -70,7 +73,6 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     """Every problem of a loaded config and of the files it names, as (file, location, problem)."""
     from qclm.models import load_model_table
     from qclm.questionnaire import load_questionnaire
-    from qclm.stimuli import load_stimuli
 
     cf = str(config_file)
     if not isinstance(config, dict):
@@ -83,15 +85,15 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
             problems.append((cf, "top level", f"cannot check the config: {SCHEMA_RELPATH} not found "
                              "(run qclm validate in the workflow's directory)"))
     stimuli = config.get("stimuli") if isinstance(config.get("stimuli"), dict) else {}
-    unknown_classes = [k for k in stimuli if k not in STIMULUS_CLASSES + STIMULUS_SETTINGS]
+    unknown_keys = [k for k in stimuli if k not in STIMULUS_SETTINGS + SHORTHAND_CLASSES]
     if schema is not None:
         for f, loc, msg in schema_problems(config, _load_schema(schema), cf, {}):
-            if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_classes):
+            if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_keys):
                 continue  # reported below with a clearer message
             problems.append((f, loc, msg))
-    for k in unknown_classes:
-        problems.append((cf, f"field stimuli.{k}", f"unknown stimulus class '{k}': the classes are "
-                         f"{' and '.join(STIMULUS_CLASSES)} (other keys: {', '.join(STIMULUS_SETTINGS)})"))
+    for k in unknown_keys:
+        problems.append((cf, f"field stimuli.{k}", f"unknown field; a stimulus class goes under stimuli.classes "
+                         f"({k}: FILE); other keys: {', '.join(STIMULUS_SETTINGS)}"))
 
     # the model table
     table = _file_field(cf, "models", config.get("models"), problems)
@@ -109,19 +111,53 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
             problems.append((cf, f"field questionnaires.{key}",
                              f"{value} has id '{q.id}'; the key must be the same ('{q.id}: {value}')"))
 
-    # stimulus files: every class a condition uses needs one, of that class
-    conditions = config.get("conditions")
-    used = [c for c in (conditions if isinstance(conditions, list) else []) if c in STIMULUS_CLASSES]
-    for cls in STIMULUS_CLASSES:
-        if cls not in stimuli:
-            if cls in used:
-                problems.append((cf, f"field stimuli.{cls}", f"missing: condition '{cls}' (field conditions) "
-                                 "needs a stimulus file"))
-            continue
-        path = _file_field(cf, f"stimuli.{cls}", stimuli[cls], problems)
-        if path is not None:
-            _collect(problems, load_stimuli, path, expected_class=cls)
+    problems.extend(_experiment_problems(config, cf, stimuli))
     return list(dict.fromkeys(problems))  # a file named twice reports its problems once
+
+
+def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:
+    """Stimulus classes, conditions and contrasts (qclm.experiment): every class file valid and of
+    its class; every condition's classes have a file and, when composed, equal stimulus counts;
+    every contrast names declared conditions, once, and two different ones."""
+    from qclm.stimuli import load_stimuli
+
+    problems: list[Problem] = []
+    classes = stimulus_classes(stimuli)
+    for key in SHORTHAND_CLASSES:
+        if key in stimuli and isinstance(stimuli.get("classes"), dict) and key in stimuli["classes"]:
+            problems.append((cf, f"field stimuli.{key}", f"class '{key}' is also under stimuli.classes; "
+                             "give it once"))
+    sets = {}
+    for cls, value in classes.items():
+        field = f"stimuli.{cls}" if cls in SHORTHAND_CLASSES and cls in stimuli else f"stimuli.classes.{cls}"
+        path = _file_field(cf, field, value, problems)
+        if path is not None:
+            sets[cls] = _collect(problems, load_stimuli, path, expected_class=cls)
+    conditions = [c for c in config.get("conditions") or [] if isinstance(c, str)] \
+        if isinstance(config.get("conditions"), list) else []
+    well_formed = [c if re.fullmatch(CONDITION_PATTERN, c) else None for c in conditions]  # else: the schema
+    problems.extend((cf, loc, msg) for loc, msg in condition_problems(well_formed, classes))
+    limit = config.get("limit_stimuli") if isinstance(config.get("limit_stimuli"), int) else None
+    for n, cond in enumerate(well_formed):
+        parts = classes_of(cond) if cond else []
+        loaded = [sets.get(c) for c in parts]
+        if len(parts) < 2 or any(s is None for s in loaded):
+            continue
+        counts = [min(len(s.stimuli), limit) if limit else len(s.stimuli) for s in loaded]
+        if len(set(counts)) > 1:
+            problems.append((cf, f"field conditions, entry {n + 1}",
+                             f"'{cond}' pairs its classes' stimuli by position, but they differ in number: "
+                             + ", ".join(f"{c} has {k}" for c, k in zip(parts, counts))))
+    contrasts = config.get("contrasts")
+    if not isinstance(config.get("conditions"), list):
+        pass  # the schema reports the missing or malformed conditions; contrasts cannot be checked
+    elif isinstance(contrasts, list):
+        problems.extend((cf, loc, msg) for loc, msg in contrast_problems(contrasts, conditions, "field contrasts"))
+    elif contrasts is None and conditions and not default_contrasts(conditions) and len(conditions) > 1:
+        problems.append((cf, "field contrasts", "missing: none of the paper's contrasts (vanilla vs stress, "
+                         "vanilla vs neutral, neutral vs stress) applies to these conditions; list the "
+                         "contrasts to analyse as [first, second] pairs"))
+    return problems
 
 
 def validate_config_file(config_file: str | Path = DEFAULT_CONFIG,

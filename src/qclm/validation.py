@@ -17,6 +17,9 @@ import yaml
 SAFE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 SAFE_NAME_RULE = "letters, digits, '_', '.', '-', starting with a letter or digit"
 
+#: A condition: vanilla, a class name, or class names joined by "+" (qclm.experiment).
+CONDITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(\+[A-Za-z0-9][A-Za-z0-9_.-]*)*$"
+
 Problem = tuple[str, str, str]
 
 
@@ -175,6 +178,9 @@ def _message(err: jsonschema.ValidationError) -> str:
         what = f"key {show(got)}" if "propertyNames" in err.relative_schema_path else show(got)
         if want == SAFE_NAME_PATTERN:
             return f"{what} is not a safe name: use {SAFE_NAME_RULE}"
+        if want == CONDITION_PATTERN:
+            return (f"{what} is not a condition: vanilla, a class name, or class names joined by + "
+                    f"(each {SAFE_NAME_RULE})")
         return f"{what} does not match the pattern {want}"
     if v in ("minimum", "exclusiveMinimum"):
         return f"must be {'at least' if v == 'minimum' else 'more than'} {want}, got {show(got)}"

@@ -4,6 +4,7 @@ import sys
 
 from snakemake.utils import validate
 
+from qclm.experiment import Experiment, template_settings
 from qclm.models import load_model_table
 from qclm.validate import format_problems, validate_config
 
@@ -18,7 +19,9 @@ validate(config, workflow.source_path("../schemas/config.schema.yaml"))  # fills
 MODELS = load_model_table(config["models"])
 
 QUESTIONNAIRES = dict(config["questionnaires"])
-CONDITIONS = list(config["conditions"])
+EXPERIMENT = Experiment.from_config(config)
+CONDITIONS = list(EXPERIMENT.conditions)
+TEMPLATES = template_settings(config)
 MODELS_DIR = config["models_dir"]
 SCORES = "results/scores"
 

@@ -20,6 +20,7 @@ rule aggregate_scores:
         item_tables=condition_outputs("items"),
         variant_tables=condition_outputs("variants"),
         models=config["models"],
+        questionnaires=sorted(set(QUESTIONNAIRES.values())),
     output:
         item_scores=f"{SCORES}/item_scores.parquet",
         item_scores_csv=f"{SCORES}/item_scores.csv",
@@ -27,6 +28,9 @@ rule aggregate_scores:
         conditions=f"{SCORES}/condition_means.csv",
         variants=f"{SCORES}/variant_probs.parquet",
         silhouette=f"{SCORES}/silhouette.csv",
+    params:
+        questionnaires=QUESTIONNAIRES,
+        select=TEMPLATES["select"],
     log:
         "logs/aggregate_scores.log",
     script:

@@ -7,7 +7,7 @@ SCORING_CELLS = [
         "questionnaire": q,
         "condition": c,
         "questionnaire_file": QUESTIONNAIRES[q],
-        "stimuli_file": None if c == "vanilla" else config["stimuli"][c],
+        "stimuli_files": EXPERIMENT.files_of(c),
     }
     for q in QUESTIONNAIRES
     for c in CONDITIONS
@@ -17,7 +17,7 @@ SCORING_CELLS = [
 rule score:
     input:
         questionnaires=sorted(set(QUESTIONNAIRES.values())),
-        stimuli=sorted({cell["stimuli_file"] for cell in SCORING_CELLS} - {None}),
+        stimuli=sorted({f for cell in SCORING_CELLS for f in cell["stimuli_files"]}),
         prepared=prepared_model,
     output:
         [

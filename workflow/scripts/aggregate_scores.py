@@ -4,6 +4,7 @@ import pandas as pd
 from qclm.cli import configure_logging
 from qclm.logprobs import write_parquet
 from qclm.models import load_model_table
+from qclm.questionnaire import load_questionnaire
 from qclm.scoring import collect_tables
 
 configure_logging(snakemake.log[0])
@@ -11,10 +12,13 @@ models = load_model_table(snakemake.input.models)
 info = pd.DataFrame(
     [{"model": m.name, "params_b": m.params_b, "model_type": m.type, "family": m.family} for m in models.values()]
 )
+default_templates = {q: load_questionnaire(path).templates[0] for q, path in snakemake.params.questionnaires.items()}
 tables = collect_tables(
     [pd.read_parquet(p) for p in snakemake.input.item_tables],
     [pd.read_parquet(p) for p in snakemake.input.variant_tables],
     info,
+    default_templates,
+    snakemake.params.select,
 )
 out = snakemake.output
 write_parquet(tables["items"], out.item_scores, {"table": "item_scores"})
