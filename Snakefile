@@ -18,6 +18,9 @@ include: "workflow/rules/scores.smk"
 include: "workflow/rules/analysis.smk"
 
 
+report: REPORT_DESCRIPTION
+
+
 rule all:
     input:
         score_targets(),

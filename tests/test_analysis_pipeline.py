@@ -71,9 +71,9 @@ def test_paired_tests_match_scipy_and_holm_matches_statsmodels(small_run):
     items, result, _ = small_run
     ref = _condition_scores(items)
     table = result["paired_tests"]
-    assert set(table["comparison"]) == {"vanilla-stress", "vanilla-neutral", "neutral-stress"}
+    assert set(table["contrast"]) == {"vanilla vs stress", "vanilla vs neutral", "neutral vs stress"}
     for row in table.itertuples():
-        first, second = row.comparison.split("-")
+        first, second = row.contrast.split(" vs ")
         w = ref[ref["questionnaire"] == row.questionnaire].pivot(index="model", columns="condition", values="z")
         t = sps.ttest_rel(w[first], w[second])
         assert row.t == pytest.approx(t.statistic, rel=1e-9)
@@ -89,6 +89,8 @@ def test_oneway_anova_matches_pingouin_and_statsmodels(small_run):
     ref = _condition_scores(items)
     ref = ref[ref["condition"].isin(["vanilla", "stress"])]
     table = result["anova_oneway"]
+    assert set(table["contrast"]) == {"vanilla vs stress", "vanilla vs neutral", "neutral vs stress"}
+    table = table[table["contrast"] == "vanilla vs stress"]
     for q, sub in table.groupby("questionnaire"):
         data = ref[ref["questionnaire"] == q]
         aov = pg.rm_anova(data, dv="z", within="condition", subject="model", detailed=True, effsize="np2")
@@ -111,7 +113,7 @@ def test_interaction_matches_statsmodels_and_pingouin(small_run):
     items, result, _ = small_run
     ref = _condition_scores(items)
     data = ref[ref["condition"].isin(["vanilla", "stress"])]
-    row = result["anova_interaction"].iloc[0]
+    row = result["anova_interaction"].set_index("contrast").loc["vanilla vs stress"]
     sm = AnovaRM(data, "z", "model", within=["condition", "questionnaire"]).fit().anova_table
     assert row["F"] == pytest.approx(sm.loc["condition:questionnaire", "F Value"], rel=1e-9)
     assert row["p"] == pytest.approx(sm.loc["condition:questionnaire", "Pr > F"], rel=1e-7)
@@ -141,7 +143,7 @@ def test_by_size_classes_count_models_and_decompose(small_run):
     table = result["anova_by_size"]
     for cls, n in table.groupby("size_class")["n"].first().items():
         assert n == expected[cls]
-    for _, sub in table.groupby(["size_class", "questionnaire"]):
+    for _, sub in table.groupby(["size_class", "questionnaire", "contrast"]):
         if sub["n"].iloc[0] >= 2:
             assert sub["eta2"].sum() == pytest.approx(1.0)
 
@@ -151,13 +153,24 @@ def test_per_model_shifts_match_direct_computation(small_run):
     q = items.groupby(["model", "questionnaire", "condition", "stimulus_id"], as_index=False)["score"].mean()
     m, qn = "model-03", "STAI-S"
     sub = q[(q["model"] == m) & (q["questionnaire"] == qn)]
-    shifts = sub.loc[sub["condition"] == "stress", "score"].to_numpy() - sub.loc[sub["condition"] == "vanilla", "score"].item()
-    row = result["per_model"].set_index(["model", "questionnaire", "contrast"]).loc[(m, qn, "stress-vanilla")]
-    assert row["mean_shift"] == pytest.approx(shifts.mean())
-    assert row["cohens_d"] == pytest.approx(shifts.mean() / shifts.std(ddof=1))
-    assert row["share_raised"] == pytest.approx((shifts > 0).mean())
-    assert row["ci_low"] < row["mean_shift"] < row["ci_high"]
+    diffs = sub.loc[sub["condition"] == "vanilla", "score"].item() - sub.loc[sub["condition"] == "stress", "score"].to_numpy()
+    table = result["per_model"].set_index(["model", "questionnaire", "contrast"])
+    row = table.loc[(m, qn, "vanilla vs stress")]  # first minus second, as in paired_tests
+    assert row["design"] == "vanilla"
+    assert row["mean_diff"] == pytest.approx(diffs.mean()) and row["mean_diff"] < 0  # stress raises the score
+    assert row["cohens_d"] == pytest.approx(diffs.mean() / diffs.std(ddof=1))
+    assert row["share_first_higher"] == pytest.approx((diffs > 0).mean())
+    assert row["ci_low"] < row["mean_diff"] < row["ci_high"]
     assert row["n_stimuli"] == 8
+    # neutral vs stress: independent stimulus sets, difference of means over the pooled SD
+    neutral = sub.loc[sub["condition"] == "neutral", "score"].to_numpy()
+    stress = sub.loc[sub["condition"] == "stress", "score"].to_numpy()
+    row = table.loc[(m, qn, "neutral vs stress")]
+    pooled = np.sqrt((7 * neutral.var(ddof=1) + 7 * stress.var(ddof=1)) / 14)
+    assert row["design"] == "independent" and row["n_stimuli"] == 16
+    assert row["mean_diff"] == pytest.approx(neutral.mean() - stress.mean())
+    assert row["cohens_d"] == pytest.approx((neutral.mean() - stress.mean()) / pooled)
+    assert row["share_first_higher"] == pytest.approx((neutral[:, None] > stress[None, :]).mean())
 
 
 def test_csv_and_parquet_inputs_give_the_same_tables(small_run, tmp_path):
@@ -177,11 +190,12 @@ def test_planted_stress_effect_larger_for_one_questionnaire_gives_significant_in
     res = analyze(tmp_path / "s.parquet", tmp_path / "out", bootstrap=200, figures=False)
     inter = res["anova_interaction"].iloc[0]
     assert inter["p"] < 0.001 and inter["partial_eta2"] > 0.3
-    tests = res["paired_tests"].set_index(["questionnaire", "comparison"])
-    assert tests.loc[("STAI-S", "vanilla-stress"), "mean_diff"] < 0  # stress raises the score
-    assert tests.loc[("STAI-S", "vanilla-stress"), "p_holm"] < 0.001
-    assert tests.loc[("STAI-S", "vanilla-neutral"), "p_holm"] > 0.05  # neutral shift planted at 0
-    eta = res["anova_oneway"].query("source == 'stimuli'").set_index("questionnaire")["eta2"]
+    tests = res["paired_tests"].set_index(["questionnaire", "contrast"])
+    assert tests.loc[("STAI-S", "vanilla vs stress"), "mean_diff"] < 0  # stress raises the score
+    assert tests.loc[("STAI-S", "vanilla vs stress"), "p_holm"] < 0.001
+    assert tests.loc[("STAI-S", "vanilla vs neutral"), "p_holm"] > 0.05  # neutral shift planted at 0
+    eta = res["anova_oneway"].query("source == 'stimuli' and contrast == 'vanilla vs stress'").set_index(
+        "questionnaire")["eta2"]
     assert eta["STAI-S"] > eta["STAI-T"]  # the more sensitive instrument is more state-like
 
 
@@ -192,7 +206,9 @@ def test_null_data_show_no_effect(tmp_path, seed):
                                   stimulus_sd=0.0)  # a stimulus effect shared by all models is a real effect
     items.to_parquet(tmp_path / "s.parquet")
     res = analyze(tmp_path / "s.parquet", tmp_path / "out", bootstrap=200, figures=False)
-    assert res["anova_interaction"]["p"].iloc[0] > 0.05
+    inter = res["anova_interaction"]
+    assert inter.set_index("contrast").loc["vanilla vs stress", "p"] > 0.05
+    assert (multipletests(inter["p"], method="holm")[1] > 0.05).all()  # three contrasts: one family
     assert (res["anova_oneway"].query("source == 'stimuli'")["p_holm"] > 0.05).all()
     assert (res["paired_tests"]["p_holm"] > 0.05).all()
 
@@ -210,8 +226,9 @@ def test_one_or_two_models_write_tables_and_figures_with_warnings(tmp_path, capl
     assert res["anova_oneway"]["underpowered"].all()
     assert res["paired_tests"]["underpowered"].all()
     per_model = res["per_model"]
-    assert len(per_model) == n_models * 2 * 2
-    assert per_model["ci_low"].notna().all() and (per_model["share_raised"] > 0.5).any()
+    assert len(per_model) == n_models * 2 * 3  # questionnaires x the paper's three contrasts
+    assert per_model["ci_low"].notna().all() and (per_model["share_first_higher"] < 0.5).any()
+    assert res["per_model_state_trait"]["underpowered"].all()  # 5 stimuli < 10
     for name in FIGURE_NAMES:
         assert (tmp_path / "out" / "figures" / f"{name}.png").stat().st_size > 0
     if n_models == 2:
@@ -222,7 +239,8 @@ def test_one_or_two_models_write_tables_and_figures_with_warnings(tmp_path, capl
 
 @pytest.mark.parametrize("mutate,message", [
     (lambda d: d.drop(columns="score"), "missing column `score`"),
-    (lambda d: d.assign(condition=d["condition"].replace("stress", "stres")), "unknown value(s) ['stres']"),
+    (lambda d: d.assign(condition=d["condition"].replace("stress", "stress+")), "value(s) ['stress+'] that are not "
+     "conditions"),
     (lambda d: d.assign(stimulus_id="x"), "`stimulus_id` must be empty for condition vanilla"),
     (lambda d: pd.concat([d, d.iloc[:1]]), "duplicate rows"),
     (lambda d: d.assign(score=d["score"].astype(object).where(d.index != 3, "high")), "non-numeric value 'high'"),

@@ -1,15 +1,18 @@
 """Snakemake end to end on tiny random models: every stage's files, in the documented shape."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from conftest import run_snakemake, write_workflow_config
 
 from qclm.logprobs import COLUMNS, read_metadata
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_workflow_end_to_end_on_tiny_models(tmp_path, tiny_llama_dir, tiny_gemma_dir):
@@ -35,8 +38,44 @@ def test_workflow_end_to_end_on_tiny_models(tmp_path, tiny_llama_dir, tiny_gemma
     assert items.loc[items.condition == "vanilla", "stimulus_id"].eq("").all()
     conds = pd.read_csv(res / "scores" / "condition_means.csv")
     assert len(conds) == 2 * 2 * 3
-    assert set(pd.read_csv(res / "scores" / "silhouette.csv").columns) == {"model", "questionnaire", "item_id", "silhouette"}
+    assert set(pd.read_csv(res / "scores" / "silhouette.csv").columns) == {"model", "questionnaire", "template",
+                                                                         "item_id", "silhouette"}
     assert (res / "analysis" / "paired_tests.csv").exists()
     assert (res / "analysis" / "figures" / "fig3_condition_means.png").stat().st_size > 10_000
     info = json.loads((res / "analysis" / "run_info.json").read_text())
-    assert info
+    assert info["contrasts"] == [["vanilla", "stress"], ["vanilla", "neutral"], ["neutral", "stress"]]
+    for name in ("per_model_state_trait", "per_model_interaction"):
+        assert len(pd.read_csv(res / "analysis" / f"{name}.csv")) > 0
+    assert "**Models (2)**" in (res / "analysis" / "overview.md").read_text()
+
+
+def test_a_class_name_unknown_to_the_code_and_a_composed_condition(tmp_path, tiny_llama_dir):
+    """An experiment with a class that appears nowhere in the code ("soothing") and the composed condition
+    stress+soothing runs end to end; the composed contexts are the two stimuli joined by the separator."""
+    data = yaml.safe_load((ROOT / "resources/stimuli/neutral.yaml").read_text())
+    data["class"] = "soothing"
+    for s in data["stimuli"]:
+        s["id"] = s["id"].replace("neutral", "soothing")
+    (tmp_path / "soothing.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    cfg = write_workflow_config(
+        tmp_path, {"tiny-llama": tiny_llama_dir}, questionnaires={"stai_s": str(ROOT / "resources/questionnaires/stai_s.yaml")},
+        conditions=["vanilla", "stress", "soothing", "stress+soothing"],
+        contrasts=[["vanilla", "stress"], ["stress", "stress+soothing"], ["soothing", "stress"]])
+    config = yaml.safe_load(cfg.read_text())
+    config["stimuli"]["classes"] = {"stress": str(ROOT / "resources/stimuli/stress.yaml"),
+                                    "soothing": str(tmp_path / "soothing.yaml")}
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    run = run_snakemake(tmp_path, cfg)
+    assert run.returncode == 0, run.stderr[-4000:]
+    res = tmp_path / "results"
+    composed = pd.read_parquet(res / "logprobs" / "tiny-llama" / "stai_s" / "stress+soothing.parquet")
+    assert sorted(set(composed["stimulus_id"])) == ["stress01+soothing01", "stress02+soothing02"]
+    meta = read_metadata(res / "logprobs" / "tiny-llama" / "stai_s" / "stress+soothing.parquet")
+    assert meta["stimuli_files"] == [str(ROOT / "resources/stimuli/stress.yaml"), str(tmp_path / "soothing.yaml")]
+    st = pd.read_csv(res / "analysis" / "per_model_state_trait.csv")
+    assert dict(zip(st["contrast"], st["design"])) == {
+        "vanilla vs stress": "vanilla", "stress vs stress+soothing": "paired", "soothing vs stress": "independent"}
+    tests = pd.read_csv(res / "analysis" / "paired_tests.csv")
+    assert list(tests["contrast"]) == ["vanilla vs stress", "stress vs stress+soothing", "soothing vs stress"]
+    overview = (res / "analysis" / "overview.md").read_text()
+    assert "stress+soothing (2 stimuli)" in overview and "UNDERPOWERED" in overview

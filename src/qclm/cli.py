@@ -21,12 +21,25 @@ def configure_logging(log_file: str | None = None, level: int = logging.INFO) ->
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
+    from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS
+
     p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
     p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap iterations (default 10000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--size-classes", default="3,8", help="size-class boundaries in billions of parameters")
+    p.add_argument("--contrasts", default=None,
+                   help="contrasts FIRST:SECOND,... (differences are first minus second; default: the paper's "
+                   "vanilla:stress,vanilla:neutral,neutral:stress where their conditions are present)")
+    p.add_argument("--min-models", type=int, default=MIN_MODELS,
+                   help=f"across-model analyses with fewer models are marked underpowered (default {MIN_MODELS})")
+    p.add_argument("--min-stimuli", type=int, default=MIN_STIMULI,
+                   help=f"per-model analyses with fewer stimuli per condition are marked underpowered "
+                   f"(default {MIN_STIMULI})")
+    p.add_argument("--templates", default=TEMPLATE_DEFAULTS["select"],
+                   help="wordings the questionnaire scores use: first (the default wording), all (their mean; "
+                   f"default {TEMPLATE_DEFAULTS['select']}), or a template id")
     p.add_argument("--silhouette", default=None, help="optional per-item silhouette table from scoring")
     p.add_argument("--variant-probs", default=None, help="optional variant probability table (heatmap figure)")
     p.add_argument("--heatmap-item", default=None,

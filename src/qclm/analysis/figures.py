@@ -17,21 +17,24 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from qclm.analysis.inputs import CONDITIONS, select_heatmap_item  # noqa: E402
-from qclm.analysis.tables import MIN_MODELS  # noqa: E402
+from qclm.analysis.inputs import select_heatmap_item  # noqa: E402
+from qclm.analysis.outputs import FIGURE_NAMES  # noqa: E402, F401 - the figures this module draws
+from qclm.experiment import MIN_MODELS, MIN_STIMULI, order_conditions, parse_contrast_label  # noqa: E402
 
 log = logging.getLogger("qclm.analysis")
 
 COLUMN_WIDTH = 3.35  # inches, one column of a two-column paper
 PAGE_WIDTH = 7.0  # inches, both columns
 CONDITION_COLORS = {"vanilla": "#6E6E6E", "neutral": "#0072B2", "stress": "#D55E00"}
+#: colours of conditions and contrasts without a fixed colour, in order of appearance
+EXTRA_COLORS = ["#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
+UNDERPOWERED_COLOR = "#B2182B"
 SOURCE_COLORS = {"stimuli": "#E69F00", "model": "#56B4E9", "residual": "#D9D9D9"}
 SOURCE_LABELS = {"stimuli": "Stimuli", "model": "Model", "residual": "Residual"}
 QUESTIONNAIRE_COLORS = ["#009E73", "#CC79A7", "#0072B2", "#E69F00", "#56B4E9", "#D55E00", "#000000"]
 QUESTIONNAIRE_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 CI_OFFSETS = {"stimuli": -0.12, "model": 0.12}  # the two CIs of a stacked bar side by side, not on one line
 CI_COLORS = {"stimuli": "#7A4F00", "model": "#1B4F72"}  # darker shades of the segment colours
-CONTRAST_COLORS = {"stress-vanilla": CONDITION_COLORS["stress"], "neutral-vanilla": CONDITION_COLORS["neutral"]}
 STYLE = {
     "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
     "legend.fontsize": 7, "legend.title_fontsize": 7, "axes.spines.top": False, "axes.spines.right": False,
@@ -39,10 +42,6 @@ STYLE = {
     "savefig.dpi": 300, "savefig.bbox": "tight", "savefig.pad_inches": 0.02, "pdf.fonttype": 42,
     "ps.fonttype": 42, "legend.frameon": False, "figure.dpi": 100,
 }
-FIGURE_NAMES = (
-    "fig3_condition_means", "fig4_model_scores", "fig5_variance_decomposition", "fig6_decomposition_by_size",
-    "item_heatmap", "per_model_shifts", "state_trait_spectrum",
-)
 
 
 def _save(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
@@ -68,13 +67,38 @@ def _q_style(questionnaires: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def _conditions(df: pd.DataFrame) -> list[str]:
-    present = set(df["condition"])
-    return [c for c in CONDITIONS if c in present]
+    return order_conditions(df["condition"])
+
+
+def _condition_colors(conditions: list[str]) -> dict[str, str]:
+    """The paper's conditions keep their colours; others take the next free colour."""
+    extra = iter(EXTRA_COLORS * (1 + len(conditions) // len(EXTRA_COLORS)))
+    return {c: CONDITION_COLORS.get(c) or next(extra) for c in conditions}
+
+
+def _contrast_color(label: str, colors: dict[str, str]) -> str:
+    """A contrast is drawn in the colour of its non-vanilla side (its first side when neither is vanilla)."""
+    first, second = parse_contrast_label(label)
+    return colors[second if first == "vanilla" else first]
+
+
+def _contrast_title(label: str) -> str:
+    return f"{label} (first minus second)"
+
+
+def mark_underpowered(ax: plt.Axes, n: int, min_models: int, what: str = "models") -> bool:
+    """The mark of an across-model panel resting on fewer than ``min_models`` models, in the figure itself."""
+    if n >= min_models:
+        return False
+    ax.text(0.99, 0.99, f"underpowered: {n} {what}", transform=ax.transAxes, ha="right", va="top", fontsize=6.5,
+            color=UNDERPOWERED_COLOR, fontweight="bold", zorder=10,
+            bbox=dict(boxstyle="round,pad=0.2", fc="white", ec=UNDERPOWERED_COLOR, lw=0.6, alpha=0.9))
+    return True
 
 
 # --------------------------------------------------------------------------- figure 3
 
-def figure_condition_means(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
+def figure_condition_means(summary: pd.DataFrame, out_dir: Path, min_models: int = MIN_MODELS) -> list[Path]:
     """Figure 3: mean z-score (+-95% bootstrap CI over models) per condition and questionnaire."""
     name = "fig3_condition_means"
     data = summary.dropna(subset=["mean_z"])
@@ -97,19 +121,20 @@ def figure_condition_means(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
                         label=q, mec="white", mew=0.5)
             ax.plot(x, y, color=color, lw=0.8, alpha=0.6)
         ax.axhline(0, color="0.6", lw=0.5, ls="--", zorder=0)
-        ax.set_xticks(np.arange(len(conds)), [c.capitalize() for c in conds])
+        ax.set_xticks(np.arange(len(conds)), [c.capitalize() for c in conds], rotation=30 if len(conds) > 3 else 0)
         ax.set_xlim(-0.6, len(conds) - 0.4)
         ax.set_ylabel("Mean score (z, vanilla SD units)")
         n = int(data["n"].max())
         ax.legend(title=None, loc="upper left", handletextpad=0.3)
         ax.set_title(f"Mean score per condition (95% CI, {n} models)", loc="left")
+        mark_underpowered(ax, n, min_models)
         fig.tight_layout()
         return _save(fig, out_dir, name)
 
 
 # --------------------------------------------------------------------------- figure 4
 
-def figure_model_scores(zs: pd.DataFrame, out_dir: Path, seed: int = 0) -> list[Path]:
+def figure_model_scores(zs: pd.DataFrame, out_dir: Path, min_models: int = MIN_MODELS, seed: int = 0) -> list[Path]:
     """Figure 4: distribution of per-model z-scores per condition, one point per model, lines pair a model."""
     name = "fig4_model_scores"
     data = zs.dropna(subset=["z"])
@@ -117,6 +142,7 @@ def figure_model_scores(zs: pd.DataFrame, out_dir: Path, seed: int = 0) -> list[
         return _placeholder(out_dir, name, "z-scores need at least two models")
     questionnaires = list(pd.unique(data["questionnaire"]))
     conds = _conditions(data)
+    colors = _condition_colors(conds)
     rng = np.random.default_rng(seed)
     with plt.rc_context(STYLE):
         nq = len(questionnaires)
@@ -135,12 +161,13 @@ def figure_model_scores(zs: pd.DataFrame, out_dir: Path, seed: int = 0) -> list[
                                boxprops=dict(facecolor="none", edgecolor="0.3", lw=0.7),
                                medianprops=dict(color="0.1", lw=1), whiskerprops=dict(color="0.3", lw=0.7),
                                capprops=dict(color="0.3", lw=0.7), zorder=2)
-                ax.scatter(x[:, j], wide[c].to_numpy(), s=10, color=CONDITION_COLORS[c], edgecolor="white",
+                ax.scatter(x[:, j], wide[c].to_numpy(), s=10, color=colors[c], edgecolor="white",
                            linewidth=0.3, zorder=3)
             ax.axhline(0, color="0.6", lw=0.5, ls="--", zorder=0)
-            ax.set_xticks(np.arange(len(conds)), [c.capitalize() for c in conds])
+            ax.set_xticks(np.arange(len(conds)), [c.capitalize() for c in conds], rotation=30 if len(conds) > 3 else 0)
             ax.set_xlim(-0.6, len(conds) - 0.4)
             ax.set_title(f"{q} ({len(wide)} models)", loc="left")
+            mark_underpowered(ax, len(wide), min_models)
         axes[0, 0].set_ylabel("Score (z, vanilla SD units)")
         fig.tight_layout()
         return _save(fig, out_dir, name)
@@ -184,47 +211,66 @@ def _share_axis(axes: list[plt.Axes], ymax: float) -> None:
         ax.spines["left"].set_bounds(0, 100)
 
 
-def figure_variance_decomposition(oneway: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Figure 5: stimuli / model / residual shares of variance (eta^2 %) per questionnaire, bootstrap 95% CIs."""
+def _contrast_panels(n: int, width_each: float, height: float, sharey: bool = True):
+    ncol = min(n, 3)
+    nrow = -(-n // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(min(PAGE_WIDTH, max(COLUMN_WIDTH, width_each * ncol)), height * nrow),
+                             sharey=sharey, squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, list(axes.flat[:n])
+
+
+def figure_variance_decomposition(oneway: pd.DataFrame, out_dir: Path, min_models: int = MIN_MODELS) -> list[Path]:
+    """Figure 5: stimuli / model / residual shares of variance (eta^2 %) per questionnaire, bootstrap 95% CIs;
+    one panel per contrast (the paper's figure is the vanilla vs stress panel)."""
     name = "fig5_variance_decomposition"
     data = oneway.dropna(subset=["eta2"])
     if data.empty:
-        return _placeholder(out_dir, name, "needs at least two models with vanilla and stress scores")
-    questionnaires = list(pd.unique(data["questionnaire"]))
+        return _placeholder(out_dir, name, "needs at least two models with scores under both conditions of a contrast")
+    contrasts = list(pd.unique(data["contrast"]))
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.5))
-        _share_axis([ax], _stacked_bars(ax, data, questionnaires, "questionnaire"))
-        n = data.groupby("questionnaire", sort=False)["n"].first()
-        ax.set_xticklabels([f"{q}\n(n={n[q]})" for q in questionnaires])
-        ax.set_ylabel(r"Share of variance, $\eta^2$ (%)")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, 1.13), ncol=3, handlelength=1, columnspacing=1)
+        fig, axes = _contrast_panels(len(contrasts), 0.45 * PAGE_WIDTH, 2.6)
+        ymax = 100.0
+        for ax, contrast in zip(axes, contrasts):
+            sub = data[data["contrast"] == contrast]
+            questionnaires = list(pd.unique(sub["questionnaire"]))
+            ymax = max(ymax, _stacked_bars(ax, sub, questionnaires, "questionnaire"))
+            n = sub.groupby("questionnaire", sort=False)["n"].first()
+            ax.set_xticklabels([f"{q}\n(n={n[q]})" for q in questionnaires])
+            ax.set_title(contrast, loc="left")
+            mark_underpowered(ax, int(n.min()), min_models)
+        _share_axis(axes, ymax)
+        axes[0].set_ylabel(r"Share of variance, $\eta^2$ (%)")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 1.04), handlelength=1,
+                   columnspacing=1)
         fig.tight_layout()
         return _save(fig, out_dir, name)
 
 
-def figure_decomposition_by_size(by_size: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Figure 6: the decomposition of figure 5 within each size class, one panel per questionnaire."""
+def figure_decomposition_by_size(by_size: pd.DataFrame, out_dir: Path, min_models: int = MIN_MODELS) -> list[Path]:
+    """Figure 6: the decomposition of figure 5 within each size class, one panel per contrast and questionnaire."""
     name = "fig6_decomposition_by_size"
     data = by_size.dropna(subset=["eta2"]) if len(by_size) else by_size
     if data.empty:
         return _placeholder(out_dir, name, "needs model sizes (params_b) and at least two models in a class")
-    questionnaires = list(pd.unique(data["questionnaire"]))
+    panels = list(data.groupby(["contrast", "questionnaire"], sort=False).groups)
     classes = list(pd.unique(data["size_class"]))
     with plt.rc_context(STYLE):
-        nq = len(questionnaires)
-        width = COLUMN_WIDTH if nq == 1 else min(PAGE_WIDTH, 0.45 * PAGE_WIDTH * nq)
-        fig, axes = plt.subplots(1, nq, figsize=(width, 2.6), sharey=True, squeeze=False)
+        fig, axes = _contrast_panels(len(panels), 0.45 * PAGE_WIDTH, 2.6)
         ymax = 100.0
-        for ax, q in zip(axes[0], questionnaires):
-            sub = data[data["questionnaire"] == q]
+        for ax, (contrast, q) in zip(axes, panels):
+            sub = data[(data["contrast"] == contrast) & (data["questionnaire"] == q)]
             cls = [c for c in classes if c in set(sub["size_class"])]
             ymax = max(ymax, _stacked_bars(ax, sub, cls, "size_class"))
             n = sub.groupby("size_class", sort=False)["n"].first()
-            ax.set_xticklabels([f"{c}\n(n={n[c]}{', low n' if n[c] < MIN_MODELS else ''})" for c in cls])
-            ax.set_title(q, loc="left")
-        _share_axis(list(axes[0]), ymax)
-        axes[0, 0].set_ylabel(r"Share of variance, $\eta^2$ (%)")
-        handles, labels = axes[0, 0].get_legend_handles_labels()
+            ax.set_xticklabels([f"{c}\n(n={n[c]}{', low n' if n[c] < min_models else ''})" for c in cls])
+            ax.set_title(f"{q}, {contrast}", loc="left")
+            mark_underpowered(ax, int(n.min()), min_models, "models in a class")
+        _share_axis(axes, ymax)
+        axes[0].set_ylabel(r"Share of variance, $\eta^2$ (%)")
+        handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 1.04), handlelength=1)
         fig.tight_layout()
         return _save(fig, out_dir, name)
@@ -232,8 +278,25 @@ def figure_decomposition_by_size(by_size: pd.DataFrame, out_dir: Path) -> list[P
 
 # --------------------------------------------------------------------------- state-trait spectrum
 
-def figure_state_trait_spectrum(oneway: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Each questionnaire placed by its stimulus share (x) and model share (y) of variance, with 95% CIs.
+def _spectrum_axes(ax: plt.Axes, xmax: float, ymax: float, xlabel: str, ylabel: str) -> None:
+    """0-100% axes (zoomed to the data), the zero-residual diagonal and the trait-state arrow."""
+    xlim = min(100.0, max(10.0, 1.15 * xmax))
+    ylim = min(100.0, max(10.0, 1.15 * ymax))
+    diag = np.linspace(0, 100, 50)
+    ax.plot(diag, 100 - diag, ls=":", color="0.6", lw=0.7, zorder=0)
+    ax.set_xlim(0, xlim)
+    ax.set_ylim(0, ylim)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.annotate("", xy=(0.98, -0.30), xytext=(0.02, -0.30), xycoords="axes fraction",
+                arrowprops=dict(arrowstyle="<->", color="0.4", lw=0.7))
+    ax.text(0.02, -0.36, "trait-like", transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.3")
+    ax.text(0.98, -0.36, "state-like", transform=ax.transAxes, ha="right", va="top", fontsize=7, color="0.3")
+
+
+def figure_state_trait_spectrum(oneway: pd.DataFrame, out_dir: Path, min_models: int = MIN_MODELS) -> list[Path]:
+    """Each questionnaire placed by its stimulus share (x) and model share (y) of variance across models, with
+    95% CIs, one panel per contrast.
 
     method.md section 6 (state-trait position): state measures sit right (stimuli move them), trait
     measures up-left (stable differences between models). The dotted diagonal is zero residual.
@@ -241,36 +304,76 @@ def figure_state_trait_spectrum(oneway: pd.DataFrame, out_dir: Path) -> list[Pat
     name = "state_trait_spectrum"
     data = oneway.dropna(subset=["eta2"])
     if data.empty:
-        return _placeholder(out_dir, name, "needs at least two models with vanilla and stress scores")
-    questionnaires = list(pd.unique(data["questionnaire"]))
-    style = _q_style(questionnaires)
+        return _placeholder(out_dir, name, "needs at least two models with scores under both conditions of a contrast")
+    contrasts = list(pd.unique(data["contrast"]))
+    style = _q_style(list(pd.unique(data["questionnaire"])))
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.7))
-        xmax = ymax = 0.0
-        for q in questionnaires:
-            sub = data[data["questionnaire"] == q].set_index("source")
-            x, xl, xh = (100 * sub.loc["stimuli", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
-            y, yl, yh = (100 * sub.loc["model", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
-            color, marker = style[q]
-            xerr = [[x - xl], [xh - x]] if np.isfinite(xl) else None
-            yerr = [[y - yl], [yh - y]] if np.isfinite(yl) else None
-            ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=marker, color=color, ms=6, capsize=2, lw=0.9,
-                        mec="white", mew=0.5, label=q)
-            xmax = max(xmax, np.nanmax([x, xh]))
-            ymax = max(ymax, np.nanmax([y, yh]))
-        xlim = min(100.0, max(10.0, 1.15 * xmax))
-        ylim = min(100.0, max(10.0, 1.15 * ymax))
-        diag = np.linspace(0, 100, 50)
-        ax.plot(diag, 100 - diag, ls=":", color="0.6", lw=0.7, zorder=0)
-        ax.set_xlim(0, xlim)
-        ax.set_ylim(0, ylim)
-        ax.set_xlabel(r"Stimulus share of variance, $\eta^2_{stimuli}$ (%)")
-        ax.set_ylabel(r"Model share, $\eta^2_{model}$ (%)")
-        ax.annotate("", xy=(0.98, -0.30), xytext=(0.02, -0.30), xycoords="axes fraction",
-                    arrowprops=dict(arrowstyle="<->", color="0.4", lw=0.7))
-        ax.text(0.02, -0.36, "trait-like", transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.3")
-        ax.text(0.98, -0.36, "state-like", transform=ax.transAxes, ha="right", va="top", fontsize=7, color="0.3")
-        ax.legend(loc="best", handletextpad=0.3)
+        fig, axes = _contrast_panels(len(contrasts), COLUMN_WIDTH, 2.9, sharey=False)
+        for ax, contrast in zip(axes, contrasts):
+            sub_c = data[data["contrast"] == contrast]
+            xmax = ymax = 0.0
+            for q in pd.unique(sub_c["questionnaire"]):
+                sub = sub_c[sub_c["questionnaire"] == q].set_index("source")
+                x, xl, xh = (100 * sub.loc["stimuli", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
+                y, yl, yh = (100 * sub.loc["model", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
+                color, marker = style[q]
+                xerr = [[x - xl], [xh - x]] if np.isfinite(xl) else None
+                yerr = [[y - yl], [yh - y]] if np.isfinite(yl) else None
+                ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=marker, color=color, ms=6, capsize=2, lw=0.9,
+                            mec="white", mew=0.5, label=q)
+                xmax = max(xmax, np.nanmax([x, xh]))
+                ymax = max(ymax, np.nanmax([y, yh]))
+            _spectrum_axes(ax, xmax, ymax, r"Stimulus share of variance, $\eta^2_{stimuli}$ (%)",
+                           r"Model share, $\eta^2_{model}$ (%)")
+            ax.set_title(contrast, loc="left")
+            ax.legend(loc="best", handletextpad=0.3)
+            mark_underpowered(ax, int(sub_c["n"].min()), min_models)
+        fig.tight_layout()
+        return _save(fig, out_dir, name)
+
+
+def figure_per_model_state_trait(table: pd.DataFrame, out_dir: Path, min_stimuli: int = MIN_STIMULI) -> list[Path]:
+    """Every questionnaire of every model on the single-model state-trait spectrum (per_model_state_trait.csv):
+    condition share (x, with its bootstrap CI over stimuli) and item share (y) of the item-score variance, items
+    as subjects; one panel per contrast. Hollow markers: fewer stimuli than analysis.min_stimuli."""
+    name = "per_model_spectrum"
+    data = table.dropna(subset=["eta2_condition"])
+    if data.empty:
+        return _placeholder(out_dir, name, "needs item scores under both conditions of a contrast")
+    contrasts = list(pd.unique(data["contrast"]))
+    style = _q_style(list(pd.unique(data["questionnaire"])))
+    models = list(pd.unique(data["model"]))
+    label_models = len(models) <= 6
+    with plt.rc_context(STYLE):
+        fig, axes = _contrast_panels(len(contrasts), COLUMN_WIDTH, 3.0, sharey=False)
+        for ax, contrast in zip(axes, contrasts):
+            sub = data[data["contrast"] == contrast]
+            for q in pd.unique(sub["questionnaire"]):
+                part = sub[sub["questionnaire"] == q]
+                color, marker = style[q]
+                x = 100 * part["eta2_condition"].to_numpy(float)
+                y = 100 * part["eta2_item"].to_numpy(float)
+                lo = 100 * part["eta2_condition_ci_low"].to_numpy(float)
+                hi = 100 * part["eta2_condition_ci_high"].to_numpy(float)
+                err = np.vstack([x - lo, hi - x])
+                ax.errorbar(x, y, xerr=np.where(np.isfinite(err), err, 0), fmt="none", ecolor=color, elinewidth=0.7,
+                            capsize=1.5, alpha=0.8)
+                weak = part["underpowered"].to_numpy(bool)
+                ax.scatter(x[~weak], y[~weak], marker=marker, s=28, color=color, edgecolor="white", linewidth=0.4,
+                           label=q, zorder=3)
+                ax.scatter(x[weak], y[weak], marker=marker, s=28, facecolor="white", edgecolor=color, linewidth=0.9,
+                           label=None if (~weak).any() else q, zorder=3)
+                if label_models:
+                    for m, xi, yi in zip(part["model"], x, y):
+                        ax.annotate(m, (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color="0.3")
+            _spectrum_axes(ax, float(np.nanmax(100 * sub["eta2_condition_ci_high"].fillna(sub["eta2_condition"]))),
+                           float(np.nanmax(100 * sub["eta2_item"])),
+                           r"Condition share, $\eta^2_{condition}$ (%)", r"Item share, $\eta^2_{item}$ (%)")
+            ax.set_title(f"{contrast} (each model alone)", loc="left")
+            ax.legend(loc="best", handletextpad=0.3)
+            if sub["underpowered"].any():
+                ax.text(0.99, 0.99, f"hollow: underpowered, fewer than {min_stimuli} stimuli",
+                        transform=ax.transAxes, ha="right", va="top", fontsize=6, color=UNDERPOWERED_COLOR)
         fig.tight_layout()
         return _save(fig, out_dir, name)
 
@@ -278,55 +381,61 @@ def figure_state_trait_spectrum(oneway: pd.DataFrame, out_dir: Path) -> list[Pat
 # --------------------------------------------------------------------------- per-model shifts
 
 def figure_per_model_shifts(per_model: pd.DataFrame, sizes: pd.Series, out_dir: Path) -> list[Path]:
-    """Per-model stimulus-level shifts (stress and neutral minus vanilla), mean +-95% CI over stimuli.
+    """Per-model differences first minus second of every contrast, mean +-95% CI over stimuli.
 
     Units: vanilla SDs across models when defined for all rows, else raw score units. Models sorted by size.
     """
     name = "per_model_shifts"
     if per_model.empty:
-        return _placeholder(out_dir, name, "needs stress or neutral scores")
-    use_z = bool(np.isfinite(per_model["mean_shift_z"]).all())
+        return _placeholder(out_dir, name, "needs two conditions of a contrast")
+    use_z = bool(np.isfinite(per_model["mean_diff_z"]).all())
     questionnaires = list(pd.unique(per_model["questionnaire"]))
     models = list(pd.unique(per_model["model"]))
     order = sizes.reindex(models)
     models = sorted(models, key=lambda m: (np.inf if pd.isna(order.get(m)) else order[m], models.index(m)))
-    contrasts = [c for c in CONTRAST_COLORS if c in set(per_model["contrast"])]
+    contrasts = list(pd.unique(per_model["contrast"]))
+    conds = order_conditions([c for label in contrasts for c in parse_contrast_label(label)])
+    colors = _condition_colors(conds)
+    palette = {c: _contrast_color(c, colors) for c in contrasts}
+    if len(set(palette.values())) < len(palette):  # two contrasts on one colour: give each its own
+        palette = {c: EXTRA_COLORS[i % len(EXTRA_COLORS)] for i, c in enumerate(contrasts)}
     with plt.rc_context(STYLE):
         nq = len(questionnaires)
         width = COLUMN_WIDTH if nq == 1 else min(PAGE_WIDTH, 0.45 * PAGE_WIDTH * nq)
-        height = max(1.8, 0.75 + 0.17 * len(models))
+        height = max(1.8, 0.75 + 0.17 * len(models) * max(1, len(contrasts) / 2))
         fig, axes = plt.subplots(1, nq, figsize=(width, height), sharey=True, sharex=True, squeeze=False)
-        offsets = dict(zip(contrasts, np.linspace(-0.17, 0.17, len(contrasts)) if len(contrasts) > 1 else [0.0]))
+        offsets = dict(zip(contrasts, np.linspace(-0.25, 0.25, len(contrasts)) if len(contrasts) > 1 else [0.0]))
         ypos = {m: i for i, m in enumerate(models)}
         for ax, q in zip(axes[0], questionnaires):
             sub = per_model[per_model["questionnaire"] == q]
             scale = _z_factor(sub) if use_z else 1.0  # 1 / vanilla SD of the questionnaire
             for contrast in contrasts:
                 s = sub[sub["contrast"] == contrast]
-                x = s["mean_shift"].to_numpy() * scale
+                x = s["mean_diff"].to_numpy() * scale
                 lo = s["ci_low"].to_numpy() * scale
                 hi = s["ci_high"].to_numpy() * scale
                 y = np.array([ypos[m] for m in s["model"]]) + offsets[contrast]
                 err = np.vstack([x - lo, hi - x])
-                ax.errorbar(x, y, xerr=np.where(np.isfinite(err), err, 0), fmt="o", ms=3, color=CONTRAST_COLORS[contrast],
-                            elinewidth=0.8, capsize=0, label=contrast.replace("-", " - "))
+                ax.errorbar(x, y, xerr=np.where(np.isfinite(err), err, 0), fmt="o", ms=3, color=palette[contrast],
+                            elinewidth=0.8, capsize=0, label=_contrast_title(contrast))
             ax.axvline(0, color="0.5", lw=0.6, ls="--", zorder=0)
             ax.set_title(q, loc="left")
-            ax.set_xlabel("Shift (vanilla SDs)" if use_z else "Shift (score units)")
+            ax.set_xlabel("Difference (vanilla SDs)" if use_z else "Difference (score units)")
             ax.grid(axis="y", color="0.93", lw=0.5)
         labels = [m if pd.isna(order.get(m)) else f"{m} ({order[m]:g}B)" for m in models]
         axes[0, 0].set_yticks(range(len(models)), labels)
         axes[0, 0].set_ylim(len(models) - 0.5, -0.5)
         handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=len(contrasts), bbox_to_anchor=(0.5, 1.0),
+        fig.legend(handles, labels, loc="upper center", ncol=min(3, len(contrasts)), bbox_to_anchor=(0.5, 1.0),
                    handletextpad=0.2)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.2 / height))
+        rows = -(-len(contrasts) // 3)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.2 * rows / height))
         return _save(fig, out_dir, name)
 
 
 def _z_factor(sub: pd.DataFrame) -> float:
-    ok = sub["mean_shift"] != 0
-    return float((sub.loc[ok, "mean_shift_z"] / sub.loc[ok, "mean_shift"]).median()) if ok.any() else 1.0
+    ok = sub["mean_diff"] != 0
+    return float((sub.loc[ok, "mean_diff_z"] / sub.loc[ok, "mean_diff"]).median()) if ok.any() else 1.0
 
 
 # --------------------------------------------------------------------------- item heatmap

@@ -1,11 +1,15 @@
-"""Reading and checking the tables the analysis stage consumes, and the score aggregation of method.md section 5.
+"""Reading and checking the tables the analysis stage consumes (the score aggregation of method.md
+section 5 is in :mod:`qclm.scoring`, shared with the workflow).
 
 Schemas (extra columns are ignored):
 
 - item scores (``results/scores/item_scores.parquet`` or any CSV/Parquet in the same form):
-  model, questionnaire, item_id, condition (vanilla|stress|neutral), stimulus_id ("" for vanilla),
-  score, and optional params_b (billions of parameters, may be missing).
-- silhouette (``results/scores/silhouette.csv``): model, questionnaire, item_id, silhouette.
+  model, questionnaire, item_id, condition (vanilla, a stimulus class, or classes joined by +),
+  stimulus_id ("" for vanilla), score, and optional params_b (billions of parameters, may be
+  missing), template (the wording's id) and default_template (true for each questionnaire's first
+  template).
+- silhouette (``results/scores/silhouette.csv``): model, questionnaire, item_id, silhouette, and
+  optional template.
 - variant probabilities (``results/scores/variant_probs.parquet``): model, questionnaire, condition,
   stimulus_id, item_id, cterm, polarity ("+"|"-"), intensifier, level, weight, p_raw, p_norm.
 
@@ -20,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qclm.validation import CONDITION_PATTERN
+
 log = logging.getLogger("qclm.analysis")
 
-CONDITIONS = ("vanilla", "neutral", "stress")
-STIMULUS_CONDITIONS = ("neutral", "stress")
 ITEM_SCORE_COLUMNS = ("model", "questionnaire", "item_id", "condition", "stimulus_id", "score")
 SILHOUETTE_COLUMNS = ("model", "questionnaire", "item_id", "silhouette")
 VARIANT_PROB_COLUMNS = (
@@ -31,7 +35,8 @@ VARIANT_PROB_COLUMNS = (
     "intensifier", "level", "weight", "p_raw", "p_norm",
 )
 _TEXT_COLUMNS = ("model", "questionnaire", "item_id", "condition", "stimulus_id", "cterm", "polarity",
-                 "intensifier", "level")
+                 "intensifier", "level", "template")
+OPTIONAL_ITEM_COLUMNS = ("params_b", "template", "default_template")
 
 
 class InputError(ValueError):
@@ -100,7 +105,7 @@ def load_item_scores(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     df = read_table(path)
     _require_columns(df, ITEM_SCORE_COLUMNS, path)
-    keep = list(ITEM_SCORE_COLUMNS) + (["params_b"] if "params_b" in df.columns else [])
+    keep = list(ITEM_SCORE_COLUMNS) + [c for c in OPTIONAL_ITEM_COLUMNS if c in df.columns]
     df = df[keep].copy()
     if df.empty:
         raise InputError(f"{path}: the table has no rows")
@@ -108,10 +113,10 @@ def load_item_scores(path: str | Path) -> pd.DataFrame:
         if (df[col] == "").any():
             row = int(np.flatnonzero((df[col] == "").to_numpy())[0])
             raise InputError(f"{path}: column `{col}` is empty in data row {row + 1}")
-    unknown = sorted(set(df["condition"]) - set(CONDITIONS))
-    if unknown:
-        raise InputError(f"{path}: column `condition` has unknown value(s) {unknown}; "
-                         f"expected one of {list(CONDITIONS)}")
+    bad = ~df["condition"].str.fullmatch(CONDITION_PATTERN[1:-1])
+    if bad.any():
+        raise InputError(f"{path}: column `condition` has value(s) {sorted(set(df.loc[bad, 'condition']))} that "
+                         f"are not conditions (vanilla, a class name, or class names joined by +)")
     bad = (df["condition"] == "vanilla") & (df["stimulus_id"] != "")
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
@@ -128,7 +133,10 @@ def load_item_scores(path: str | Path) -> pd.DataFrame:
         df = df[df["score"].notna()]
     if not np.isfinite(df["score"].to_numpy()).all():
         raise InputError(f"{path}: column `score` has infinite values")
-    key = ["model", "questionnaire", "item_id", "condition", "stimulus_id"]
+    if "default_template" in df.columns:
+        df["default_template"] = df["default_template"].astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+    key = ["model", "questionnaire", "item_id", "condition", "stimulus_id"] + (
+        ["template"] if "template" in df.columns else [])
     dup = df.duplicated(key, keep=False)
     if dup.any():
         first = df.loc[dup, key].iloc[0].to_dict()
@@ -146,7 +154,7 @@ def load_silhouette(path: str | Path) -> pd.DataFrame:
     """Read and check the per-item silhouette table of the scoring stage (method.md section 7)."""
     df = read_table(path)
     _require_columns(df, SILHOUETTE_COLUMNS, path)
-    df = df[list(SILHOUETTE_COLUMNS)].copy()
+    df = df[list(SILHOUETTE_COLUMNS) + (["template"] if "template" in df.columns else [])].copy()
     df["silhouette"] = _numeric_column(df, "silhouette", path, allow_missing=True)
     return df
 
@@ -198,33 +206,6 @@ def select_heatmap_item(variant_probs: pd.DataFrame, item: str | None) -> tuple[
     if len(qs) > 1:
         raise ValueError(f"heatmap item {item!r} occurs in questionnaires {qs}; write QUESTIONNAIRE:ITEM")
     return qs[0], item_id
-
-
-def questionnaire_scores(items: pd.DataFrame) -> pd.DataFrame:
-    """Questionnaire score per model x questionnaire x condition x stimulus: the mean of its item scores.
-
-    method.md section 5, eq. 3 (vanilla) and eq. 5 (stimulus prepended). Columns: model, questionnaire,
-    condition, stimulus_id, score, n_items. Warns when models or stimuli differ in their number of items.
-    """
-    keys = ["model", "questionnaire", "condition", "stimulus_id"]
-    out = (items.groupby(keys, sort=False)["score"].agg(score="mean", n_items="size").reset_index())
-    n_items = out.groupby("questionnaire", sort=False)["n_items"].agg(["min", "max"])
-    for q, row in n_items.iterrows():
-        if row["min"] != row["max"]:
-            log.warning("questionnaire %s: item count differs between models or stimuli (%d to %d items); "
-                        "questionnaire scores are means over the items present", q, row["min"], row["max"])
-    return out
-
-
-def condition_scores(qscores: pd.DataFrame) -> pd.DataFrame:
-    """Condition score per model x questionnaire x condition: the mean over the stimuli of a class (section 5).
-
-    Vanilla has one "stimulus" (the empty id), so its condition score is its questionnaire score.
-    Columns: model, questionnaire, condition, raw, n_stimuli.
-    """
-    out = (qscores.groupby(["model", "questionnaire", "condition"], sort=False)["score"]
-           .agg(raw="mean", n_stimuli="size").reset_index())
-    return out
 
 
 def model_sizes(items: pd.DataFrame) -> pd.Series:

@@ -28,12 +28,16 @@ def synthetic_item_scores(
     noise_sd: float = 0.05,
     trait_correlation: float = 0.5,
     seed: int = 0,
+    extra_conditions: dict[str, dict[str, float]] | None = None,
 ) -> pd.DataFrame:
     """An item-score table in the analysis input schema with planted stress and neutral shifts.
 
     ``stress_shift`` / ``neutral_shift`` map questionnaire to its shift in score units (default: stress
-    0.2 for the first questionnaire, 0.1 for the others; neutral 0). Model traits of different
-    questionnaires correlate with ``trait_correlation``; params_b spans 0.1 to 16 billion.
+    0.2 for the first questionnaire, 0.1 for the others; neutral 0). ``extra_conditions`` adds conditions
+    (any class name, or classes joined by +) with their shift per questionnaire; a composed condition's
+    stimulus ids join its classes' ids by position (``stress-00+relax-00``) and its stimulus effect is the sum
+    of its parts'. Model traits of different questionnaires correlate with ``trait_correlation``; params_b
+    spans 0.1 to 16 billion.
     """
     rng = np.random.default_rng(seed)
     stress_shift = stress_shift if stress_shift is not None else {
@@ -45,14 +49,22 @@ def synthetic_item_scores(
     sensitivity = rng.normal(0, sensitivity_sd, size=n_models)
     models = [f"model-{i:02d}" for i in range(n_models)]
     params_b = np.round(np.exp(rng.uniform(np.log(0.1), np.log(16), size=n_models)), 2)
-    stimuli = ([("vanilla", "")] + [("stress", f"stress-{j:02d}") for j in range(n_stimuli)]
-               + [("neutral", f"neutral-{j:02d}") for j in range(n_stimuli)])
+    shifts = {"vanilla": {}, "stress": stress_shift, "neutral": neutral_shift, **(extra_conditions or {})}
+    classes = list(dict.fromkeys(c for cond in shifts if cond != "vanilla" for c in cond.split("+")))
+    stimuli = [("vanilla", "")] + [(c, f"{c}-{j:02d}") for c in classes for j in range(n_stimuli)]
     stim_effect = {sid: (rng.normal(0, stimulus_sd) if sid else 0.0) for _, sid in stimuli}
+    for cond in shifts:
+        if "+" in cond:
+            for j in range(n_stimuli):
+                parts = [f"{c}-{j:02d}" for c in cond.split("+")]
+                stimuli.append((cond, "+".join(parts)))
+                stim_effect["+".join(parts)] = sum(stim_effect[p] for p in parts)
+    stimuli = [(c, sid) for c, sid in stimuli if c in shifts]
     frames = []
     for qi, q in enumerate(questionnaires):
         item_effect = rng.normal(0, item_sd, size=n_items)
         for cond, sid in stimuli:
-            shift = {"vanilla": 0.0, "stress": stress_shift.get(q, 0.0), "neutral": neutral_shift.get(q, 0.0)}[cond]
+            shift = shifts[cond].get(q, 0.0)
             base = traits[:, qi, None] + item_effect[None, :] + shift * (1 + sensitivity[:, None]) + stim_effect[sid]
             score = base + rng.normal(0, noise_sd, size=base.shape)
             frames.append(pd.DataFrame({

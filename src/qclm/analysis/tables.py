@@ -6,8 +6,13 @@ as CSV plus a Markdown copy (for pasting into papers) and an HTML copy (for the 
 Across-model statistics are computed on the z-scores of section 6 (units: vanilla SDs). Where a
 questionnaire has no z-scale (fewer than two models, or no vanilla variance) the raw scores are used
 and the ``scale`` column says so; t, p, d, eta^2 and F of the per-questionnaire tests do not depend on
-this choice (a linear rescaling), the stimulus x questionnaire interaction does. Tables with fewer than
-:data:`MIN_MODELS` models carry ``underpowered = True`` and a warning in the log.
+this choice (a linear rescaling), the stimulus x questionnaire interaction does. Across-model tables with
+fewer than ``min_models`` models (``analysis.min_models``, default :data:`MIN_MODELS`) carry
+``underpowered = True`` and a warning in the log; the figures draw the same mark.
+
+Contrasts are ordered pairs of conditions (:mod:`qclm.experiment`); every difference, t and Cohen's d of a
+contrast is first minus second, and every table that depends on a contrast has a ``contrast`` column
+("vanilla vs stress").
 """
 
 from __future__ import annotations
@@ -21,15 +26,13 @@ import numpy as np
 import pandas as pd
 
 from qclm.analysis import stats
-from qclm.analysis.inputs import CONDITIONS
+from qclm.experiment import MIN_MODELS, VANILLA, contrast_label, order_conditions
 
 log = logging.getLogger("qclm.analysis")
-
-MIN_MODELS = 3
-COMPARISONS = (("vanilla", "stress"), ("vanilla", "neutral"), ("neutral", "stress"))
-ONEWAY_LEVELS = ("vanilla", "stress")
 SOURCES = ("stimuli", "model", "residual")
-SHIFT_CONTRASTS = (("stress", "stress-vanilla"), ("neutral", "neutral-vanilla"))
+#: the contrast whose bootstrap streams keep the keys they had before contrasts were configurable, so
+#: that the paper protocol's tables reproduce exactly
+_LEGACY_CONTRAST = (VANILLA, "stress")
 
 
 def rng_for(seed: int, *keys: object) -> np.random.Generator:
@@ -38,12 +41,17 @@ def rng_for(seed: int, *keys: object) -> np.random.Generator:
     return np.random.default_rng([int(seed), tag])
 
 
-def _underpowered(n: int, what: str) -> bool:
-    if n < MIN_MODELS:
+def _underpowered(n: int, what: str, min_models: int) -> bool:
+    if n < min_models:
         log.warning("%s: only %d model(s); across-model statistics need at least %d and are marked underpowered",
-                    what, n, MIN_MODELS)
+                    what, n, min_models)
         return True
     return False
+
+
+def _contrast_key(contrast: tuple[str, str]) -> tuple:
+    """Extra bootstrap-stream key parts of a contrast (none for the paper's vanilla vs stress)."""
+    return () if tuple(contrast) == _LEGACY_CONTRAST else tuple(contrast)
 
 
 def _ordered(values: pd.Series) -> list[str]:
@@ -70,7 +78,7 @@ def zscore_table(cond: pd.DataFrame) -> pd.DataFrame:
         parts.append(sub)
     out = pd.concat(parts, ignore_index=True)
     q_rank = {q: i for i, q in enumerate(_ordered(cond["questionnaire"]))}
-    c_rank = {c: i for i, c in enumerate(CONDITIONS)}
+    c_rank = {c: i for i, c in enumerate(order_conditions(cond["condition"]))}
     out = out.sort_values(["questionnaire", "condition"], kind="stable",
                           key=lambda col: col.map(c_rank if col.name == "condition" else q_rank))
     return out[["model", "questionnaire", "condition", "raw", "z", "vanilla_mean", "vanilla_sd"]].reset_index(drop=True)
@@ -90,11 +98,11 @@ def _wide(zs: pd.DataFrame, questionnaire: str, conditions: tuple[str, ...], col
     return wide.dropna()
 
 
-def condition_summary_table(zs: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+def condition_summary_table(zs: pd.DataFrame, n_boot: int, seed: int, min_models: int = MIN_MODELS) -> pd.DataFrame:
     """Mean score per questionnaire x condition with percentile bootstrap 95% CIs over models (figure 3)."""
     rows = []
     for q in _ordered(zs["questionnaire"]):
-        for cond in CONDITIONS:
+        for cond in order_conditions(zs["condition"]):
             sub = zs[(zs["questionnaire"] == q) & (zs["condition"] == cond)]
             if sub.empty:
                 continue
@@ -108,48 +116,54 @@ def condition_summary_table(zs: pd.DataFrame, n_boot: int, seed: int) -> pd.Data
             rows.append({"questionnaire": q, "condition": cond, "n": n,
                          "mean_raw": values[:, 0].mean(), "ci_low_raw": lo[0], "ci_high_raw": hi[0],
                          "mean_z": values[:, 1].mean(), "ci_low_z": lo[1], "ci_high_z": hi[1],
-                         "underpowered": n < MIN_MODELS})
+                         "underpowered": n < min_models})
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- paired t-tests
 
-def paired_tests_table(zs: pd.DataFrame) -> pd.DataFrame:
-    """Paired t-tests (pairing by model) and paired Cohen's d per questionnaire, Holm over all rows (section 6).
+def _present_contrasts(zs: pd.DataFrame, questionnaire: str, contrasts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    present = set(zs.loc[zs["questionnaire"] == questionnaire, "condition"])
+    out = []
+    for first, second in contrasts:
+        if first in present and second in present:
+            out.append((first, second))
+        else:
+            log.info("questionnaire %s: no %s scores, contrast %s skipped", questionnaire,
+                     second if first in present else first, contrast_label(first, second))
+    return out
 
-    Comparisons vanilla-stress, vanilla-neutral, neutral-stress; D = first minus second. mean_diff is in
-    ``scale`` units (z: vanilla SDs), mean_diff_raw in raw score units.
+
+def paired_tests_table(zs: pd.DataFrame, contrasts: list[tuple[str, str]], min_models: int = MIN_MODELS) -> pd.DataFrame:
+    """Paired t-tests (pairing by model) and paired Cohen's d per questionnaire and contrast, Holm over all
+    questionnaire x contrast rows (section 6). D = first minus second (vanilla vs stress: negative when stress
+    raises the score). mean_diff is in ``scale`` units (z: vanilla SDs), mean_diff_raw in raw score units.
     """
     scale = analysis_scale(zs)
-    present = {(q, c) for q, c in zip(zs["questionnaire"], zs["condition"])}
     rows = []
     for q in _ordered(zs["questionnaire"]):
-        for first, second in COMPARISONS:
-            if (q, first) not in present or (q, second) not in present:
-                log.info("questionnaire %s: no %s scores, comparison %s-%s skipped", q,
-                         second if (q, first) in present else first, first, second)
-                continue
+        for first, second in _present_contrasts(zs, q, contrasts):
             w = _wide(zs, q, (first, second), scale[q])
             raw = _wide(zs, q, (first, second), "raw")
             res = stats.paired_t(w[first].to_numpy(), w[second].to_numpy())
-            rows.append({"questionnaire": q, "comparison": f"{first}-{second}", "n": res.n,
+            rows.append({"questionnaire": q, "contrast": contrast_label(first, second), "n": res.n,
                          "mean_diff": res.mean_diff, "mean_diff_raw": float((raw[first] - raw[second]).mean()),
                          "t": res.t, "df": res.df, "p": res.p,
                          "cohens_d": stats.cohens_d_paired(w[first].to_numpy(), w[second].to_numpy()),
-                         "scale": scale[q], "underpowered": res.n < MIN_MODELS})
-    cols = ["questionnaire", "comparison", "n", "mean_diff", "mean_diff_raw", "t", "df", "p", "p_holm",
+                         "scale": scale[q], "underpowered": res.n < min_models})
+    cols = ["questionnaire", "contrast", "n", "mean_diff", "mean_diff_raw", "t", "df", "p", "p_holm",
             "cohens_d", "scale", "underpowered"]
     out = pd.DataFrame(rows, columns=[c for c in cols if c != "p_holm"])
     out["p_holm"] = stats.holm(out["p"].to_numpy()) if len(out) else []
     if len(out):
-        _underpowered(int(out["n"].min()), "paired t-tests")
+        _underpowered(int(out["n"].min()), "paired t-tests", min_models)
     return out[cols]
 
 
 # --------------------------------------------------------------------------- one-way decomposition
 
 def _oneway_rows(w: pd.DataFrame, n_boot: int, rng: np.random.Generator) -> list[dict]:
-    """Rows (stimuli, model, residual) of the one-way RM decomposition of one models x (vanilla, stress) matrix."""
+    """Rows (stimuli, model, residual) of the one-way RM decomposition of one models x (first, second) matrix."""
     y = w.to_numpy()
     n = y.shape[0]
     if n == 0:
@@ -171,48 +185,56 @@ def _oneway_rows(w: pd.DataFrame, n_boot: int, rng: np.random.Generator) -> list
     return rows
 
 
-_ONEWAY_COLUMNS = ["questionnaire", "source", "n", "ss", "df", "eta2", "eta2_ci_low", "eta2_ci_high",
+_ONEWAY_COLUMNS = ["questionnaire", "contrast", "source", "n", "ss", "df", "eta2", "eta2_ci_low", "eta2_ci_high",
                    "F", "p", "p_holm", "partial_eta2", "scale", "underpowered"]
 
 
 def _holm_on_stimuli_rows(df: pd.DataFrame) -> pd.Series:
+    """Holm over the questionnaires of each contrast (a family: one contrast's tests, as in the paper)."""
     p_holm = pd.Series(np.nan, index=df.index)
-    stim = df["source"] == "stimuli"
-    p_holm[stim] = stats.holm(df.loc[stim, "p"].to_numpy())
+    for _, sub in df[df["source"] == "stimuli"].groupby("contrast", sort=False):
+        p_holm[sub.index] = stats.holm(sub["p"].to_numpy())
     return p_holm
 
 
-def oneway_table(zs: pd.DataFrame, n_boot: int, seed: int, models: list[str] | None = None,
-                 label: str = "") -> pd.DataFrame:
-    """One-way RM ANOVA per questionnaire, within factor vanilla vs stress, subject = model (section 6).
+def oneway_table(zs: pd.DataFrame, contrasts: list[tuple[str, str]], n_boot: int, seed: int,
+                 models: list[str] | None = None, label: str = "", min_models: int = MIN_MODELS) -> pd.DataFrame:
+    """One-way RM ANOVA per contrast and questionnaire, within factor = the contrast's two conditions (for the
+    paper: vanilla vs stress), subject = model (section 6).
 
-    Rows per questionnaire: stimuli, model, residual with SS, df, eta^2 and its bootstrap CI (models
-    resampled with replacement, percentile); F, p, Holm-adjusted p (across questionnaires) and partial eta^2
-    on the stimuli row. ``models`` restricts to a subset (size classes); ``label`` keys its bootstrap.
+    Rows per questionnaire and contrast: stimuli (the condition factor), model, residual with SS, df, eta^2
+    and its bootstrap CI (models resampled with replacement, percentile); F, p, Holm-adjusted p (across the
+    questionnaires of a contrast) and partial eta^2 on the stimuli row. ``models`` restricts to a subset
+    (size classes); ``label`` keys its bootstrap.
     """
     scale = analysis_scale(zs)
     if models is not None:
         zs = zs[zs["model"].isin(models)]
     rows = []
-    for q in _ordered(zs["questionnaire"]):
-        w = _wide(zs, q, ONEWAY_LEVELS, scale[q])
-        for row in _oneway_rows(w, n_boot, rng_for(seed, "oneway", label, q)):
-            rows.append({"questionnaire": q, **row, "scale": scale[q], "underpowered": row["n"] < MIN_MODELS})
+    for contrast in contrasts:
+        for q in _ordered(zs["questionnaire"]):
+            if contrast not in _present_contrasts(zs, q, [contrast]):
+                continue
+            w = _wide(zs, q, contrast, scale[q])
+            rng = rng_for(seed, "oneway", label, q, *_contrast_key(contrast))
+            for row in _oneway_rows(w, n_boot, rng):
+                rows.append({"questionnaire": q, "contrast": contrast_label(*contrast), **row, "scale": scale[q],
+                             "underpowered": row["n"] < min_models})
     out = pd.DataFrame(rows, columns=[c for c in _ONEWAY_COLUMNS if c != "p_holm"])
     out["p_holm"] = _holm_on_stimuli_rows(out) if len(out) else []
     if len(out):
-        _underpowered(int(out["n"].min()), f"one-way ANOVA{' ' + label if label else ''}")
+        _underpowered(int(out["n"].min()), f"one-way ANOVA{' ' + label if label else ''}", min_models)
     elif models is None:
-        log.warning("one-way ANOVA: no model has both vanilla and stress scores; table is empty")
+        log.warning("one-way ANOVA: no model has scores under both conditions of a contrast; table is empty")
     return out[_ONEWAY_COLUMNS]
 
 
-def by_size_table(zs: pd.DataFrame, sizes: pd.Series, boundaries: list[float], n_boot: int,
-                  seed: int) -> pd.DataFrame:
+def by_size_table(zs: pd.DataFrame, sizes: pd.Series, boundaries: list[float], contrasts: list[tuple[str, str]],
+                  n_boot: int, seed: int, min_models: int = MIN_MODELS) -> pd.DataFrame:
     """The one-way decomposition within each size class (method.md section 6, figure 6), n per class.
 
     Classes are [b_i, b_{i+1}) in billions of parameters; models of unknown size are left out (warning).
-    p_holm adjusts across questionnaires within a class.
+    p_holm adjusts across questionnaires within a class and contrast.
     """
     cols = ["size_class"] + _ONEWAY_COLUMNS
     if sizes.isna().all():
@@ -229,7 +251,7 @@ def by_size_table(zs: pd.DataFrame, sizes: pd.Series, boundaries: list[float], n
         if not members:
             log.info("size class %s: no models", label)
             continue
-        part = oneway_table(zs, n_boot, seed, models=members, label=label)
+        part = oneway_table(zs, contrasts, n_boot, seed, models=members, label=label, min_models=min_models)
         part.insert(0, "size_class", label)
         parts.append(part)
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
@@ -237,34 +259,42 @@ def by_size_table(zs: pd.DataFrame, sizes: pd.Series, boundaries: list[float], n
 
 # --------------------------------------------------------------------------- two-way interaction
 
-def interaction_table(zs: pd.DataFrame) -> pd.DataFrame:
-    """Stimulus (vanilla, stress) x questionnaire interaction of the two-way RM ANOVA, one row per pair (section 6).
+def interaction_table(zs: pd.DataFrame, contrasts: list[tuple[str, str]], min_models: int = MIN_MODELS) -> pd.DataFrame:
+    """Condition (the contrast's two conditions) x questionnaire interaction of the two-way RM ANOVA, one row
+    per contrast and pair of questionnaires (section 6; the paper: vanilla vs stress, STAI-S x STAI-T).
 
     Uses z-scores when both questionnaires have them (else raw scores, see ``scale``); complete models only.
-    p_holm adjusts across pairs.
+    p_holm adjusts across the pairs of a contrast.
     """
     scale = analysis_scale(zs)
     questionnaires = _ordered(zs["questionnaire"])
     rows = []
     if len(questionnaires) < 2:
         log.info("one questionnaire only: no stimulus x questionnaire interaction")
-    for qa, qb in stats.pairs(questionnaires):
-        col = "z" if scale[qa] == scale[qb] == "z" else "raw"
-        wa = _wide(zs, qa, ONEWAY_LEVELS, col)
-        wb = _wide(zs, qb, ONEWAY_LEVELS, col)
-        common = wa.index.intersection(wb.index)
-        y = np.stack([wa.loc[common].to_numpy(), wb.loc[common].to_numpy()], axis=2)  # models x stimulus x q
-        if len(common) == 0:
-            log.warning("%s~%s: no model has vanilla and stress scores on both; interaction skipped", qa, qb)
-            continue
-        res = stats.rm_twoway_interaction(y)
-        rows.append({"questionnaire_a": qa, "questionnaire_b": qb, "n": res.n, "F": res.F, "df1": res.df1,
-                     "df2": res.df2, "p": res.p, "partial_eta2": res.partial_eta2, "scale": col,
-                     "underpowered": _underpowered(res.n, f"interaction {qa}~{qb}")})
-    cols = ["questionnaire_a", "questionnaire_b", "n", "F", "df1", "df2", "p", "p_holm", "partial_eta2",
+    for contrast in contrasts:
+        label = contrast_label(*contrast)
+        for qa, qb in stats.pairs(questionnaires):
+            col = "z" if scale[qa] == scale[qb] == "z" else "raw"
+            if not (_present_contrasts(zs, qa, [contrast]) and _present_contrasts(zs, qb, [contrast])):
+                continue
+            wa = _wide(zs, qa, contrast, col)
+            wb = _wide(zs, qb, contrast, col)
+            common = wa.index.intersection(wb.index)
+            if len(common) == 0:
+                log.warning("%s~%s, %s: no model has scores under both conditions on both; interaction skipped",
+                            qa, qb, label)
+                continue
+            y = np.stack([wa.loc[common].to_numpy(), wb.loc[common].to_numpy()], axis=2)  # models x cond x q
+            res = stats.rm_twoway_interaction(y)
+            rows.append({"questionnaire_a": qa, "questionnaire_b": qb, "contrast": label, "n": res.n, "F": res.F,
+                         "df1": res.df1, "df2": res.df2, "p": res.p, "partial_eta2": res.partial_eta2, "scale": col,
+                         "underpowered": _underpowered(res.n, f"interaction {qa}~{qb} ({label})", min_models)})
+    cols = ["questionnaire_a", "questionnaire_b", "contrast", "n", "F", "df1", "df2", "p", "p_holm", "partial_eta2",
             "scale", "underpowered"]
     out = pd.DataFrame(rows, columns=[c for c in cols if c != "p_holm"])
-    out["p_holm"] = stats.holm(out["p"].to_numpy()) if len(out) else []
+    out["p_holm"] = np.nan
+    for _, sub in out.groupby("contrast", sort=False):
+        out.loc[sub.index, "p_holm"] = stats.holm(sub["p"].to_numpy())
     return out[cols]
 
 
@@ -301,45 +331,6 @@ def validation_table(items: pd.DataFrame, zs: pd.DataFrame, silhouette: pd.DataF
             rows.append({"metric": "silhouette_mean", "questionnaire": q, "value": mean, "n": n})
             rows.append({"metric": "silhouette_sd", "questionnaire": q, "value": sd, "n": n})
     return pd.DataFrame(rows, columns=["metric", "questionnaire", "value", "n"])
-
-
-# --------------------------------------------------------------------------- per-model shifts
-
-def per_model_table(qscores: pd.DataFrame, zs: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """Stimulus-level analysis of each model alone (works with a single model).
-
-    For each model x questionnaire and contrast (stress-vanilla, neutral-vanilla) the per-stimulus shift
-    score(stimulus) - score(vanilla), i.e. eq. 5 minus eq. 3 of method.md section 5: mean with a percentile
-    bootstrap 95% CI over stimuli, Cohen's d over stimuli (mean / sd, ddof=1), the share of stimuli that
-    raise the score, and the mean shift in vanilla SDs (mean_shift_z) where the z-scale exists.
-    """
-    sd = zs.groupby("questionnaire", sort=False)["vanilla_sd"].first()
-    vanilla = (qscores[qscores["condition"] == "vanilla"].set_index(["model", "questionnaire"])["score"])
-    rows = []
-    for (model, q), sub in qscores.groupby(["model", "questionnaire"], sort=False):
-        if (model, q) not in vanilla.index:
-            log.warning("model %s, questionnaire %s: no vanilla score, per-model shifts skipped", model, q)
-            continue
-        base = float(vanilla.loc[(model, q)])
-        for cond, contrast in SHIFT_CONTRASTS:
-            shifts = sub.loc[sub["condition"] == cond, "score"].to_numpy() - base
-            if shifts.size == 0:
-                continue
-            if shifts.size >= 2:
-                boot = stats.bootstrap_mean(shifts, n_boot, rng_for(seed, "per_model", model, q, contrast))
-                lo, hi = stats.percentile_ci(boot)
-            else:
-                lo = hi = np.nan
-            mean = float(shifts.mean())
-            s = float(sd.get(q, np.nan))
-            rows.append({"model": model, "questionnaire": q, "contrast": contrast, "n_stimuli": shifts.size,
-                         "vanilla": base, "mean_shift": mean, "ci_low": float(lo), "ci_high": float(hi),
-                         "mean_shift_z": mean / s if np.isfinite(s) and s > 0 else np.nan,
-                         "cohens_d": stats.cohens_d_one_sample(shifts),
-                         "share_raised": float((shifts > 0).mean())})
-    cols = ["model", "questionnaire", "contrast", "n_stimuli", "vanilla", "mean_shift", "ci_low", "ci_high",
-            "mean_shift_z", "cohens_d", "share_raised"]
-    return pd.DataFrame(rows, columns=cols)
 
 
 # --------------------------------------------------------------------------- writing

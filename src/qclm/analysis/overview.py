@@ -1,0 +1,117 @@
+"""The opening page of a run's report: what was run and what the run can support (``overview.md`` and
+``overview.rst``; the workflow makes the RST the description page of ``snakemake --report``).
+
+It states the models, questionnaires, conditions with their stimuli, contrasts and wordings, then the
+headline per-model results (what one or two models support), then whether the across-model analyses have
+enough models (``min_models``); numbers come from the tables of the same run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qclm.experiment import contrast_label, order_conditions
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _pct(x: float) -> str:
+    return "" if x is None or not np.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def facts(items: pd.DataFrame, qscores: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
+    """(label, text) lines saying what was run."""
+    sizes = items.groupby("model", sort=False)["params_b"].first() if "params_b" in items.columns else None
+    models = [m if sizes is None or pd.isna(sizes.get(m)) else f"{m} ({sizes[m]:g}B)"
+              for m in pd.unique(items["model"])]
+    n_items = items.groupby("questionnaire", sort=False)["item_id"].nunique()
+    stimuli = qscores.groupby("condition")["stimulus_id"].nunique()
+    conditions = [c if c == "vanilla" else f"{c} ({stimuli[c]} stimuli)" for c in order_conditions(qscores["condition"])]
+    contrasts = [contrast_label(*c) for c in info.get("contrasts", [])]
+    return [
+        (f"Models ({len(models)})", ", ".join(models)),
+        ("Questionnaires", ", ".join(f"{q} ({n} items)" for q, n in n_items.items())),
+        ("Conditions", ", ".join(conditions)),
+        ("Contrasts (first minus second)", ", ".join(contrasts) or "none"),
+        ("Wording (templates)", str(info.get("templates", "first"))),
+    ]
+
+
+def support(info: dict, result: dict[str, pd.DataFrame]) -> list[str]:
+    """Sentences on what the run supports."""
+    n, min_models = info["n_models"], info["min_models"]
+    lines = []
+    weak = result["per_model_state_trait"]["underpowered"].any() if len(result["per_model_state_trait"]) else False
+    lines.append("Per-model analyses (each model alone, stimuli as replications, items as subjects) come first"
+                 + (f"; some rest on fewer than {info['min_stimuli']} stimuli per condition and are marked "
+                    "underpowered." if weak else "."))
+    if n < min_models:
+        lines.append(f"Across-model analyses (z-scores, t-tests, variance decompositions, bootstrap CIs over "
+                     f"models) rest on {n} model{'s' if n != 1 else ''}, fewer than {min_models}: they are "
+                     f"UNDERPOWERED; their tables carry underpowered = yes and their figures say so.")
+    else:
+        lines.append(f"Across-model analyses rest on {n} models (at least {min_models}).")
+    return lines
+
+
+def headline(result: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per model x questionnaire x contrast: the difference with its CI, Cohen's d over stimuli, and
+    the condition share of the item-score variance with its CI."""
+    shifts = result["per_model"]
+    st = result["per_model_state_trait"]
+    if shifts.empty:
+        return pd.DataFrame()
+    keys = ["model", "questionnaire", "contrast"]
+    merged = shifts.merge(st[keys + ["eta2_condition", "eta2_condition_ci_low", "eta2_condition_ci_high"]],
+                          on=keys, how="left")
+    return pd.DataFrame({
+        "model": merged["model"], "questionnaire": merged["questionnaire"], "contrast": merged["contrast"],
+        "difference [95% CI]": [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" for m, lo, hi in
+                                zip(merged["mean_diff"], merged["ci_low"], merged["ci_high"])],
+        "d": [_fmt(d, 2) for d in merged["cohens_d"]],
+        "condition share [95% CI]": [f"{_pct(e)} [{_pct(lo)}, {_pct(hi)}]" for e, lo, hi in
+                                     zip(merged["eta2_condition"], merged["eta2_condition_ci_low"],
+                                         merged["eta2_condition_ci_high"])],
+        "underpowered": ["yes" if u else "" for u in merged["underpowered"]],
+    })
+
+
+def _rst_table(df: pd.DataFrame) -> list[str]:
+    out = [".. list-table::", "   :header-rows: 1", ""]
+    for i, row in enumerate([list(df.columns)] + df.astype(str).values.tolist()):
+        out.append("   * - " + (row[0] or " "))
+        out.extend(f"     - {cell or ' '}" for cell in row[1:])
+    return out + [""]
+
+
+def _md_table(df: pd.DataFrame) -> list[str]:
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out.extend("| " + " | ".join(map(str, row)) + " |" for row in df.values.tolist())
+    return out + [""]
+
+
+def write_overview(stem: Path, items: pd.DataFrame, qscores: pd.DataFrame, result: dict[str, pd.DataFrame],
+                   info: dict) -> None:
+    """Write ``STEM.md`` and ``STEM.rst``."""
+    lines_facts = facts(items, qscores, info)
+    said = support(info, result)
+    table = headline(result)
+    title = "What this run measured"
+    md = [f"# {title}", ""] + [f"- **{k}**: {v}" for k, v in lines_facts] + [""] + said + [""]
+    rst = [title, "=" * len(title), ""] + [f"- **{k}**: {v}" for k, v in lines_facts] + [""]
+    rst += [line for s in said for line in (s, "")]
+    if not table.empty:
+        head = ("Headline per-model results: the difference of questionnaire scores (first minus second "
+                "condition; mean over stimuli, 95% bootstrap CI over stimuli), Cohen's d over stimuli, and the "
+                "condition share of the item-score variance with items as subjects (the single-model state-trait "
+                "position; per_model_state_trait.csv).")
+        md += ["## Per-model results", "", head, ""] + _md_table(table)
+        rst += ["Per-model results", "-----------------", "", head, ""] + _rst_table(table)
+    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
+    stem.with_suffix(".rst").write_text("\n".join(rst) + "\n")

@@ -1,0 +1,257 @@
+"""Analyses of one model's data alone (method.md section 6b): what a run with one or two models supports.
+
+A contrast (first, second) compares two conditions of one model; the stimuli of a condition are its
+replications. How the two sides' stimulus contexts pair (:func:`qclm.experiment.contrast_design`):
+
+- ``vanilla``: one side is vanilla (one context); each stimulus of the other side is a replication;
+- ``paired``: both sides share a stimulus class (stress vs stress+relaxation): contexts pair by that class's
+  stimulus, and a bootstrap resamples the pairs;
+- ``independent``: no class in common (neutral vs stress): the two sides' stimuli are independent samples,
+  resampled separately.
+
+Three tables, each with one row per model x questionnaire (x pair) x contrast:
+
+- :func:`shifts_table` (``per_model.csv``): the questionnaire-score difference first minus second, its
+  percentile bootstrap CI over stimuli, Cohen's d over stimuli, the share of replications where the first is
+  higher.
+- :func:`state_trait_table` (``per_model_state_trait.csv``): the one-way repeated-measures decomposition with
+  *items as subjects* (the by-item analysis, F2 of Clark 1973): per item, the mean score under each
+  condition; eta^2 of condition, item and residual (item x condition); F and p of the condition; a
+  percentile bootstrap CI of eta^2_condition over stimuli (seeded). A state-like instrument has a large
+  condition share: the context moves every item.
+- :func:`interaction_table` (``per_model_interaction.csv``): does the condition move one questionnaire's
+  items more than another's? Each questionnaire's per-item shift (first minus second, condition means over
+  stimuli) is divided by its item spread s, the pooled within-condition SD of its item scores (sqrt of the
+  mean of the two conditions' variances over items, ddof=1), so an instrument's shift is in units of its own
+  item spread and two instruments are comparable whatever their scales (the within-model analogue of the
+  paper's vanilla-SD units). The statistic is a Welch-type t of the difference of the two mean standardized
+  shifts whose variance includes the uncertainty of each unit s (delta method, as for Cohen's d):
+  var(D_i) / (n s^2) + (mean(D) / s)^2 / (2 (n - 1)). Treating s as known (a mixed ANOVA on standardized
+  scores) rejects a true null far too often when the shifts are large, because s is estimated from the same
+  items.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from qclm.analysis import stats
+from qclm.analysis.tables import rng_for
+from qclm.experiment import COMPOSE, MIN_STIMULI, classes_of, contrast_design, contrast_label
+
+log = logging.getLogger("qclm.analysis")
+
+@dataclass(frozen=True)
+class ContrastData:
+    """One model's item scores under a contrast's two conditions: items x contexts matrices, the columns
+    aligned by stimulus pair when the design is paired."""
+
+    design: str
+    items: list[str]
+    first: np.ndarray  # items x contexts of the first condition (1 context for vanilla)
+    second: np.ndarray
+
+    @property
+    def n_stimuli(self) -> int:
+        """Stimulus replications: the stimulus side's (vanilla), the pairs (paired), both sides (independent)."""
+        if self.design == "independent":
+            return self.first.shape[1] + self.second.shape[1]
+        return max(self.first.shape[1], self.second.shape[1])
+
+    @property
+    def per_side(self) -> int:
+        """Stimuli on the smaller side that holds stimuli (vanilla's one context is not a side)."""
+        sides = (self.first.shape[1], self.second.shape[1])
+        return max(sides) if self.design == "vanilla" else min(sides)
+
+    def resample(self, n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Column indices of ``n_boot`` bootstrap resamples of the stimuli, (n_boot, contexts) per side."""
+        s1, s2 = self.first.shape[1], self.second.shape[1]
+        if self.design == "paired":
+            idx = rng.integers(0, s1, size=(n_boot, s1))
+            return idx, idx
+        i1 = rng.integers(0, s1, size=(n_boot, s1)) if s1 > 1 else np.zeros((n_boot, 1), dtype=int)
+        i2 = rng.integers(0, s2, size=(n_boot, s2)) if s2 > 1 else np.zeros((n_boot, 1), dtype=int)
+        return i1, i2
+
+
+def _pair_key(stimulus_id: str, condition: str, shared: list[str]) -> tuple[str, ...]:
+    parts = dict(zip(classes_of(condition), stimulus_id.split(COMPOSE)))
+    return tuple(parts[c] for c in shared)
+
+
+def contrast_data(sub: pd.DataFrame, first: str, second: str) -> ContrastData | None:
+    """``sub``: one model's and one questionnaire's item scores (item_id, condition, stimulus_id, score).
+    None when a condition is missing or the two have no item in common."""
+    mats = {}
+    for cond in (first, second):
+        part = sub[sub["condition"] == cond]
+        if part.empty:
+            return None
+        mats[cond] = part.pivot(index="item_id", columns="stimulus_id", values="score")
+    items = [i for i in mats[first].index if i in mats[second].index]
+    if not items:
+        return None
+    a, b = mats[first].loc[items], mats[second].loc[items]
+    design = contrast_design(first, second)
+    if design == "paired":
+        shared = [c for c in classes_of(first) if c in classes_of(second)]
+        ka = {_pair_key(s, first, shared): s for s in a.columns}
+        kb = {_pair_key(s, second, shared): s for s in b.columns}
+        keys = sorted(set(ka) & set(kb))
+        if len(keys) < max(len(ka), len(kb)):
+            log.warning("%s: %d stimuli without a partner left out", contrast_label(first, second),
+                        max(len(ka), len(kb)) - len(keys))
+        a, b = a[[ka[k] for k in keys]], b[[kb[k] for k in keys]]
+    a, b = a.dropna(), b.dropna()
+    items = [i for i in a.index if i in b.index]
+    return ContrastData(design, items, a.loc[items].to_numpy(float), b.loc[items].to_numpy(float))
+
+
+def _per_model_groups(items: pd.DataFrame, contrasts: list[tuple[str, str]]):
+    """(model, questionnaire, contrast, ContrastData) for every combination with data."""
+    for (model, q), sub in items.groupby(["model", "questionnaire"], sort=False):
+        for first, second in contrasts:
+            data = contrast_data(sub, first, second)
+            if data is None:
+                log.info("model %s, questionnaire %s: no data for %s", model, q, contrast_label(first, second))
+                continue
+            yield model, q, (first, second), data
+
+
+# --------------------------------------------------------------------------- shifts (per_model.csv)
+
+SHIFT_COLUMNS = ["model", "questionnaire", "contrast", "design", "n_stimuli", "first_mean", "second_mean",
+                 "mean_diff", "ci_low", "ci_high", "mean_diff_z", "cohens_d", "share_first_higher", "underpowered"]
+
+
+def shifts_table(items: pd.DataFrame, zs: pd.DataFrame, contrasts: list[tuple[str, str]], n_boot: int, seed: int,
+                 min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
+    """The questionnaire-score difference first minus second of each model (eq. 5 minus eq. 3 for vanilla
+    contrasts): mean over replications with a percentile bootstrap 95% CI over stimuli, the mean in vanilla SDs
+    across models (mean_diff_z, where the z-scale exists), Cohen's d over stimuli (paired and vanilla designs:
+    mean(D) / sd(D); independent: the difference of means over the pooled SD, ddof=1), and the share of
+    replications (independent: of all cross-pairs) where the first condition's score is higher."""
+    sd = zs.groupby("questionnaire", sort=False)["vanilla_sd"].first()
+    rows = []
+    for model, q, (first, second), data in _per_model_groups(items, contrasts):
+        qa, qb = data.first.mean(axis=0), data.second.mean(axis=0)  # questionnaire score per context
+        rng = rng_for(seed, "per_model", model, q, first, second)
+        if data.design == "independent":
+            mean = float(qa.mean() - qb.mean())
+            na, nb = len(qa), len(qb)
+            pooled = np.sqrt(((na - 1) * qa.var(ddof=1) + (nb - 1) * qb.var(ddof=1)) / (na + nb - 2)) \
+                if na > 1 and nb > 1 else np.nan
+            d = mean / pooled if pooled and np.isfinite(pooled) and pooled > 0 else np.nan
+            share = float((qa[:, None] > qb[None, :]).mean())
+            i1, i2 = data.resample(n_boot, rng)
+            boot = qa[i1].mean(axis=1) - qb[i2].mean(axis=1)
+        else:
+            diff = qa - qb  # vanilla broadcasts its one context
+            mean, d, share = float(diff.mean()), stats.cohens_d_one_sample(diff), float((diff > 0).mean())
+            boot = stats.bootstrap_mean(diff, n_boot, rng) if diff.size >= 2 else np.full(1, np.nan)
+        lo, hi = stats.percentile_ci(boot) if n_boot > 0 and data.n_stimuli >= 2 else (np.nan, np.nan)
+        s = float(sd.get(q, np.nan))
+        rows.append({"model": model, "questionnaire": q, "contrast": contrast_label(first, second),
+                     "design": data.design, "n_stimuli": data.n_stimuli, "first_mean": float(qa.mean()),
+                     "second_mean": float(qb.mean()), "mean_diff": mean, "ci_low": float(lo), "ci_high": float(hi),
+                     "mean_diff_z": mean / s if np.isfinite(s) and s > 0 else np.nan, "cohens_d": d,
+                     "share_first_higher": share, "underpowered": data.per_side < min_stimuli})
+    return pd.DataFrame(rows, columns=SHIFT_COLUMNS)
+
+
+# --------------------------------------------------------------------------- state-trait (items as subjects)
+
+STATE_TRAIT_COLUMNS = ["model", "questionnaire", "contrast", "design", "n_items", "n_stimuli", "eta2_condition",
+                       "eta2_item", "eta2_residual", "eta2_condition_ci_low", "eta2_condition_ci_high", "F", "df1",
+                       "df2", "p", "underpowered"]
+
+
+def state_trait_table(items: pd.DataFrame, contrasts: list[tuple[str, str]], n_boot: int, seed: int,
+                      min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
+    """The single-model state-trait decomposition (module docstring): items as subjects, the contrast's two
+    conditions as the within factor (each item's mean over a condition's stimuli), stimuli resampled for the
+    CI of eta^2_condition."""
+    rows = []
+    for model, q, (first, second), data in _per_model_groups(items, contrasts):
+        y = np.stack([data.first.mean(axis=1), data.second.mean(axis=1)], axis=1)  # items x 2
+        res = stats.rm_oneway(y)
+        lo = hi = np.nan
+        if n_boot > 0 and data.n_stimuli >= 2 and y.shape[0] >= 2:
+            i1, i2 = data.resample(n_boot, rng_for(seed, "per_model_state_trait", model, q, first, second))
+            boot = np.stack([data.first[:, i1].mean(axis=2).T, data.second[:, i2].mean(axis=2).T], axis=2)
+            lo, hi = stats.percentile_ci(stats.eta_squared(stats.rm_oneway_ss(boot))["stimuli"])
+        rows.append({"model": model, "questionnaire": q, "contrast": contrast_label(first, second),
+                     "design": data.design, "n_items": y.shape[0], "n_stimuli": data.n_stimuli,
+                     "eta2_condition": res.eta2["stimuli"], "eta2_item": res.eta2["model"],
+                     "eta2_residual": res.eta2["residual"], "eta2_condition_ci_low": float(lo),
+                     "eta2_condition_ci_high": float(hi), "F": res.F, "df1": res.df["stimuli"],
+                     "df2": res.df["residual"], "p": res.p, "underpowered": data.per_side < min_stimuli})
+    return pd.DataFrame(rows, columns=STATE_TRAIT_COLUMNS)
+
+
+# --------------------------------------------------------------------------- interaction (standardized)
+
+INTERACTION_COLUMNS = ["model", "questionnaire_a", "questionnaire_b", "contrast", "n_items_a", "n_items_b",
+                       "shift_a", "shift_b", "statistic", "df", "p", "p_holm", "underpowered"]
+
+
+def standardized_shifts(data: ContrastData) -> tuple[np.ndarray, float]:
+    """Per-item shifts first minus second (condition means over stimuli) and the questionnaire's item spread
+    (module docstring) that standardizes them; the spread is NaN with fewer than two items."""
+    m1, m2 = data.first.mean(axis=1), data.second.mean(axis=1)
+    spread = float(np.sqrt((m1.var(ddof=1) + m2.var(ddof=1)) / 2)) if len(m1) >= 2 else np.nan
+    return m1 - m2, spread
+
+
+def standardized_mean(shifts: np.ndarray, spread: float) -> tuple[float, float]:
+    """The mean standardized shift mean(D) / s and its delta-method variance var(D_i) / (n s^2) +
+    (mean(D) / s)^2 / (2 (n - 1)): the second term is the uncertainty of the unit s, estimated from the same
+    n items (as in the variance of Cohen's d)."""
+    n = len(shifts)
+    if n < 2 or not spread > 0:
+        return np.nan, np.nan
+    d = shifts.mean() / spread
+    return float(d), float(shifts.var(ddof=1) / (n * spread ** 2) + d * d / (2 * (n - 1)))
+
+
+def shift_difference_test(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> tuple[float, float, float]:
+    """Welch-type t of the difference of two questionnaires' mean standardized shifts (:func:`standardized_mean`),
+    with Welch-Satterthwaite degrees of freedom; returns (t, df, p two-sided)."""
+    (da, va), (db, vb) = standardized_mean(*a), standardized_mean(*b)
+    if not (np.isfinite(va) and np.isfinite(vb)) or va + vb <= 0:
+        return np.nan, np.nan, np.nan
+    t = (da - db) / np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a[0]) - 1) + vb ** 2 / (len(b[0]) - 1))
+    return float(t), float(df), float(2 * sps.t.sf(abs(t), df))
+
+
+def interaction_table(items: pd.DataFrame, contrasts: list[tuple[str, str]],
+                      min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
+    """For each model, contrast and pair of questionnaires: does the condition move one questionnaire's items
+    more than the other's (module docstring)? p_holm adjusts over a model's rows."""
+    groups: dict[tuple[str, tuple[str, str]], dict[str, ContrastData]] = {}
+    for model, q, contrast, data in _per_model_groups(items, contrasts):
+        groups.setdefault((model, contrast), {})[q] = data
+    rows = []
+    for (model, contrast), by_q in groups.items():
+        for qa, qb in stats.pairs(list(by_q)):
+            a, b = standardized_shifts(by_q[qa]), standardized_shifts(by_q[qb])
+            t, df, p = shift_difference_test(a, b)
+            rows.append({"model": model, "questionnaire_a": qa, "questionnaire_b": qb,
+                         "contrast": contrast_label(*contrast), "n_items_a": len(a[0]), "n_items_b": len(b[0]),
+                         "shift_a": standardized_mean(*a)[0], "shift_b": standardized_mean(*b)[0], "statistic": t,
+                         "df": df, "p": p,
+                         "underpowered": min(by_q[qa].per_side, by_q[qb].per_side) < min_stimuli})
+    out = pd.DataFrame(rows, columns=[c for c in INTERACTION_COLUMNS if c != "p_holm"])
+    out["p_holm"] = np.nan
+    for _, sub in out.groupby("model", sort=False):
+        out.loc[sub.index, "p_holm"] = stats.holm(sub["p"].to_numpy())
+    return out[INTERACTION_COLUMNS]
+
+
