@@ -44,19 +44,47 @@ def test_no_original_stai_wording_is_stored():
         assert all("text" not in item for item in data["items"]), "STAI wording is copyrighted"
 
 
+#: (version, fewest words, most words) per text; every set's mean within MATCH of the stress set's
+LENGTHS = (("long", 150, 200), ("brief", 40, 60))
+MATCH = 0.10
+
+
+def _check_lengths_and_match(stimuli, stress):
+    """Every text of ``stimuli`` within its version's bounds, and the set's mean word count within
+    MATCH of the stress set's (resources/stimuli/README.md, "Length constraints")."""
+    for version, lo, hi in LENGTHS:
+        counts = stimuli.word_counts(version)
+        bad = [s.id for s, n in zip(stimuli.stimuli, counts) if not lo <= n <= hi]
+        assert not bad, f"{stimuli.stimulus_class} {version} texts outside {lo}-{hi} words: {bad}"
+        m_stress = statistics.mean(stress.word_counts(version))
+        m_set = statistics.mean(counts)
+        assert abs(m_set - m_stress) / m_stress <= MATCH, (stimuli.stimulus_class, version, m_stress, m_set)
+
+
 def test_stimuli_counts_lengths_and_length_match():
     stress = load_stimuli(S / "stress.yaml", "stress")
     neutral = load_stimuli(S / "neutral.yaml", "neutral")
     assert len(stress.stimuli) == 24 and len(neutral.stimuli) == 24
     assert len({s.topic for s in stress.stimuli}) == 24, "distinct stress events"
-    for version, lo, hi in (("long", 150, 200), ("brief", 40, 60)):
-        for st in (stress, neutral):
-            counts = st.word_counts(version)
-            bad = [s.id for s, n in zip(st.stimuli, counts) if not lo <= n <= hi]
-            assert not bad, f"{version} texts outside {lo}-{hi} words: {bad}"
-        m_stress = statistics.mean(stress.word_counts(version))
-        m_neutral = statistics.mean(neutral.word_counts(version))
-        assert abs(m_neutral - m_stress) / m_stress <= 0.10, (version, m_stress, m_neutral)
+    for st in (stress, neutral):
+        _check_lengths_and_match(st, stress)
+
+
+def test_relaxation_stimuli_are_24_distinct_length_matched_guidance_texts():
+    stress = load_stimuli(S / "stress.yaml", "stress")
+    relax = load_stimuli(S / "relaxation.yaml", "relaxation")
+    assert relax.stimulus_class == "relaxation"
+    assert [s.id for s in relax.stimuli] == [f"relaxation{k:02d}" for k in range(1, 25)]
+    topics = [s.topic for s in relax.stimuli]
+    assert all(topics) and len(set(topics)) == 24, "one distinct technique or scene per stimulus"
+    _check_lengths_and_match(relax, stress)
+    assert (S / "relaxation.yaml").read_text().isascii(), "ASCII punctuation"
+    for s in relax.stimuli:
+        for version in ("long", "brief"):
+            words = s.text(version).lower().replace(".", " ").replace(",", " ").split()
+            # second-person guidance, so that it also reads as a turn after a first-person narrative
+            assert {"you", "your", "yourself"} & set(words), (s.id, version)
+            assert " - " not in s.text(version) and "- " not in s.text(version), (s.id, "a fold at a hyphen")
 
 
 def test_contexts_put_the_stimulus_before_the_item():
