@@ -44,6 +44,29 @@ def test_no_original_stai_wording_is_stored():
         assert all("text" not in item for item in data["items"]), "STAI wording is copyrighted"
 
 
+#: Phrases a review found too close to the STAI Form Y item text, or badly formed in their template or
+#: framing (trait words in state items, "how often do you feel erratic"), or not meaning their level
+#: ("quite a bit" for the moderate level). They were reworded and must not come back in any term,
+#: description or intensifier of the STAI files.
+RETIRED_STAI_PHRASES = (
+    "nervous and restless", "like a failure", "satisfied with yourself",
+    "as happy as other people appear", "wish you were as happy", "thoughts that keep running through the mind",
+    "cannot be put aside", "worry too much", "do not matter", "turmoil", "think over your concerns",
+    "sure what to do", "unwound", "at home", "even-keeled", "laid-back", "courageous",
+    "unflappable", "erratic", "glad about other people's happiness", "quite a bit",
+)
+
+
+@pytest.mark.parametrize("name", ["stai_s", "stai_t"])
+def test_retired_stai_phrases_do_not_come_back(name):
+    q = load_questionnaire(Q / f"{name}.yaml")
+    texts = [phrase for phrase, _ in q.intensifiers]
+    for item in q.items:
+        texts += [*item.plus, *item.minus, item.description]
+    found = [(phrase, text) for text in texts for phrase in RETIRED_STAI_PHRASES if phrase in text.lower()]
+    assert not found, f"{name}: retired STAI phrases in use: {found}"
+
+
 #: (version, fewest words, most words) per text; every set's mean within MATCH of the stress set's
 LENGTHS = (("long", 150, 200), ("brief", 40, 60))
 MATCH = 0.10
