@@ -164,9 +164,9 @@ def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monke
     with pytest.raises(NumericalError) as err:
         score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS], Protocol(limit_items=1, limit_stimuli=3),
                         {"method": "full"}, model_and_tokenizer=(model, tok, {}))
-    # variant 13 of item S01: S+ term 2 (perturbed; 8 phrases per term), phrase 6 (quite a bit)
+    # variant 13 of item S01: S+ term 2 (perturbed; 8 phrases per term), phrase 6 (to a moderate degree)
     assert re.fullmatch(rf"non-finite log-probability \[(-?[0-9.e-]+, )*{bad}\] for {re.escape(str(STAI_S))}: "
-                        r"item S01: cterm 'perturbed', intensifier 'quite a bit', stimulus stress02", str(err.value))
+                        r"item S01: cterm 'perturbed', intensifier 'to a moderate degree', stimulus stress02", str(err.value))
     assert calls == [48, 48]  # it stopped at the second stimulus
 
 

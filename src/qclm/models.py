@@ -235,14 +235,59 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path) -> Path:
     return out_dir
 
 
-def resolve_dtype(name: str, device: str):
+#: ``dtype: auto`` on a GPU loads float32 weights (as the reference implementation does: it loads
+#: without a dtype) when they fit the device with room to work: the float32 weights, plus this share
+#: of them, plus a fixed reserve must not exceed the device's total memory. The share and reserve hold
+#: what scoring needs beyond the weights: the CUDA context and allocator slack, the stimulus KV cache,
+#: the packed forward passes (the engine sizes them from what the weights leave) and the float32 logits.
+AUTO_FLOAT32_MARGIN = 0.25
+AUTO_FLOAT32_RESERVE_BYTES = 2 * 2**30
+FLOAT32_BYTES = 4
+
+
+def choose_auto_dtype(params_b: float | None, device_memory_bytes: int | None,
+                      bf16_supported: bool) -> tuple[str, str]:
+    """What ``dtype: auto`` means for one model (config/README.md, dtype column), and why.
+
+    ``device_memory_bytes`` is the GPU's total memory (None: not a GPU, always float32). On a GPU:
+    float32 when ``params_b`` x 4 bytes x (1 + AUTO_FLOAT32_MARGIN) + AUTO_FLOAT32_RESERVE_BYTES fits
+    ``device_memory_bytes``; else bfloat16, or float16 where bf16 is unsupported. Total, not free
+    memory, so that the choice is the same on every rerun. Returns (dtype name, reason)."""
+    if device_memory_bytes is None:
+        return "float32", "not a GPU"
+    half = "bfloat16" if bf16_supported else "float16"
+    gib = 2**30
+    if params_b is None or not (math.isfinite(params_b) and params_b > 0):
+        return half, f"parameter count unknown; {half} on the GPU"
+    weights = params_b * 1e9 * FLOAT32_BYTES
+    need = weights * (1 + AUTO_FLOAT32_MARGIN) + AUTO_FLOAT32_RESERVE_BYTES
+    rule = (f"float32 weights {weights / gib:.1f} GiB + {AUTO_FLOAT32_MARGIN:.0%} + "
+            f"{AUTO_FLOAT32_RESERVE_BYTES / gib:g} GiB = {need / gib:.1f} GiB")
+    if need <= device_memory_bytes:
+        return "float32", f"{rule} fit the GPU's {device_memory_bytes / gib:.1f} GiB"
+    return half, f"{rule} exceed the GPU's {device_memory_bytes / gib:.1f} GiB; {half}"
+
+
+def resolve_dtype(name: str, device: str, params_b: float | None = None, quantized: bool = False,
+                  model: str = ""):
+    """The torch dtype to load a model in: an explicit dtype as given; ``auto`` through
+    :func:`choose_auto_dtype` (float32 off the GPU; on a GPU float32 where the weights fit with the
+    margin, else bfloat16/float16), logged with the reason. A quantized model (bitsandbytes) computes
+    in bfloat16/float16 under ``auto``."""
     import torch
 
-    if name == "auto":
-        if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if name != "auto":
+        return getattr(torch, name)
+    if not device.startswith("cuda"):
         return torch.float32
-    return getattr(torch, name)
+    bf16 = torch.cuda.is_bf16_supported()
+    if quantized:
+        chosen, reason = ("bfloat16" if bf16 else "float16"), "quantized weights compute in half precision"
+    else:
+        memory = int(torch.cuda.get_device_properties(device).total_memory)
+        chosen, reason = choose_auto_dtype(params_b, memory, bf16)
+    log.info("model %s: dtype auto -> %s (%s)", model or "?", chosen, reason)
+    return getattr(torch, chosen)
 
 
 def resolve_device(device: str) -> str:
@@ -281,7 +326,7 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = resolve_device(device)
-    dtype = resolve_dtype(spec.dtype, device)
+    dtype = resolve_dtype(spec.dtype, device, spec.params_b, bool(spec.quantization), spec.name)
     if spec.needs_preparation:
         if prepared_dir is None or not (Path(prepared_dir) / PREPARED_MARKER).exists():
             raise FileNotFoundError(f"model {spec.name}: not prepared at {prepared_dir} (run the prepare_model rule)")
