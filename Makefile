@@ -5,6 +5,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
 SNAKEMAKE_ARGS ?=
+# the experiment: make run CONFIG=config/relaxation.yaml (its report goes to its own results directory)
+CONFIG ?= config/config.yaml
 PROFILE := --workflow-profile workflow/profiles/default
 
 .PHONY: env run test test-fast test-slurm dryrun clean
@@ -23,11 +25,12 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 run: env
-	$(BIN)/snakemake $(PROFILE) --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
-	$(BIN)/snakemake $(PROFILE) --cores $(CORES) --report results/report.html
+	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config --cores $(CORES) \
+		--report "$$($(BIN)/python -m qclm.experiment results $(CONFIG))/report.html"
 
 dryrun: env
-	$(BIN)/snakemake $(PROFILE) -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
 
 test: env
 	$(BIN)/python -m pytest

@@ -128,6 +128,8 @@ def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -
     config.update({"limit_items": 2, "limit_stimuli": 2})
     config["scoring"]["threads"] = 1
     config["analysis"]["bootstrap"] = 200
+    if "conditions" in overrides and "contrasts" not in overrides:
+        config.pop("contrasts")  # the paper's contrasts that the conditions allow
     config.update(overrides)
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -138,5 +140,5 @@ def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900) -
     """Run the workflow in `workdir`; `args` (targets, flags) go before the options that take
     lists, so a target is never read as a resource or a config file."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args, "--directory", str(workdir),
-           "--cores", "2", "--resources", "gpu=1", "--configfile", str(config)]
+           "--cores", "2", "--resources", "gpu=1", "--configfile", str(config), "--replace-workflow-config"]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -29,6 +29,7 @@ def test_analyze_rule_and_report(tmp_path):
         'config = {"analysis": {"bootstrap": 200, "seed": 3, "size_classes": [1, 8], '
         '"heatmap_item": "STAI-S:stai-s-02"}}\n'
         f'include: "{ROOT / "workflow" / "rules" / "analysis.smk"}"\n'
+        "report: REPORT_DESCRIPTION\n"
         "rule all:\n    input: ANALYSIS_TARGETS\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -42,5 +43,6 @@ def test_analyze_rule_and_report(tmp_path):
                             capture_output=True, text=True)
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "report.html").read_text()
-    for text in ("Stimulus x questionnaire interaction", "Figure 5. Variance decomposition", "200 resamples"):
+    for text in ("Condition x questionnaire interaction", "Figure 5. Variance decomposition", "200 resamples",
+                 "Single-model state-trait decomposition", "What this run measured"):
         assert text in html

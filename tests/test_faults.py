@@ -131,11 +131,11 @@ def test_nan_model_fails_with_the_first_variant(tiny_llama_dir):
         model.model.norm.weight.fill_(float("nan"))
     spec = spec_for(tiny_llama_dir)
     with pytest.raises(NumericalError) as err:
-        score_condition(spec, STAI_S, "vanilla", [], Protocol(limit_items=1), {"method": "full"},
+        score_condition(spec, STAI_S, "vanilla", [], Protocol(limit_items=1, templates="first"), {"method": "full"},
                         model_and_tokenizer=(model, tok, {}))
     n = len(tok(" not at all", add_special_tokens=False)["input_ids"])
     assert str(err.value) == (f"non-finite log-probability {[float('nan')] * n} for {STAI_S}: item S01: "
-                              "cterm 'agitated', intensifier 'not at all'")
+                              "cterm 'agitated', intensifier 'not at all', template question")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
@@ -162,11 +162,13 @@ def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monke
 
     monkeypatch.setattr(qclm.logprobs, "make_scorer", Poisoned)
     with pytest.raises(NumericalError) as err:
-        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS], Protocol(limit_items=1, limit_stimuli=3),
+        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS],
+                        Protocol(limit_items=1, limit_stimuli=3, templates="first"),
                         {"method": "full"}, model_and_tokenizer=(model, tok, {}))
     # variant 13 of item S01: S+ term 2 (perturbed; 8 phrases per term), phrase 6 (to a moderate degree)
     assert re.fullmatch(rf"non-finite log-probability \[(-?[0-9.e-]+, )*{bad}\] for {re.escape(str(STAI_S))}: "
-                        r"item S01: cterm 'perturbed', intensifier 'to a moderate degree', stimulus stress02", str(err.value))
+                        r"item S01: cterm 'perturbed', intensifier 'to a moderate degree', template question, stimulus stress02",
+                        str(err.value))
     assert calls == [48, 48]  # it stopped at the second stimulus
 
 
@@ -195,10 +197,12 @@ class MergingTokenizer:
 def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
     model, tok = load_dir(tiny_llama_dir)
     with pytest.raises(BoundaryError) as err:
-        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS], Protocol(limit_items=1, limit_stimuli=1),
+        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS],
+                       Protocol(limit_items=1, limit_stimuli=1, templates="first"),
                         {"method": "full", "boundary": "error"}, model_and_tokenizer=(model, MergingTokenizer(tok), {}))
     message = str(err.value)
-    assert message.startswith(f"{STAI_S}: item S01: cterm 'agitated', intensifier 'extremely', stimulus stress01: "
+    assert message.startswith(f"{STAI_S}: item S01: cterm 'agitated', intensifier 'extremely', template question, "
+                              "stimulus stress01: "
                               "the context's ")
     assert " tokens are not a prefix of context + continuation ' extremely' (boundary tokens " in message
     assert message.endswith("; set scoring.boundary: split to score the continuation tokenized on its own")
@@ -207,13 +211,13 @@ def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
 def test_boundary_split_scores_the_continuation_alone_and_says_so(tiny_llama_dir, caplog):
     model, tok = load_dir(tiny_llama_dir)
     with caplog.at_level(logging.WARNING, logger="qclm.engine"):
-        df, meta = score_condition(spec_for(tiny_llama_dir), STAI_S, "vanilla", [], Protocol(limit_items=1),
-                                   {"method": "full", "boundary": "split"},
+        df, meta = score_condition(spec_for(tiny_llama_dir), STAI_S, "vanilla", [],
+                                   Protocol(limit_items=1, templates="first"), {"method": "full", "boundary": "split"},
                                    model_and_tokenizer=(model, MergingTokenizer(tok), {}))
     warned = [m for m in caplog.messages if m.startswith("boundary fallback")]
     assert len(warned) == 6  # every S+ and S- term of item S01, with ' extremely'
     assert warned[0].startswith(f"boundary fallback (continuation tokenized alone): {STAI_S}: item S01: cterm "
-                                "'agitated', intensifier 'extremely': the context's ")
+                                "'agitated', intensifier 'extremely', template question: the context's ")
     alone = tok(" extremely", add_special_tokens=False)["input_ids"]
     rows = df[(df.intensifier == "extremely") & (df.cterm == "agitated")]
     assert rows.token_id.tolist() == alone

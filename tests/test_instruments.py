@@ -86,7 +86,7 @@ def test_content_rules(name):
         assert item.keying in ("direct", "reverse"), item.id
         assert item.description.strip(), item.id
         for template in item.templates.values():
-            assert template.endswith("Answer:{intensifier}"), item.id
+            assert template.endswith(":{intensifier}"), item.id  # an answer cue (Answer:, Respondent:) last
     assert [i.ordinal for i in q.items] == list(range(1, len(q.items) + 1))
     weights = [lv.weight for lv in q.levels]
     assert weights == sorted(weights) and 0 not in weights, "levels ordered low to high, no neutral level"

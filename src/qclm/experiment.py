@@ -37,6 +37,10 @@ MIN_STIMULI = 10
 #: defaults of the config's ``templates`` section (wordings): score every template, questionnaire scores
 #: average over them, every template on every stimulus (config/README.md)
 TEMPLATE_DEFAULTS = {"score": "all", "select": "all", "extra_limit_stimuli": None}
+#: ``templates.select`` values besides a template id: the default (first) wording, or the mean over all
+TEMPLATE_SELECTIONS = ("first", "all")
+#: where a run writes (config keys ``results`` and ``logs``): an experiment of its own keeps its results apart
+OUTPUT_DEFAULTS = {"results": "results", "logs": "logs"}
 #: how a contrast is written in tables and figures ("vanilla vs stress") and on the command line
 CONTRAST_LABEL_SEP = " vs "
 CONTRAST_ARG_SEP = ":"
@@ -119,6 +123,11 @@ class Experiment:
         return list(dict.fromkeys(c for cond in self.conditions for c in classes_of(cond)))
 
 
+def output_dirs(config: dict) -> tuple[str, str]:
+    """(results directory, logs directory) of a run."""
+    return (config.get("results") or OUTPUT_DEFAULTS["results"], config.get("logs") or OUTPUT_DEFAULTS["logs"])
+
+
 def template_settings(config: dict) -> dict:
     """The config's ``templates`` section with its defaults filled in."""
     return {**TEMPLATE_DEFAULTS, **(config.get("templates") or {})}
@@ -186,3 +195,12 @@ def condition_problems(conditions: list, classes: dict) -> list[tuple[str, str]]
                                  f"'{cond}' names class '{cls}', which has no stimulus file "
                                  f"(add it under stimuli.classes; classes: {', '.join(classes) or 'none'})"))
     return problems
+
+
+if __name__ == "__main__":  # python -m qclm.experiment results CONFIG: the run's results directory (Makefile)
+    import sys
+
+    import yaml
+
+    with open(sys.argv[2], encoding="utf-8") as f:
+        print(output_dirs(yaml.safe_load(f) or {})[["results", "logs"].index(sys.argv[1])])

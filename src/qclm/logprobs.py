@@ -18,6 +18,7 @@ import qclm
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.experiment import classes_of
 from qclm.models import ModelSpec, load_model
+from qclm.prompts import PromptBuilder, PromptFormat
 from qclm.protocol import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
@@ -69,6 +70,8 @@ def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: 
         model, tokenizer, provenance = load_model(spec, prepared_dir, scoring.get("device", "auto"))
     else:
         model, tokenizer, provenance = model_and_tokenizer
+    fmt = PromptFormat.from_settings(spec.prompt_format, scoring)
+    builder = PromptBuilder(tokenizer, fmt)
     t0 = time.perf_counter()
     total = sum(len(c.variants) for c in contexts)
     scorer = make_scorer(model, scoring.get("method", "auto"), int(scoring.get("batch_size", 16)),
@@ -76,13 +79,7 @@ def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: 
     frames = []
     with tqdm(total=total, desc=f"{spec.name}/{q.id}/{condition}", unit="variant", mininterval=5) as bar:
         for ctx in contexts:
-            def describe(i: int, ctx=ctx) -> str:
-                v = ctx.variants[i]
-                return (f"{q.path}: item {v.item_id}: cterm {v.cterm!r}, intensifier {v.intensifier!r}"
-                        + (f", stimulus {ctx.stimulus_id}" if ctx.stimulus_id else ""))
-
-            requests = tokenize_requests(tokenizer, ctx.texts, [v.continuation for v in ctx.variants],
-                                         scoring.get("boundary", "error"), describe)
+            requests, describe = context_requests(builder, q, ctx, scoring.get("boundary", "error"))
             logprobs = scorer.score(requests, progress=bar.update)
             for i, lp in enumerate(logprobs):
                 if not np.all(np.isfinite(lp)):
@@ -97,12 +94,28 @@ def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: 
         **provenance, "qclm": qclm.__version__, "questionnaire": q.id, "questionnaire_sha256": q.sha256,
         "condition": condition, "stimuli_files": [str(p) for p in stimuli_paths],
         "stimuli_sha256": [s.sha256 for s in stimuli], "stimulus_version": protocol.version,
-        "separator": protocol.separator, "limit_items": protocol.limit_items,
+        "separator": protocol.separator, "limit_items": protocol.limit_items, **fmt.provenance(),
+        "templates": list(q.templates), "templates_scored": protocol.template_ids(q),
+        "templates_extra_limit_stimuli": protocol.extra_limit_stimuli,
         "limit_stimuli": protocol.limit_stimuli, "scoring_method": stats.method, "scoring_notes": stats.notes,
         "boundary": scoring.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
         "family": spec.family, "tokens_computed": stats.tokens_computed, "seconds": round(seconds, 3),
     }
     return df, metadata
+
+
+def context_requests(builder: PromptBuilder, q, ctx, boundary: str = "error"):
+    """The tokenized requests of every variant of one context, as a model scores them (the scoring jobs and
+    ``qclm render`` both build them here), and a function describing variant i for error messages."""
+
+    def describe(i: int) -> str:
+        v = ctx.variants[i]
+        return (f"{q.path}: item {v.item_id}: cterm {v.cterm!r}, intensifier {v.intensifier!r}"
+                + (f", template {v.template}" if len(q.templates) > 1 else "")
+                + (f", stimulus {ctx.stimulus_id}" if ctx.stimulus_id else ""))
+
+    texts, continuations = builder.build(ctx.stimulus, ctx.variants)
+    return tokenize_requests(builder.tokenizer, texts, continuations, boundary, describe), describe
 
 
 def _rows(model: str, questionnaire: str, condition: str, ctx, requests, logprobs, tokenizer) -> pd.DataFrame:

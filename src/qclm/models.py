@@ -21,15 +21,16 @@ import json
 import logging
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from qclm.prompts import PROMPT_FORMATS
 from qclm.validation import InputError, read_text
 
 log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
-OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "notes")
+OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "notes")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -75,6 +76,8 @@ class ModelSpec:
     quantization: str = ""
     trust_remote_code: bool = False
     allow_pickle: bool = False
+    prompt_format: str = "raw"  # raw | chat | chat_preamble (qclm.prompts)
+    line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
 
     @property
     def kind(self) -> str:
@@ -96,7 +99,7 @@ class ModelSpec:
             "params_b": repr(self.params_b), "type": self.type, "family": self.family,
             "dtype": self.dtype, "quantization": self.quantization,
             "trust_remote_code": str(self.trust_remote_code).lower(),
-            "allow_pickle": str(self.allow_pickle).lower(),
+            "allow_pickle": str(self.allow_pickle).lower(), "prompt_format": self.prompt_format,
         }
 
 
@@ -145,6 +148,10 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     quant = (row.get("quantization") or "").strip()
     if quant not in QUANTIZATIONS:
         problems.append((file, f"{where}: column quantization", f"must be empty, none, 8bit or 4bit; got {quant!r}"))
+    prompt_format = (row.get("prompt_format") or "").strip() or "raw"
+    if prompt_format not in PROMPT_FORMATS:
+        problems.append((file, f"{where}: column prompt_format",
+                         f"must be one of {', '.join(PROMPT_FORMATS)} (or empty: raw); got {prompt_format!r}"))
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
@@ -154,7 +161,7 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if problems:
         raise InputError(problems)
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
-                     "" if quant == "none" else quant, **flags)
+                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format)
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
@@ -185,7 +192,7 @@ def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
                              f"repeats the model on line {first_line[spec.name]}"))
             continue
         first_line[spec.name] = line
-        models[spec.name] = spec
+        models[spec.name] = replace(spec, line=line)
     if problems:
         raise InputError(problems)
     return models
@@ -315,6 +322,39 @@ def _check_local_weights(spec: ModelSpec, directory: Path) -> None:
                              "loading a pickle can run code: convert the checkpoint to safetensors, or set "
                              "allow_pickle to true in this model's row of the model table")
     raise ModelLoadError(f"{directory} has no model weights (no .safetensors file)")
+
+
+def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, local_only: bool = False):
+    """The model's tokenizer alone (``qclm render``, validation): from the prepared directory, else from the
+    GGUF file, a local checkpoint or the hub (``local_only``: the local hub cache only, never a download)."""
+    from transformers import AutoTokenizer
+
+    if spec.needs_preparation:
+        if prepared_dir is not None and (Path(prepared_dir) / PREPARED_MARKER).exists():
+            return AutoTokenizer.from_pretrained(str(prepared_dir))
+        cache = Path(prepared_dir).parent / "_gguf" if prepared_dir is not None else Path(".cache") / "_gguf"
+        gguf = gguf_path(spec, cache)
+        return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    where = str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source
+    return AutoTokenizer.from_pretrained(where, revision=None if spec.kind == "local" else (spec.revision or None),
+                                         trust_remote_code=spec.trust_remote_code, local_files_only=local_only)
+
+
+def chat_template_problem(spec: ModelSpec, prepared_dir: str | Path | None = None) -> str | None:
+    """Why a row's chat prompt format cannot work (its tokenizer has no chat template), or None. A tokenizer
+    that is not available offline is not checked here; the scoring job checks it when it loads the model."""
+    from qclm.prompts import has_chat_template
+
+    if spec.prompt_format == "raw":
+        return None
+    try:
+        tokenizer = load_tokenizer(spec, prepared_dir, local_only=True)
+    except Exception:  # noqa: BLE001 - not here (hub model not cached): checked at load time
+        return None
+    if has_chat_template(tokenizer):
+        return None
+    return (f"{spec.prompt_format} needs a chat template, and the tokenizer of {spec.source} has none "
+            "(a base model?): use raw")
 
 
 def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: str = "auto"):

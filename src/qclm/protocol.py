@@ -4,15 +4,21 @@ vanilla: the item prefix alone. A stimulus condition (one class, or classes join
 :mod:`qclm.experiment`): for each stimulus position i, the i-th stimulus of each class, each
 followed by the separator, then the item prefix. The config chooses the stimulus version (long or
 brief), the separator, and may limit items or stimuli (per class) for quick runs.
+
+Wordings (method.md section 1b): a questionnaire's templates are scored as ``templates.score`` says
+(all, the first, or a list of ids; the first is always scored); with ``templates.extra_limit_stimuli``
+N, the templates after the first are scored on vanilla and on the first N stimuli of each class only.
+How the texts become prompts for a model (raw or chat) is :mod:`qclm.prompts`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qclm.experiment import COMPOSE, VANILLA, classes_of
+from qclm.experiment import COMPOSE, TEMPLATE_DEFAULTS, VANILLA, classes_of, template_settings
 from qclm.questionnaire import Questionnaire, Variant
 from qclm.stimuli import StimulusSet
+from qclm.validation import InputError
 
 DEFAULT_SEPARATOR = "\n\n"
 
@@ -23,12 +29,36 @@ class Protocol:
     separator: str = DEFAULT_SEPARATOR
     limit_items: int | None = None
     limit_stimuli: int | None = None
+    templates: str | tuple[str, ...] = TEMPLATE_DEFAULTS["score"]  # all | first | template ids
+    extra_limit_stimuli: int | None = TEMPLATE_DEFAULTS["extra_limit_stimuli"]
 
     @classmethod
     def from_config(cls, config: dict) -> "Protocol":
         stim = config.get("stimuli", {})
+        wording = template_settings(config)
+        score = wording["score"]
         return cls(stim.get("version", "long"), stim.get("separator", DEFAULT_SEPARATOR),
-                   config.get("limit_items"), config.get("limit_stimuli"))
+                   config.get("limit_items"), config.get("limit_stimuli"),
+                   score if isinstance(score, str) else tuple(score), wording["extra_limit_stimuli"])
+
+    def template_ids(self, q: Questionnaire) -> list[str]:
+        """The templates of ``q`` this protocol scores, the first (default) one always first."""
+        if self.templates == "all":
+            return list(q.templates)
+        if self.templates == "first":
+            return [q.templates[0]]
+        unknown = [t for t in self.templates if t not in q.templates]
+        if unknown:
+            raise InputError.one(q.path, "templates", f"unknown template id(s) {unknown} (config templates.score); "
+                                 f"this questionnaire has {', '.join(q.templates)}")
+        return [q.templates[0]] + [t for t in q.templates[1:] if t in self.templates]
+
+    def templates_at(self, q: Questionnaire, position: int | None) -> list[str]:
+        """The templates scored under the stimulus at ``position`` (0-based; None: vanilla)."""
+        ids = self.template_ids(q)
+        if position is None or self.extra_limit_stimuli is None or position < self.extra_limit_stimuli:
+            return ids
+        return ids[:1]
 
 
 @dataclass(frozen=True)
@@ -46,8 +76,8 @@ def condition_contexts(q: Questionnaire, condition: str, stimuli: list[StimulusS
     """The contexts of one condition: one for vanilla, else one per stimulus position; ``stimuli``
     holds the stimulus set of each class of the condition, in the condition's order."""
     items = [i.id for i in q.items][: protocol.limit_items] if protocol.limit_items else None
-    variants = q.variants(items)
     if condition == VANILLA:
+        variants = q.variants(items, protocol.templates_at(q, None))
         return [Context("", variants, [v.prefix for v in variants])]
     sets = [stimuli] if isinstance(stimuli, StimulusSet) else list(stimuli or [])
     wanted = classes_of(condition)
@@ -61,7 +91,8 @@ def condition_contexts(q: Questionnaire, condition: str, stimuli: list[StimulusS
                          f"({', '.join(f'{s.stimulus_class} {len(c)}' for s, c in zip(sets, chosen))}); "
                          "a composed condition pairs the classes' stimuli by position")
     out = []
-    for parts in zip(*chosen):
+    for position, parts in enumerate(zip(*chosen)):
         lead = "".join(s.text(protocol.version) + protocol.separator for s in parts)
+        variants = q.variants(items, protocol.templates_at(q, position))
         out.append(Context(COMPOSE.join(s.id for s in parts), variants, [lead + v.prefix for v in variants], lead))
     return out

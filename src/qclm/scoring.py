@@ -20,8 +20,6 @@ CONTEXT_KEYS = ["model", "questionnaire", "condition", "stimulus_id"]
 ITEM_KEYS = CONTEXT_KEYS + ["template", "item_id"]
 VARIANT_KEYS = ITEM_KEYS + ["cterm", "polarity", "intensifier", "level", "weight"]
 AGGREGATIONS = ("harmonic", "geometric", "product")
-#: ``templates.select`` values besides a template id: the default (first) wording, or all averaged
-TEMPLATE_SELECTIONS = ("first", "all")
 
 log = logging.getLogger("qclm.scoring")
 
@@ -101,25 +99,31 @@ def item_scores(normalized: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="_sum").reset_index()
 
 
-def select_templates(items: pd.DataFrame, select: str = "first") -> pd.DataFrame:
-    """The item scores that questionnaire scores use (method.md section 5, wording): ``first`` the
-    default template (``default_template`` column; without it, the only template), ``all`` every
-    template, or one template id; then one score per item and context, the mean over the selected
-    templates. The per-template scores stay in the item table (wording analysis)."""
-    items = _with_template(items)
+def template_rows(table: pd.DataFrame, select: str = "first") -> pd.DataFrame:
+    """The rows of the selected templates (``first``: the default template, per the ``default_template``
+    column, or the only one; ``all``; or one template id), with their template columns."""
+    table = _with_template(table)
     if select == "first":
-        chosen = items[items["default_template"]] if "default_template" in items.columns else items
+        chosen = table[table["default_template"]] if "default_template" in table.columns else table
         several = chosen.groupby(["questionnaire"], sort=False)["template"].nunique()
         if (several > 1).any():
             raise ValueError(f"questionnaire {several[several > 1].index[0]}: several templates and no "
                              "default_template column; select a template id or all")
-    elif select == "all":
-        chosen = items
-    else:
-        chosen = items[items["template"] == select]
-        missing = sorted(set(items["questionnaire"]) - set(chosen["questionnaire"]))
-        if missing:
-            raise ValueError(f"template {select!r} is not a template of questionnaire(s) {', '.join(missing)}")
+        return chosen
+    if select == "all":
+        return table
+    chosen = table[table["template"] == select]
+    missing = sorted(set(table["questionnaire"]) - set(chosen["questionnaire"]))
+    if missing:
+        raise ValueError(f"template {select!r} is not a template of questionnaire(s) {', '.join(missing)}")
+    return chosen
+
+
+def select_templates(items: pd.DataFrame, select: str = "first") -> pd.DataFrame:
+    """The item scores that questionnaire scores use (method.md section 5, wording): the rows of the selected
+    templates (:func:`template_rows`), then one score per item and context, the mean over the selected
+    templates. The per-template scores stay in the item table (wording analysis)."""
+    chosen = template_rows(items, select)
     keys = [k for k in CONTEXT_KEYS + ["item_id"] if k in chosen.columns]
     if chosen.groupby(keys, sort=False, dropna=False)["template"].nunique().max() == 1:
         return chosen.drop(columns=[c for c in ("template", "default_template") if c in chosen.columns])
@@ -200,5 +204,7 @@ def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.Data
         "questionnaires": questionnaires,
         "conditions": condition_means(questionnaires).merge(model_info, on="model", how="left"),
         "variants": variants,
-        "silhouette": silhouettes(vanilla)[["model", "questionnaire", "template", "item_id", "silhouette"]],
+        "silhouette": silhouettes(vanilla).assign(
+            default_template=lambda d: d["template"] == d["questionnaire"].map(default_templates))[
+            ["model", "questionnaire", "template", "default_template", "item_id", "silhouette"]],
     }

@@ -10,7 +10,8 @@ does not load the model at all.
 
 A failure ends the job with one line, in its log and on the terminal, and no traceback:
 ``model NAME: cannot load: CAUSE``, or ``model NAME: QUESTIONNAIRE/CONDITION: CAUSE`` for a
-non-finite log-prob or a continuation that tokenizes differently at the boundary.
+non-finite log-prob, a continuation that tokenizes differently at the boundary, or a chat prompt
+format for a tokenizer without a chat template.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import qclm
 from qclm.engine import BoundaryError
 from qclm.logprobs import NumericalError, read_metadata, score_condition, write_parquet
 from qclm.models import ModelLoadError, ModelSpec, load_model, sha256_file
+from qclm.prompts import ChatTemplateError
 from qclm.protocol import Protocol
 
 log = logging.getLogger("qclm.scoring_job")
@@ -152,7 +154,7 @@ def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell
         try:
             df, metadata = score_condition(spec, cell.questionnaire_file, cell.condition, list(cell.stimuli_files),
                                            protocol, scoring, prepared_dir=prepared_dir, model_and_tokenizer=loaded)
-        except (NumericalError, BoundaryError) as err:
+        except (NumericalError, BoundaryError, ChatTemplateError) as err:
             return _fail(f"model {spec.name}: {cell.questionnaire}/{cell.condition}: {_one_line(err)}")
         finally:
             root.removeHandler(handler)

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from qclm.experiment import (
-    SHORTHAND_CLASSES, STIMULUS_SETTINGS, classes_of, condition_problems, contrast_problems, default_contrasts,
-    stimulus_classes,
+    SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, classes_of, condition_problems, contrast_problems,
+    default_contrasts, stimulus_classes,
 )
 from qclm.validation import CONDITION_PATTERN, InputError, Problem, read_yaml, schema_problems
 
@@ -71,7 +71,7 @@ def _file_field(config_file: str, field: str, value: Any, problems: list[Problem
 def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
                     schema: dict | str | Path | None = None) -> list[Problem]:
     """Every problem of a loaded config and of the files it names, as (file, location, problem)."""
-    from qclm.models import load_model_table
+    from qclm.models import chat_template_problem, load_model_table
     from qclm.questionnaire import load_questionnaire
 
     cf = str(config_file)
@@ -95,13 +95,18 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         problems.append((cf, f"field stimuli.{k}", f"unknown field; a stimulus class goes under stimuli.classes "
                          f"({k}: FILE); other keys: {', '.join(STIMULUS_SETTINGS)}"))
 
-    # the model table
+    # the model table, and each chat-format row's tokenizer where it is on this machine
     table = _file_field(cf, "models", config.get("models"), problems)
-    if table:
-        _collect(problems, load_model_table, table)
+    models = _collect(problems, load_model_table, table) if table else None
+    models_dir = config.get("models_dir") if isinstance(config.get("models_dir"), str) else None
+    for spec in (models or {}).values():
+        problem = chat_template_problem(spec, Path(models_dir) / spec.name if models_dir else None)
+        if problem:
+            problems.append((table, f"line {spec.line} (model {spec.name}): column prompt_format", problem))
 
     # questionnaires: each file valid, and its id is the key the workflow uses in file names
     questionnaires = config.get("questionnaires")
+    loaded = {}
     for key, value in (questionnaires.items() if isinstance(questionnaires, dict) else []):
         path = _file_field(cf, f"questionnaires.{key}", value, problems)
         if path is None:
@@ -110,9 +115,40 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         if q is not None and q.id != key:
             problems.append((cf, f"field questionnaires.{key}",
                              f"{value} has id '{q.id}'; the key must be the same ('{q.id}: {value}')"))
+        if q is not None:
+            loaded[key] = q
+    problems.extend(_template_problems(config, cf, loaded))
 
     problems.extend(_experiment_problems(config, cf, stimuli))
     return list(dict.fromkeys(problems))  # a file named twice reports its problems once
+
+
+def _template_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:
+    """The wordings the config scores and selects exist in every questionnaire; averaging over templates needs
+    every template under every stimulus."""
+    settings = config.get("templates")
+    if not isinstance(settings, dict):
+        return []
+    problems: list[Problem] = []
+    score, select = settings.get("score"), settings.get("select")
+    wanted = [("score", t) for t in score if isinstance(t, str)] if isinstance(score, list) else []
+    if isinstance(select, str) and select not in TEMPLATE_SELECTIONS:
+        wanted.append(("select", select))
+    for field, tid in wanted:
+        for q in questionnaires.values():
+            if tid not in q.templates:
+                problems.append((cf, f"field templates.{field}", f"unknown template id '{tid}': {q.path} has "
+                                 f"templates {', '.join(q.templates)}"))
+    if isinstance(select, str) and select not in TEMPLATE_SELECTIONS and isinstance(score, (list, str)):
+        scored = score if isinstance(score, list) else None
+        if score == "first" or (scored is not None and select not in scored):
+            problems.append((cf, "field templates.select", f"selects template '{select}', which "
+                             "templates.score does not score"))
+    if select == "all" and settings.get("extra_limit_stimuli") is not None:
+        problems.append((cf, "field templates.select", "all averages over the templates, but "
+                         "templates.extra_limit_stimuli scores the templates after the first on a subset of the "
+                         "stimuli only: select first (or a template id), or set extra_limit_stimuli to null"))
+    return problems
 
 
 def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:

@@ -8,9 +8,10 @@ import shlex
 import sys
 
 from qclm.analysis.outputs import FIGURE_CATEGORIES, OVERVIEW, TABLE_CATEGORIES
-from qclm.experiment import MIN_MODELS, MIN_STIMULI, Experiment, format_contrast_args, template_settings
+from qclm.experiment import MIN_MODELS, MIN_STIMULI, Experiment, format_contrast_args, output_dirs, template_settings
 
-ANALYSIS_DIR = "results/analysis"
+ANALYSIS_RESULTS, ANALYSIS_LOGS = output_dirs(config)
+ANALYSIS_DIR = f"{ANALYSIS_RESULTS}/analysis"
 ANALYSIS_CONFIG = config.get("analysis") or {}
 ANALYSIS_HEATMAP_ITEM = ANALYSIS_CONFIG.get("heatmap_item")
 ANALYSIS_CONTRASTS = (
@@ -34,9 +35,9 @@ REPORT_DESCRIPTION = (
 
 rule analyze:
     input:
-        scores="results/scores/item_scores.parquet",
-        silhouette="results/scores/silhouette.csv",
-        variant_probs="results/scores/variant_probs.parquet",
+        scores=f"{ANALYSIS_RESULTS}/scores/item_scores.parquet",
+        silhouette=f"{ANALYSIS_RESULTS}/scores/silhouette.csv",
+        variant_probs=f"{ANALYSIS_RESULTS}/scores/variant_probs.parquet",
     output:
         [f"{ANALYSIS_DIR}/{t}.csv" for t in ANALYSIS_TABLES],
         [f"{ANALYSIS_DIR}/tables/{t}.md" for t in ANALYSIS_TABLES],
@@ -73,20 +74,20 @@ rule analyze:
         min_models=ANALYSIS_CONFIG.get("min_models", MIN_MODELS),
         min_stimuli=ANALYSIS_CONFIG.get("min_stimuli", MIN_STIMULI),
         templates=template_settings(config)["select"],
-        contrasts=f"--contrasts {shlex.quote(ANALYSIS_CONTRASTS)}" if ANALYSIS_CONTRASTS else "",
+        contrasts=ANALYSIS_CONTRASTS,  # empty: the paper's contrasts present in the table
         heatmap=(
             f"--heatmap-item {shlex.quote(str(ANALYSIS_HEATMAP_ITEM))}"
             if ANALYSIS_HEATMAP_ITEM
             else ""
         ),
     log:
-        "logs/analyze.log",
+        f"{ANALYSIS_LOGS}/analyze.log",
     benchmark:
-        "results/benchmarks/analyze.tsv"
+        f"{ANALYSIS_RESULTS}/benchmarks/analyze.tsv"
     threads: 1
     shell:
         "{params.python:q} -m qclm.cli analyze --scores {input.scores:q} --out {params.out:q}"
         " --silhouette {input.silhouette:q} --variant-probs {input.variant_probs:q}"
         " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
-        " --min-models {params.min_models} --min-stimuli {params.min_stimuli} --templates {params.templates:q}"
-        " {params.contrasts} {params.heatmap} 2> {log:q}"
+        " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"
+        " --contrasts={params.contrasts:q} {params.heatmap} 2> {log:q}"

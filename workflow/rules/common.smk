@@ -4,7 +4,7 @@ import sys
 
 from snakemake.utils import validate
 
-from qclm.experiment import Experiment, template_settings
+from qclm.experiment import Experiment, output_dirs, template_settings
 from qclm.models import load_model_table
 from qclm.validate import format_problems, validate_config
 
@@ -23,7 +23,8 @@ EXPERIMENT = Experiment.from_config(config)
 CONDITIONS = list(EXPERIMENT.conditions)
 TEMPLATES = template_settings(config)
 MODELS_DIR = config["models_dir"]
-SCORES = "results/scores"
+RESULTS, LOGS = output_dirs(config)
+SCORES = f"{RESULTS}/scores"
 
 
 def _alternatives(names):
@@ -58,6 +59,7 @@ def protocol_settings(wildcards):
         "stimuli": {k: config["stimuli"][k] for k in ("version", "separator")},
         "limit_items": config.get("limit_items"),
         "limit_stimuli": config.get("limit_stimuli"),
+        "templates": TEMPLATES,
     }
 
 

@@ -7,9 +7,9 @@ rule prepare_model:
     params:
         model=model_row,
     log:
-        "logs/prepare_model/{model}.log",
+        f"{LOGS}/prepare_model/{{model}}.log",
     benchmark:
-        "results/benchmarks/prepare_model/{model}.tsv"
+        f"{RESULTS}/benchmarks/prepare_model/{{model}}.tsv"
     threads: 4
     resources:
         mem_mb=prepare_mem_mb,

@@ -3,14 +3,14 @@
 
 rule condition_scores:
     input:
-        "results/logprobs/{model}/{questionnaire}/{condition}.parquet",
+        f"{RESULTS}/logprobs/{{model}}/{{questionnaire}}/{{condition}}.parquet",
     output:
         variants=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.variants.parquet",
         item_table=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.items.parquet",
     params:
         aggregation=config["scoring"]["aggregation"],
     log:
-        "logs/condition_scores/{model}/{questionnaire}/{condition}.log",
+        f"{LOGS}/condition_scores/{{model}}/{{questionnaire}}/{{condition}}.log",
     script:
         "../scripts/condition_scores.py"
 
@@ -32,6 +32,6 @@ rule aggregate_scores:
         questionnaires=QUESTIONNAIRES,
         select=TEMPLATES["select"],
     log:
-        "logs/aggregate_scores.log",
+        f"{LOGS}/aggregate_scores.log",
     script:
         "../scripts/aggregate_scores.py"

@@ -1,6 +1,6 @@
 # One job per model: the weights are loaded once and every questionnaire x condition is scored
 # with them (a 16B model takes minutes to load); each cell still gets its own Parquet table of
-# raw token log-probabilities, results/logprobs/{model}/{questionnaire}/{condition}.parquet.
+# raw token log-probabilities, {RESULTS}/logprobs/{model}/{questionnaire}/{condition}.parquet.
 
 SCORING_CELLS = [
     {
@@ -21,7 +21,7 @@ rule score:
         prepared=prepared_model,
     output:
         [
-            f"results/logprobs/{{model}}/{cell['questionnaire']}/{cell['condition']}.parquet"
+            f"{RESULTS}/logprobs/{{model}}/{cell['questionnaire']}/{cell['condition']}.parquet"
             for cell in SCORING_CELLS
         ],
     params:
@@ -31,16 +31,16 @@ rule score:
         protocol=protocol_settings,
         models_dir=MODELS_DIR,
         # finished cells survive a killed job here (Snakemake deletes an incomplete job's outputs)
-        cache_dir="results/cache/logprobs",
+        cache_dir=f"{RESULTS}/cache/logprobs",
     log:
         # the whole job (loading, GPU binding, failures); each cell's scoring also in its own file
-        main="logs/score/{model}.log",
+        main=f"{LOGS}/score/{{model}}.log",
         cells=[
-            f"logs/score/{{model}}/{cell['questionnaire']}/{cell['condition']}.log"
+            f"{LOGS}/score/{{model}}/{cell['questionnaire']}/{cell['condition']}.log"
             for cell in SCORING_CELLS
         ],
     benchmark:
-        "results/benchmarks/score/{model}.tsv"
+        f"{RESULTS}/benchmarks/score/{{model}}.tsv"
     threads: config["scoring"]["threads"]
     # the GPU is the scarce resource: whenever it is free a scoring job starts first, and the
     # CPU-only jobs fill the remaining cores

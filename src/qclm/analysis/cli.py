@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qclm.analysis import overview, permodel, tables
+from qclm.analysis import overview, permodel, tables, wording
 from qclm.analysis.outputs import OVERVIEW, TABLES
 from qclm.analysis.inputs import (
     InputError, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item,
@@ -31,7 +31,7 @@ from qclm.analysis.inputs import (
 from qclm.experiment import (
     MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, contrast_label, contrast_problems, default_contrasts, parse_contrast_args,
 )
-from qclm.scoring import condition_means, questionnaire_scores, select_templates
+from qclm.scoring import condition_means, questionnaire_scores, select_templates, template_rows
 
 log = logging.getLogger("qclm.analysis")
 
@@ -106,6 +106,11 @@ def analyze(
     conditions = list(pd.unique(items["condition"]))
     pairs = resolve_contrasts(contrasts, conditions, str(scores))
     sil = load_silhouette(silhouette) if silhouette else None
+    if sil is not None:
+        try:
+            sil = template_rows(sil, templates)
+        except ValueError as exc:
+            raise InputError(f"{silhouette}: --templates {templates}: {exc}") from None
     vprobs = load_variant_probs(variant_probs) if variant_probs else None
     if vprobs is not None and not vprobs.empty and figures:
         try:
@@ -138,6 +143,7 @@ def analyze(
         "anova_interaction": tables.interaction_table(zs, pairs, min_models),
         "anova_by_size": tables.by_size_table(zs, sizes, boundaries, pairs, bootstrap, seed, min_models),
         "validation": tables.validation_table(items, zs, sil),
+        "wording": wording.wording_table(all_templates, min_models),
     }
     result["zscores"] = zs[["model", "questionnaire", "condition", "raw", "z"]]
     for name in TABLES:
@@ -156,6 +162,7 @@ def analyze(
         fig.figure_variance_decomposition(result["anova_oneway"], fig_dir, min_models)
         fig.figure_decomposition_by_size(result["anova_by_size"], fig_dir, min_models)
         fig.figure_state_trait_spectrum(result["anova_oneway"], fig_dir, min_models)
+        fig.figure_wording(result["wording"], fig_dir, min_models)
         try:
             fig.figure_item_heatmap(vprobs, fig_dir, item=heatmap_item)
         except ValueError as exc:
@@ -187,13 +194,15 @@ def _versions() -> dict[str, str]:
 
 
 def configure_logging(level: int = logging.INFO) -> None:
-    """Log records of ``qclm`` to stderr (the Snakemake rule redirects stderr to its log file)."""
+    """Log records of ``qclm`` to stderr (the Snakemake rule redirects stderr to its log file); called again in
+    the same process (tests, notebooks), the handler follows the current ``sys.stderr``."""
     logger = logging.getLogger("qclm")
-    if not any(getattr(h, "_qclm_cli", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
-        handler._qclm_cli = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
+    for old in [h for h in logger.handlers if getattr(h, "_qclm_cli", False)]:
+        logger.removeHandler(old)  # its stream may be closed by now: not flushed, replaced
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    handler._qclm_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
     logger.setLevel(level)
 
 

@@ -95,6 +95,11 @@ def _numeric_column(df: pd.DataFrame, column: str, path: Path | str, allow_missi
     return values
 
 
+def _bool_column(values: pd.Series) -> pd.Series:
+    """true/false as written in a CSV (or already boolean, from Parquet)."""
+    return values.astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+
+
 def load_item_scores(path: str | Path) -> pd.DataFrame:
     """Read and check an item-score table (schema in the module docstring).
 
@@ -134,7 +139,7 @@ def load_item_scores(path: str | Path) -> pd.DataFrame:
     if not np.isfinite(df["score"].to_numpy()).all():
         raise InputError(f"{path}: column `score` has infinite values")
     if "default_template" in df.columns:
-        df["default_template"] = df["default_template"].astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+        df["default_template"] = _bool_column(df["default_template"])
     key = ["model", "questionnaire", "item_id", "condition", "stimulus_id"] + (
         ["template"] if "template" in df.columns else [])
     dup = df.duplicated(key, keep=False)
@@ -154,7 +159,9 @@ def load_silhouette(path: str | Path) -> pd.DataFrame:
     """Read and check the per-item silhouette table of the scoring stage (method.md section 7)."""
     df = read_table(path)
     _require_columns(df, SILHOUETTE_COLUMNS, path)
-    df = df[list(SILHOUETTE_COLUMNS) + (["template"] if "template" in df.columns else [])].copy()
+    df = df[list(SILHOUETTE_COLUMNS) + [c for c in ("template", "default_template") if c in df.columns]].copy()
+    if "default_template" in df.columns:
+        df["default_template"] = _bool_column(df["default_template"])
     df["silhouette"] = _numeric_column(df, "silhouette", path, allow_missing=True)
     return df
 

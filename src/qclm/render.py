@@ -1,0 +1,109 @@
+"""``qclm render``: print exactly what a model scores, one variant a block.
+
+It reads the same config and model table as the workflow and builds every prompt with the scoring jobs' own
+code (:func:`qclm.logprobs.context_requests`: the protocol's contexts, the model's prompt format, the
+tokenization with the boundary check), so what it shows is what is scored: the prompt as the model sees it
+(the context's token ids decoded with their special tokens, chat markup included), the continuation, and the
+continuation's tokens as the model's tokenizer splits them. Only the tokenizer is loaded, not the weights.
+
+    qclm render --config config/config.yaml --model smollm2-135m-instruct --questionnaire stai_s \\
+        --condition stress [--item S01] [--stimulus stress01] [--limit 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from qclm.validate import DEFAULT_CONFIG
+from qclm.validation import InputError, read_yaml
+
+
+def _fail(message: str) -> int:
+    print(f"qclm render: {message}", file=sys.stderr)
+    return 2
+
+
+def render(config_file: str, model: str, questionnaire: str, condition: str, item: str | None = None,
+           stimulus: str | None = None, limit: int | None = 8, out=sys.stdout) -> int:
+    from qclm.experiment import Experiment
+    from qclm.logprobs import context_requests
+    from qclm.models import load_model_table, load_tokenizer
+    from qclm.prompts import PromptBuilder, PromptFormat
+    from qclm.protocol import Protocol, condition_contexts
+    from qclm.questionnaire import load_questionnaire
+    from qclm.stimuli import load_stimuli
+
+    config = read_yaml(config_file)
+    models = load_model_table(config["models"])
+    if model not in models:
+        return _fail(f"model {model!r} is not in {config['models']} (models: {', '.join(models)})")
+    if questionnaire not in config["questionnaires"]:
+        return _fail(f"questionnaire {questionnaire!r} is not in {config_file} "
+                     f"(questionnaires: {', '.join(config['questionnaires'])})")
+    experiment = Experiment.from_config(config)
+    if condition not in experiment.conditions:
+        return _fail(f"condition {condition!r} is not in {config_file} (conditions: "
+                     f"{', '.join(experiment.conditions)})")
+    spec = models[model]
+    tokenizer = load_tokenizer(spec, Path(config.get("models_dir", "resources/models")) / spec.name)
+    builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, config.get("scoring") or {}))
+    q = load_questionnaire(config["questionnaires"][questionnaire])
+    sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition),
+                                                                 condition.split("+") if condition != "vanilla" else [])]
+    contexts = condition_contexts(q, condition, sets, Protocol.from_config(config))
+    if stimulus is not None:
+        contexts = [c for c in contexts if c.stimulus_id == stimulus]
+        if not contexts:
+            return _fail(f"no stimulus {stimulus!r} under condition {condition}")
+    shown = 0
+    for ctx in contexts:
+        requests, _ = context_requests(builder, q, ctx, (config.get("scoring") or {}).get("boundary", "error"))
+        for v, r in zip(ctx.variants, requests):
+            if item is not None and v.item_id != item:
+                continue
+            if limit is not None and shown >= limit:
+                return 0
+            shown += 1
+            toks = tokenizer.convert_ids_to_tokens(list(r.continuation))
+            pieces = " | ".join(f"{tokenizer.decode([t])!r} ({t} {tok})" for t, tok in zip(r.continuation, toks))
+            print(f"### variant {shown}: model {model} (prompt format {spec.prompt_format}), questionnaire "
+                  f"{questionnaire}, condition {condition}"
+                  + (f", stimulus {ctx.stimulus_id}" if ctx.stimulus_id else "")
+                  + f", template {v.template}, item {v.item_id}, cterm {v.cterm!r} (S{v.polarity}), intensifier "
+                  f"{v.intensifier!r} (level {v.level}, weight {v.weight:g})", file=out)
+            print(f"--- prompt: {len(r.context)} tokens, as the model sees them ---", file=out)
+            print(tokenizer.decode(list(r.context), skip_special_tokens=False), file=out)
+            print("--- continuation ---", file=out)
+            print(repr(builder.continuation(v.intensifier)), file=out)
+            print(f"--- continuation tokens ({len(r.continuation)}) ---", file=out)
+            print(pieces, file=out)
+            print(file=out)
+    if shown == 0:
+        return _fail(f"no variant matches (item {item!r})" if item else "no variant to show")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("render", help="print exactly what a model scores (prompt, continuation, its tokens)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"workflow config (default {DEFAULT_CONFIG})")
+    p.add_argument("--model", required=True, help="a model name of the config's model table")
+    p.add_argument("--questionnaire", required=True, help="a questionnaire id of the config")
+    p.add_argument("--condition", required=True, help="a condition of the config (vanilla, a class, a+b)")
+    p.add_argument("--item", default=None, help="only this item id")
+    p.add_argument("--stimulus", default=None, help="only this stimulus id (e.g. stress01, stress01+relaxation01)")
+    p.add_argument("--limit", type=int, default=8, help="at most this many variants (default 8; 0 = all)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return render(args.config, args.model, args.questionnaire, args.condition, args.item, args.stimulus,
+                      args.limit or None)
+    except InputError as err:
+        print("\n".join(err.lines), file=sys.stderr)
+        return 2
+    except ValueError as err:  # a chat format without a chat template, a boundary error
+        return _fail(str(err))
