@@ -34,6 +34,8 @@ REPORT_DESCRIPTION = (
 
 
 rule analyze:
+    conda:
+        "../../environment.yml"
     input:
         scores=f"{ANALYSIS_RESULTS}/scores/item_scores.parquet",
         silhouette=f"{ANALYSIS_RESULTS}/scores/silhouette.csv",

@@ -1,4 +1,6 @@
 # Config validation, the model table, wildcard constraints and input functions.
+# Every rule names its software, environment.yml (a conda directive), which Snakemake uses with
+# --software-deployment-method conda; `make env` installs the same packages into .venv (CPU).
 import re
 import sys
 

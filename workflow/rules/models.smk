@@ -2,6 +2,8 @@
 
 
 rule prepare_model:
+    conda:
+        "../../environment.yml"
     output:
         f"{MODELS_DIR}/{{model}}/qclm_prepared.json",
     params:

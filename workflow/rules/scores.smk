@@ -2,6 +2,8 @@
 
 
 rule condition_scores:
+    conda:
+        "../../environment.yml"
     input:
         f"{RESULTS}/logprobs/{{model}}/{{questionnaire}}/{{condition}}.parquet",
     output:
@@ -16,6 +18,8 @@ rule condition_scores:
 
 
 rule aggregate_scores:
+    conda:
+        "../../environment.yml"
     input:
         item_tables=condition_outputs("items"),
         variant_tables=condition_outputs("variants"),

@@ -15,6 +15,8 @@ SCORING_CELLS = [
 
 
 rule score:
+    conda:
+        "../../environment.yml"
     input:
         questionnaires=sorted(set(QUESTIONNAIRES.values())),
         stimuli=sorted({f for cell in SCORING_CELLS for f in cell["stimuli_files"]}),

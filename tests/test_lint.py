@@ -1,0 +1,15 @@
+"""`snakemake --lint` finds nothing in the workflow (every rule has its log, its software environment, ...)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_snakemake_lint_is_clean():
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--lint", "--cores", "1"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "Congratulations, your workflow is in a good condition!" in out
