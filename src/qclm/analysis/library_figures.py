@@ -50,35 +50,38 @@ def _framing_legend(ax: plt.Axes, framings: list[str], extra: list | None = None
     ax.legend(handles=handles + (extra or []), handletextpad=0.3, fontsize=6, **where)
 
 
-def place_labels(ax: plt.Axes, points: list[tuple[float, float, str, str]], size: float = 5.5) -> None:
-    """Label points (x, y, text, colour) without overlaps: each label goes right of its point and, where it
-    would overlap a label placed before it, steps down (then up) in line heights; a moved label gets a thin
-    leader line. Greedy, in display units (the axes limits must be final)."""
+def place_labels(ax: plt.Axes, points: list[tuple[float, float, str, str]], size: float | None = None) -> None:
+    """Label points (x, y, text, colour) without overlaps: each label goes right of its point, else left of
+    it, stepping down and up in line heights until it overlaps no label placed before it and stays inside the
+    axes; a moved label gets a thin leader line. Greedy, in display units (the axes limits must be final)."""
+    points = [p for p in points if np.isfinite(p[0]) and np.isfinite(p[1])]
+    if not points:
+        return
+    size = size or (5.5 if len(points) <= 10 else 4.8)
     fig = ax.figure
     fig.canvas.draw_idle()
     to_px = ax.transData.transform
+    box = ax.get_window_extent()
     scale = fig.dpi / 72  # points -> pixels
-    h = 1.15 * size * scale
+    h = 1.2 * size * scale
     placed: list[tuple[float, float, float, float]] = []
 
     def free(x0: float, y0: float, w: float) -> bool:
-        return all(x0 + w <= a or x0 >= a + aw or y0 + h <= b or y0 >= b + bh for a, b, aw, bh in placed)
+        inside = box.x0 <= x0 and x0 + w <= box.x1 + 2 * h and box.y0 <= y0 and y0 + h <= box.y1
+        return inside and all(x0 + w <= a or x0 >= a + aw or y0 + h <= b or y0 >= b + bh for a, b, aw, bh in placed)
 
+    steps = [0] + [s for k in range(1, 16) for s in (-k, k)]
     for x, y, text, color in sorted(points, key=lambda p: (-p[1], p[0])):
-        if not (np.isfinite(x) and np.isfinite(y)):
-            continue
         px, py = to_px((x, y))
-        w = 0.55 * size * scale * len(text)
-        x0 = px + 3 * scale
-        for step in [0] + [s for k in range(1, 12) for s in (-k, k)]:
-            y0 = py - h / 2 + step * h
-            if free(x0, y0, w):
-                break
+        w = 0.56 * size * scale * len(text)
+        candidates = [(px + 3 * scale, step) for step in steps] + [(px - 3 * scale - w, step) for step in steps]
+        x0, step = next(((cx, st) for cx, st in candidates if free(cx, py - h / 2 + st * h, w)), candidates[0])
+        y0 = py - h / 2 + step * h
         placed.append((x0, y0, w, h))
-        dy = (y0 + h / 2 - py) / scale
-        ax.annotate(text, (x, y), xytext=(3, dy), textcoords="offset points", fontsize=size, color=color,
-                    va="center", zorder=5,
-                    arrowprops=dict(arrowstyle="-", lw=0.3, color="0.6", shrinkA=0, shrinkB=2) if step else None)
+        moved = step != 0 or x0 < px
+        ax.annotate(text, (x, y), xytext=((x0 - px) / scale, (y0 + h / 2 - py) / scale), textcoords="offset points",
+                    fontsize=size, color=color, va="center", ha="left", zorder=5,
+                    arrowprops=dict(arrowstyle="-", lw=0.3, color="0.6", shrinkA=0, shrinkB=2) if moved else None)
 
 
 # --------------------------------------------------------------------------- instrument validation
@@ -109,19 +112,27 @@ def figure_instrument_validation(table: pd.DataFrame, out_dir: Path, min_models:
         fig, axes = plt.subplots(1, npanel, figsize=(PAGE_WIDTH if npanel == 2 else 4.6, 3.4), squeeze=False)
         ax = axes[0, 0]
         few = len(models) <= FEW_MODELS
-        labels = []
         for k, model in enumerate(models):
             sub = per_model[per_model["model"] == model]
-            labels += _scatter_validation(ax, xs(sub), sub["alpha_within"].to_numpy(float), sub, few,
-                                          QUESTIONNAIRE_MARKERS[k % len(QUESTIONNAIRE_MARKERS)] if few else "o")
-        if not few:  # per-instrument means over models, labelled with the number of flagged models
-            means = per_model.groupby("questionnaire", sort=False).agg(
-                silhouette_mean=("silhouette_mean", "mean"), alpha_within=("alpha_within", "mean"),
-                framing=("framing", "first"), n_flagged=("flag", lambda f: int((f.fillna("") != "").sum())))
-            means = means.reset_index()
-            means["flag"] = np.where(means["n_flagged"] > 0, "flagged", "")
-            means["label"] = [q + (f" ({n}/{len(models)} flagged)" if n else "")
-                              for q, n in zip(means["questionnaire"], means["n_flagged"])]
+            _scatter_validation(ax, xs(sub), sub["alpha_within"].to_numpy(float), sub, few,
+                                QUESTIONNAIRE_MARKERS[k % len(QUESTIONNAIRE_MARKERS)] if few else "o")
+        # one label per instrument, at its mean over models, with the number of flagged models; the few models'
+        # points of one instrument are joined by a thin line, many models get a diamond at the mean
+        means = per_model.groupby("questionnaire", sort=False).agg(
+            silhouette_mean=("silhouette_mean", "mean"), alpha_within=("alpha_within", "mean"),
+            framing=("framing", "first"), n_flagged=("flag", lambda f: int((f.fillna("") != "").sum())))
+        means = means.reset_index()
+        means["flag"] = np.where(means["n_flagged"] > 0, "flagged", "")
+        means["label"] = [q + (f" ({n}/{len(models)} flagged)" if n and len(models) > 1 else "")
+                          for q, n in zip(means["questionnaire"], means["n_flagged"])]
+        if few:
+            for q, sub in per_model.groupby("questionnaire", sort=False):
+                if len(sub) > 1:
+                    ax.plot(xs(sub), np.maximum(sub["alpha_within"].to_numpy(float), ALPHA_FLOOR), lw=0.5, alpha=0.6,
+                            color=_framing_color(sub["framing"].iloc[0]), zorder=2)
+            labels = [(x, max(a, ALPHA_FLOOR), t, FLAG_COLOR if f else "0.2") for x, a, t, f in
+                      zip(xs(means), means["alpha_within"], means["label"], means["flag"] != "")]
+        else:
             labels = _scatter_validation(ax, xs(means), means["alpha_within"].to_numpy(float), means, True, "D")
         _validation_axes(ax, has_sil, questionnaires, "Cronbach's alpha within model (cases: contexts)")
         place_labels(ax, labels)
@@ -312,8 +323,8 @@ def _spectrum_across(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_models:
         yerr = [[yi - 100 * r.eta2_subject_ci_low], [100 * r.eta2_subject_ci_high - yi]]
         # a percentile interval need not contain the point estimate: no negative arm
         ax.errorbar([xi], [yi], xerr=np.maximum(np.nan_to_num(xerr), 0), yerr=np.maximum(np.nan_to_num(yerr), 0),
-                    fmt="o", ms=4.5, color=color, mfc="white" if r.underpowered else color, mec=color, elinewidth=0.5,
-                    capsize=1.5, alpha=0.85)
+                    fmt="o", ms=4.5, color=color, mfc="white" if r.underpowered else color, mec=color, elinewidth=0.4,
+                    capsize=1.2, alpha=0.6)
     xmax = np.nanmax(np.r_[x, 100 * sub["eta2_condition_ci_high"].to_numpy(float)])
     ymax = np.nanmax(np.r_[y, 100 * sub["eta2_subject_ci_high"].to_numpy(float)])
     _spectrum_axes(ax, float(xmax), float(ymax), r"Stimulus share, $\eta^2_{stimuli}$ (%)",
@@ -332,7 +343,7 @@ def _spectrum_within(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_stimuli
         return
     models = list(pd.unique(sub["model"]))
     few = len(models) <= FEW_MODELS
-    extra, labels = [], []
+    extra = []
     for k, model in enumerate(models):
         part = sub[sub["model"] == model]
         marker = QUESTIONNAIRE_MARKERS[k % len(QUESTIONNAIRE_MARKERS)] if few else "o"
@@ -341,17 +352,23 @@ def _spectrum_within(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_stimuli
         weak = part["underpowered"].to_numpy(bool)
         ax.scatter(x, y, marker=marker, s=22 if few else 8, facecolor=["white" if w else c for c, w in zip(colors, weak)],
                    edgecolor=colors, linewidth=0.7, alpha=1.0 if few else 0.4, zorder=3)
+        if few and len(models) > 1:
+            extra.append(Line2D([], [], marker=marker, ls="", color="0.4", label=model))
+    # one label per instrument: at its median over models (a diamond when the models are a cloud); a thin line
+    # joins the few models' points of one instrument
+    labels = []
+    for q, part in sub.groupby("questionnaire", sort=False):
+        x, y = 100 * part["eta2_condition"].to_numpy(float), 100 * part["eta2_subject"].to_numpy(float)
+        color = _framing_color(part["framing"].iloc[0])
+        mx, my = float(np.nanmedian(x)), float(np.nanmedian(y))
         if few:
-            labels += [(xi, yi, q, "0.2") for xi, yi, q in zip(x, y, part["questionnaire"])]
-            if len(models) > 1:
-                extra.append(Line2D([], [], marker=marker, ls="", color="0.4", label=model))
+            if len(part) > 1:
+                order = np.argsort(x)
+                ax.plot(x[order], y[order], color=color, lw=0.5, alpha=0.6, zorder=2)
+        else:
+            ax.scatter([mx], [my], marker="D", s=30, color=color, edgecolor="black", linewidth=0.5, zorder=4)
+        labels.append((mx, my, q, "0.1"))
     if not few:
-        med = sub.groupby("questionnaire", sort=False).agg(x=("eta2_condition", "median"), y=("eta2_subject", "median"),
-                                                           framing=("framing", "first"))
-        for q, r in med.iterrows():
-            ax.scatter([100 * r.x], [100 * r.y], marker="D", s=30, color=_framing_color(r.framing), edgecolor="black",
-                       linewidth=0.5, zorder=4)
-            labels.append((100 * r.x, 100 * r.y, q, "0.1"))
         extra.append(Line2D([], [], marker="D", ls="", color="0.5", mec="black", label="median over models"))
     _spectrum_axes(ax, float(np.nanmax(100 * sub["eta2_condition"])), float(np.nanmax(100 * sub["eta2_subject"])),
                    r"Condition share, $\eta^2_{condition}$ (%)", r"Item share, $\eta^2_{item}$ (%)")
