@@ -53,13 +53,13 @@ def _framing_legend(ax: plt.Axes, framings: list[str], extra: list | None = None
 def place_labels(ax: plt.Axes, points: list[tuple[float, float, str, str]], size: float | None = None) -> None:
     """Label points (x, y, text, colour) without overlaps: each label goes right of its point, else left of
     it, stepping down and up in line heights until it overlaps no label placed before it and stays inside the
-    axes; a moved label gets a thin leader line. Greedy, in display units (the axes limits must be final)."""
+    axes; a moved label gets a thin leader line. Greedy, in display units: call it when the axes limits and the
+    layout are final."""
     points = [p for p in points if np.isfinite(p[0]) and np.isfinite(p[1])]
     if not points:
         return
     size = size or (5.5 if len(points) <= 10 else 4.8)
     fig = ax.figure
-    fig.canvas.draw_idle()
     to_px = ax.transData.transform
     box = ax.get_window_extent()
     scale = fig.dpi / 72  # points -> pixels
@@ -135,7 +135,7 @@ def figure_instrument_validation(table: pd.DataFrame, out_dir: Path, min_models:
         else:
             labels = _scatter_validation(ax, xs(means), means["alpha_within"].to_numpy(float), means, True, "D")
         _validation_axes(ax, has_sil, questionnaires, "Cronbach's alpha within model (cases: contexts)")
-        place_labels(ax, labels)
+        to_label = [(ax, labels)]
         ax.set_title(f"Each model alone ({len(models)} model{'s' if len(models) != 1 else ''})"
                      + ("" if few else "\ndiamonds: mean over models"), loc="left")
         extra = [Line2D([], [], marker="o", ls="", mfc="none", mec=FLAG_COLOR, mew=1.0, ms=7, label="flagged")]
@@ -148,11 +148,13 @@ def figure_instrument_validation(table: pd.DataFrame, out_dir: Path, min_models:
             x2 = xs(across)
             labels2 = _scatter_validation(ax2, x2, across["alpha_across"].to_numpy(float), across, True, "s")
             _validation_axes(ax2, has_sil, questionnaires, "Cronbach's alpha across models (vanilla)")
-            place_labels(ax2, labels2)
+            to_label.append((ax2, labels2))
             n = int(across["n_models"].min())
             ax2.set_title(f"Across models ({n} models)", loc="left")
             mark_underpowered(ax2, n, min_models)
         fig.tight_layout()
+        for a, points in to_label:
+            place_labels(a, points)
         return _save(fig, out_dir, name)
 
 
@@ -302,20 +304,25 @@ def figure_instrument_spectrum(table: pd.DataFrame, out_dir: Path, min_models: i
     contrasts = list(pd.unique(data["contrast"]))
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(len(contrasts), 2, figsize=(PAGE_WIDTH, 3.4 * len(contrasts)), squeeze=False)
+        to_label = []
         for row_axes, contrast in zip(axes, contrasts):
             sub = data[data["contrast"] == contrast]
-            _spectrum_across(row_axes[0], sub[sub["scope"] == ACROSS], contrast, min_models)
-            _spectrum_within(row_axes[1], sub[sub["scope"] == WITHIN], contrast, min_stimuli)
+            to_label.append((row_axes[0], _spectrum_across(row_axes[0], sub[sub["scope"] == ACROSS], contrast, min_models)))
+            to_label.append((row_axes[1], _spectrum_within(row_axes[1], sub[sub["scope"] == WITHIN], contrast,
+                                                           min_stimuli)))
         fig.tight_layout(h_pad=2.5)
+        for ax, points in to_label:
+            place_labels(ax, points)
         return _save(fig, out_dir, name)
 
 
-def _spectrum_across(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_models: int) -> None:
+def _spectrum_across(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_models: int) -> list:
+    """One across-model panel; returns its labels for :func:`place_labels`."""
     if sub.empty:
         ax.axis("off")
         ax.text(0.5, 0.5, f"{contrast}, across models:\nneeds at least two models", ha="center", va="center",
                 transform=ax.transAxes)
-        return
+        return []
     x, y = 100 * sub["eta2_condition"].to_numpy(float), 100 * sub["eta2_subject"].to_numpy(float)
     for r, xi, yi in zip(sub.itertuples(index=False), x, y):
         color = _framing_color(r.framing)
@@ -329,18 +336,19 @@ def _spectrum_across(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_models:
     ymax = np.nanmax(np.r_[y, 100 * sub["eta2_subject_ci_high"].to_numpy(float)])
     _spectrum_axes(ax, float(xmax), float(ymax), r"Stimulus share, $\eta^2_{stimuli}$ (%)",
                    r"Model share, $\eta^2_{model}$ (%)")
-    place_labels(ax, [(xi, yi, q, "0.2") for xi, yi, q in zip(x, y, sub["questionnaire"])])
     ax.set_title(f"{contrast}: across models", loc="left")
     mark_underpowered(ax, int(sub["n_subjects"].min()), min_models)
+    return [(xi, yi, q, "0.2") for xi, yi, q in zip(x, y, sub["questionnaire"])]
 
 
-def _spectrum_within(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_stimuli: int) -> None:
+def _spectrum_within(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_stimuli: int) -> list:
+    """One single-model panel; returns its labels for :func:`place_labels`."""
     from matplotlib.lines import Line2D
 
     if sub.empty:
         ax.axis("off")
         ax.text(0.5, 0.5, f"{contrast}, within model: no data", ha="center", va="center", transform=ax.transAxes)
-        return
+        return []
     models = list(pd.unique(sub["model"]))
     few = len(models) <= FEW_MODELS
     extra = []
@@ -372,12 +380,12 @@ def _spectrum_within(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_stimuli
         extra.append(Line2D([], [], marker="D", ls="", color="0.5", mec="black", label="median over models"))
     _spectrum_axes(ax, float(np.nanmax(100 * sub["eta2_condition"])), float(np.nanmax(100 * sub["eta2_subject"])),
                    r"Condition share, $\eta^2_{condition}$ (%)", r"Item share, $\eta^2_{item}$ (%)")
-    place_labels(ax, labels)
     ax.set_title(f"{contrast}: each model alone ({len(models)} model{'s' if len(models) != 1 else ''})", loc="left")
     _framing_legend(ax, list(sub["framing"]), extra, outside=True)
     if sub["underpowered"].any():
         ax.text(0.99, 0.02, f"hollow: fewer than {min_stimuli} stimuli", transform=ax.transAxes, ha="right",
                 va="bottom", fontsize=6, color=UNDERPOWERED_COLOR)
+    return labels
 
 
 def draw(result: dict[str, pd.DataFrame], fig_dir: Path, min_models: int = MIN_MODELS,
