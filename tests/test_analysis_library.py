@@ -58,7 +58,7 @@ def _pair(table: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 def test_expected_relations_are_symmetric_cited_and_unique():
     seen = set()
     for rel in constructs.EXPECTED_RELATIONS:
-        key = frozenset((constructs.normalize_construct(rel.construct_a), constructs.normalize_construct(rel.construct_b)))
+        key = frozenset(map(constructs.normalize_construct, (rel.construct_a, rel.construct_b)))
         assert len(key) == 2 and key not in seen
         seen.add(key)
         assert rel.sign in (+1, -1, None) and rel.source and rel.note

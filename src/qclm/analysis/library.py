@@ -47,7 +47,8 @@ SPECTRUM_COLUMNS = ["questionnaire", "construct", "framing", "contrast", "scope"
 def instrument_info(questionnaires: list[str], instruments: pd.DataFrame | None) -> pd.DataFrame:
     """questionnaire -> construct, framing ("" where unknown), in the instrument table's order when given."""
     if instruments is None:
-        return pd.DataFrame({"questionnaire": questionnaires, "construct": "", "framing": ""}).set_index("questionnaire")
+        empty = pd.DataFrame({"questionnaire": questionnaires, "construct": "", "framing": ""})
+        return empty.set_index("questionnaire")
     info = instruments.set_index("questionnaire")[["construct", "framing"]]
     order = [q for q in info.index if q in set(questionnaires)] + [q for q in questionnaires if q not in info.index]
     return info.reindex(order).fillna("")
@@ -151,7 +152,8 @@ def instrument_spectrum_table(oneway: pd.DataFrame, state_trait: pd.DataFrame,
             continue
         rows.append({"questionnaire": q, "contrast": contrast, "scope": ACROSS, "model": ALL_MODELS,
                      "subject": "model", "n_subjects": int(s.loc["stimuli", "n"]),
-                     "eta2_condition": s.loc["stimuli", "eta2"], "eta2_condition_ci_low": s.loc["stimuli", "eta2_ci_low"],
+                     "eta2_condition": s.loc["stimuli", "eta2"],
+                     "eta2_condition_ci_low": s.loc["stimuli", "eta2_ci_low"],
                      "eta2_condition_ci_high": s.loc["stimuli", "eta2_ci_high"], "eta2_subject": s.loc["model", "eta2"],
                      "eta2_subject_ci_low": s.loc["model", "eta2_ci_low"],
                      "eta2_subject_ci_high": s.loc["model", "eta2_ci_high"],
@@ -176,7 +178,8 @@ def instrument_spectrum_table(oneway: pd.DataFrame, state_trait: pd.DataFrame,
 
 def library_tables(items: pd.DataFrame, all_items: pd.DataFrame, qscores: pd.DataFrame,
                    silhouette: pd.DataFrame | None, instruments: pd.DataFrame | None, result: dict[str, pd.DataFrame],
-                   select: str, min_models: int = MIN_MODELS, min_stimuli: int = MIN_STIMULI) -> dict[str, pd.DataFrame]:
+                   select: str, min_models: int = MIN_MODELS,
+                   min_stimuli: int = MIN_STIMULI) -> dict[str, pd.DataFrame]:
     """The three tables of the instrument library, from the inputs and the per-model and one-way tables."""
     from qclm.analysis.constructs import construct_map_table
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from qclm.analysis.constructs import ACROSS, ALL_MODELS, WITHIN
 from qclm.analysis.figures import (
-    COLUMN_WIDTH, PAGE_WIDTH, QUESTIONNAIRE_MARKERS, STYLE, UNDERPOWERED_COLOR, _placeholder, _save, _spectrum_axes,
+    PAGE_WIDTH, QUESTIONNAIRE_MARKERS, STYLE, UNDERPOWERED_COLOR, _placeholder, _save, _spectrum_axes,
     mark_underpowered, plt,
 )
 from qclm.analysis.library import ALPHA_MIN, SILHOUETTE_MIN
@@ -255,8 +255,8 @@ def figure_construct_map(table: pd.DataFrame, out_dir: Path, min_models: int = M
         im = None
         for ax, (title, cells, n_across) in zip(axes.flat, panels):
             mat = np.full((k, k), np.nan)
-            cells = cells.assign(i=[max(idx[a], idx[b]) - 1 for a, b in zip(cells["questionnaire_a"], cells["questionnaire_b"])],
-                                 j=[min(idx[a], idx[b]) for a, b in zip(cells["questionnaire_a"], cells["questionnaire_b"])])
+            pos = [(idx[a], idx[b]) for a, b in zip(cells["questionnaire_a"], cells["questionnaire_b"])]
+            cells = cells.assign(i=[max(p) - 1 for p in pos], j=[min(p) for p in pos])  # row i: instrument i + 1
             for row in cells.itertuples(index=False):
                 mat[row.i, row.j] = row.r
             im = ax.imshow(np.ma.masked_invalid(mat), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
@@ -307,9 +307,9 @@ def figure_instrument_spectrum(table: pd.DataFrame, out_dir: Path, min_models: i
         to_label = []
         for row_axes, contrast in zip(axes, contrasts):
             sub = data[data["contrast"] == contrast]
-            to_label.append((row_axes[0], _spectrum_across(row_axes[0], sub[sub["scope"] == ACROSS], contrast, min_models)))
-            to_label.append((row_axes[1], _spectrum_within(row_axes[1], sub[sub["scope"] == WITHIN], contrast,
-                                                           min_stimuli)))
+            across, within = sub[sub["scope"] == ACROSS], sub[sub["scope"] == WITHIN]
+            to_label.append((row_axes[0], _spectrum_across(row_axes[0], across, contrast, min_models)))
+            to_label.append((row_axes[1], _spectrum_within(row_axes[1], within, contrast, min_stimuli)))
         fig.tight_layout(h_pad=2.5)
         for ax, points in to_label:
             place_labels(ax, points)
@@ -358,8 +358,8 @@ def _spectrum_within(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_stimuli
         x, y = 100 * part["eta2_condition"].to_numpy(float), 100 * part["eta2_subject"].to_numpy(float)
         colors = [_framing_color(f) for f in part["framing"]]
         weak = part["underpowered"].to_numpy(bool)
-        ax.scatter(x, y, marker=marker, s=22 if few else 8, facecolor=["white" if w else c for c, w in zip(colors, weak)],
-                   edgecolor=colors, linewidth=0.7, alpha=1.0 if few else 0.4, zorder=3)
+        ax.scatter(x, y, marker=marker, s=22 if few else 8, edgecolor=colors, linewidth=0.7, zorder=3,
+                   facecolor=["white" if w else c for c, w in zip(colors, weak)], alpha=1.0 if few else 0.4)
         if few and len(models) > 1:
             extra.append(Line2D([], [], marker=marker, ls="", color="0.4", label=model))
     # one label per instrument: at its median over models (a diamond when the models are a cloud); a thin line
