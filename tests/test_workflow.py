@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -32,12 +33,20 @@ def test_workflow_end_to_end_on_tiny_models(tmp_path, tiny_llama_dir, tiny_gemma
             log = (tmp_path / "logs" / "score" / model / q / "stress.log").read_text()
             assert "2 contexts" in log and "tokens computed" in log
     items = pd.read_parquet(res / "scores" / "item_scores.parquet")
-    # 2 models x 2 questionnaires x 2 items x (vanilla + 2 stress + 2 neutral)
-    assert len(items) == 2 * 2 * 2 * 5
+    # 2 models x 2 questionnaires x 2 items x (vanilla + 2 stress + 2 neutral) x 3 templates (config.yaml scores
+    # every template on vanilla and the first 2 stimuli of each class: here all of them)
+    assert len(items) == 2 * 2 * 2 * 5 * 3
+    assert items.groupby("template")["default_template"].first().to_dict() == {
+        "question": True, "statement": False, "interview": False}
     assert set(items.columns) >= {"model", "questionnaire", "item_id", "condition", "stimulus_id", "score", "params_b"}
     assert items.loc[items.condition == "vanilla", "stimulus_id"].eq("").all()
     conds = pd.read_csv(res / "scores" / "condition_means.csv")
     assert len(conds) == 2 * 2 * 3
+    first = items[items["default_template"]].groupby(["model", "questionnaire", "condition"])["score"].mean()
+    got = conds.set_index(["model", "questionnaire", "condition"])["score"]
+    np.testing.assert_allclose(got.loc[first.index], first, rtol=1e-12)  # questionnaire scores: first template
+    wording = pd.read_csv(res / "analysis" / "wording.csv")
+    assert set(wording["questionnaire"]) == {"stai_s", "stai_t"} and set(wording["n_templates"]) == {3}
     assert set(pd.read_csv(res / "scores" / "silhouette.csv").columns) == {"model", "questionnaire", "template",
                                                                          "item_id", "silhouette"}
     assert (res / "analysis" / "paired_tests.csv").exists()

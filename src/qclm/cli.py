@@ -44,6 +44,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant-probs", default=None, help="optional variant probability table (heatmap figure)")
     p.add_argument("--heatmap-item", default=None,
                    help="item of the heatmap figure: ITEM or QUESTIONNAIRE:ITEM (default: first item)")
+    p.add_argument("--instruments", default=None,
+                   help="optional instrument table (questionnaire, construct, framing): expected signs of the "
+                        "construct map, framing in the spectrum")
     p.add_argument("--no-figures", action="store_true")
 
     def run(args: argparse.Namespace) -> int:

@@ -284,3 +284,23 @@ def _item_templates(it: dict, top: dict[str, str], path: Path, where: str, probl
             return None
         return {k: per_id[k] for k in top}
     return dict(top) or None
+
+
+#: columns of ``results/scores/instruments.csv``: what the analysis needs to know about each instrument
+#: (the construct map pairs instruments by ``construct``, the spectrum colours them by ``framing``)
+INSTRUMENT_COLUMNS = ("questionnaire", "name", "construct", "framing", "n_items", "item_wording", "scale",
+                      "templates", "source")
+
+
+def instrument_rows(questionnaires: dict[str, str | Path]) -> list[dict]:
+    """One row per questionnaire of a run (key = the id the item scores use, value = its file), with the
+    columns :data:`INSTRUMENT_COLUMNS`, read from the validated file (``source``: the full citation)."""
+    rows = []
+    for key, path in questionnaires.items():
+        q = load_questionnaire(path)
+        data = read_yaml(path)
+        scale = data.get("scale") if isinstance(data.get("scale"), dict) else {}
+        rows.append({"questionnaire": key, "name": q.name, "construct": q.construct, "framing": q.framing or "",
+                     "n_items": len(q.items), "item_wording": q.item_wording, "scale": scale.get("name", ""),
+                     "templates": " ".join(q.templates), "source": " ".join(str(data.get("source", "")).split())})
+    return rows

@@ -2,6 +2,8 @@
 # The rule only wires files to `qclm analyze` (src/qclm/analysis); all logic lives in the package, and the
 # names of the outputs come from qclm.analysis.outputs (one home). Settings: config["analysis"] (bootstrap,
 # seed, size_classes, min_models, min_stimuli, heatmap_item), the experiment's contrasts, templates.select.
+# The instrument table (constructs and framings of the questionnaires) is an input where the workflow scores
+# questionnaires; a Snakefile that only analyses existing scores runs without it.
 
 import os
 import shlex
@@ -17,6 +19,7 @@ ANALYSIS_HEATMAP_ITEM = ANALYSIS_CONFIG.get("heatmap_item")
 ANALYSIS_CONTRASTS = (
     format_contrast_args(Experiment.from_config(config).contrasts) if "conditions" in config else ""
 )
+ANALYSIS_INSTRUMENTS = f"{ANALYSIS_RESULTS}/scores/instruments.csv" if config.get("questionnaires") else []
 ANALYSIS_TABLES = [t for names in TABLE_CATEGORIES.values() for t in names]
 ANALYSIS_FIGURES = [f for names in FIGURE_CATEGORIES.values() for f in names]
 ANALYSIS_TARGETS = (
@@ -40,6 +43,7 @@ rule analyze:
         scores=f"{ANALYSIS_RESULTS}/scores/item_scores.parquet",
         silhouette=f"{ANALYSIS_RESULTS}/scores/silhouette.csv",
         variant_probs=f"{ANALYSIS_RESULTS}/scores/variant_probs.parquet",
+        instruments=ANALYSIS_INSTRUMENTS,
     output:
         [f"{ANALYSIS_DIR}/{t}.csv" for t in ANALYSIS_TABLES],
         [f"{ANALYSIS_DIR}/tables/{t}.md" for t in ANALYSIS_TABLES],
@@ -77,6 +81,7 @@ rule analyze:
         min_stimuli=ANALYSIS_CONFIG.get("min_stimuli", MIN_STIMULI),
         templates=template_settings(config)["select"],
         contrasts=ANALYSIS_CONTRASTS,  # empty: the paper's contrasts present in the table
+        instruments=lambda wildcards, input: input.instruments or "",  # empty: no instrument table
         heatmap=(
             f"--heatmap-item {shlex.quote(str(ANALYSIS_HEATMAP_ITEM))}"
             if ANALYSIS_HEATMAP_ITEM
@@ -92,4 +97,4 @@ rule analyze:
         " --silhouette {input.silhouette:q} --variant-probs {input.variant_probs:q}"
         " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
         " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"
-        " --contrasts={params.contrasts:q} {params.heatmap} 2> {log:q}"
+        " --contrasts={params.contrasts:q} {params.heatmap} --instruments={params.instruments:q} 2> {log:q}"

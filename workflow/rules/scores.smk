@@ -32,6 +32,7 @@ rule aggregate_scores:
         conditions=f"{SCORES}/condition_means.csv",
         variants=f"{SCORES}/variant_probs.parquet",
         silhouette=f"{SCORES}/silhouette.csv",
+        instruments=f"{SCORES}/instruments.csv",
     params:
         questionnaires=QUESTIONNAIRES,
         select=TEMPLATES["select"],

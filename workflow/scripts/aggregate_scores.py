@@ -4,7 +4,7 @@ import pandas as pd
 from qclm.cli import configure_logging
 from qclm.logprobs import write_parquet
 from qclm.models import load_model_table
-from qclm.questionnaire import load_questionnaire
+from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows, load_questionnaire
 from qclm.scoring import collect_tables
 
 configure_logging(snakemake.log[0])
@@ -27,3 +27,5 @@ tables["questionnaires"].to_csv(out.questionnaires, index=False)
 tables["conditions"].to_csv(out.conditions, index=False)
 write_parquet(tables["variants"], out.variants, {"table": "variant_probs"})
 tables["silhouette"].to_csv(out.silhouette, index=False)
+instruments = pd.DataFrame(instrument_rows(snakemake.params.questionnaires), columns=INSTRUMENT_COLUMNS)
+instruments.to_csv(out.instruments, index=False)

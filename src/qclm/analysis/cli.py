@@ -5,7 +5,7 @@ The same entry point serves the Snakemake rule and a researcher with scores from
     qclm analyze --scores item_scores.csv --out results/analysis [--bootstrap 10000] [--seed 0] \
         [--size-classes 3,8] [--contrasts vanilla:stress,...] [--min-models 10] [--min-stimuli 10] \
         [--templates first|all|ID] [--silhouette silhouette.csv] [--variant-probs variant_probs.parquet] \
-        [--heatmap-item STAI-S:s01] [--no-figures]
+        [--heatmap-item STAI-S:s01] [--instruments instruments.csv] [--no-figures]
 
 Outputs in OUT: the tables of :data:`TABLES` as CSV (plus ``tables/*.md`` and ``tables/*.html``),
 figures in ``figures/*.png`` and ``*.pdf``, and ``run_info.json`` with the settings.
@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qclm.analysis import overview, permodel, tables, wording
+from qclm.analysis import library, overview, permodel, tables, wording
 from qclm.analysis.outputs import OVERVIEW, TABLES
 from qclm.analysis.inputs import (
-    InputError, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item,
+    InputError, load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes,
+    select_heatmap_item,
 )
 from qclm.experiment import (
     MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, contrast_label, contrast_problems, default_contrasts, parse_contrast_args,
@@ -85,8 +86,13 @@ def analyze(
     min_models: int = MIN_MODELS,
     min_stimuli: int = MIN_STIMULI,
     templates: str = TEMPLATE_DEFAULTS["select"],
+    instruments: str | Path | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Run the whole analysis stage and write its tables (and figures) in ``out``; returns the tables."""
+    """Run the whole analysis stage and write its tables (and figures) in ``out``; returns the tables.
+
+    ``instruments``: the instrument table (``results/scores/instruments.csv``: questionnaire, construct, framing);
+    without it the construct map correlates the instruments but has no expected signs, and the spectrum and
+    validation tables have no construct or framing."""
     t0 = time.perf_counter()
     if bootstrap < 0:
         raise InputError(f"--bootstrap must be >= 0, got {bootstrap}")
@@ -122,6 +128,7 @@ def analyze(
     sizes = model_sizes(items)
     n_models = len(sizes)
     questionnaires = list(pd.unique(items["questionnaire"]))
+    inst = load_instruments(instruments, questionnaires) if instruments else None
     log.info("%s: %d rows, %d model(s), questionnaires %s, conditions %s, contrasts %s", scores, len(items),
              n_models, ", ".join(questionnaires), ", ".join(conditions),
              ", ".join(contrast_label(*c) for c in pairs) or "none")
@@ -145,6 +152,8 @@ def analyze(
         "validation": tables.validation_table(items, zs, sil),
         "wording": wording.wording_table(all_templates, min_models),
     }
+    result.update(library.library_tables(items, all_templates, qscores, sil, inst, result, templates, min_models,
+                                         min_stimuli))
     result["zscores"] = zs[["model", "questionnaire", "condition", "raw", "z"]]
     for name in TABLES:
         tables.write_table(result[name], out, name)
@@ -163,6 +172,9 @@ def analyze(
         fig.figure_decomposition_by_size(result["anova_by_size"], fig_dir, min_models)
         fig.figure_state_trait_spectrum(result["anova_oneway"], fig_dir, min_models)
         fig.figure_wording(result["wording"], fig_dir, min_models)
+        from qclm.analysis import library_figures
+
+        library_figures.draw(result, fig_dir, min_models, min_stimuli)
         try:
             fig.figure_item_heatmap(vprobs, fig_dir, item=heatmap_item)
         except ValueError as exc:
@@ -171,7 +183,8 @@ def analyze(
 
     info = {
         "scores": str(scores), "silhouette": str(silhouette) if silhouette else None,
-        "variant_probs": str(variant_probs) if variant_probs else None, "bootstrap": bootstrap, "seed": seed,
+        "variant_probs": str(variant_probs) if variant_probs else None,
+        "instruments": str(instruments) if instruments else None, "bootstrap": bootstrap, "seed": seed,
         "size_classes": boundaries, "heatmap_item": heatmap_item, "n_models": n_models,
         "questionnaires": questionnaires, "conditions": conditions,
         "contrasts": [list(c) for c in pairs], "templates": templates, "scale": tables.analysis_scale(zs),
@@ -224,6 +237,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             min_models=getattr(args, "min_models", MIN_MODELS),
             min_stimuli=getattr(args, "min_stimuli", MIN_STIMULI),
             templates=getattr(args, "templates", TEMPLATE_DEFAULTS["select"]),
+            instruments=getattr(args, "instruments", None),
         )
     except InputError as exc:
         log.error("%s", exc)

@@ -191,7 +191,8 @@ def _stacked_bars(ax: plt.Axes, table: pd.DataFrame, groups: list[str], group_co
         ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(h)
         if source in CI_OFFSETS and ok.any():
             top = bottom + h0
-            ax.errorbar(x[ok] + CI_OFFSETS[source], top[ok], yerr=np.vstack([(h - lo)[ok], (hi - h)[ok]]),
+            err = np.maximum(np.vstack([(h - lo)[ok], (hi - h)[ok]]), 0)  # the CI may miss the estimate
+            ax.errorbar(x[ok] + CI_OFFSETS[source], top[ok], yerr=err,
                         fmt="none", ecolor=CI_COLORS[source], elinewidth=0.8, capsize=2, zorder=4)
             ymax = max(ymax, float(np.nanmax((bottom + hi)[ok])))
         for xi, b, hv in zip(x, bottom, h0):
@@ -317,8 +318,8 @@ def figure_state_trait_spectrum(oneway: pd.DataFrame, out_dir: Path, min_models:
                 x, xl, xh = (100 * sub.loc["stimuli", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
                 y, yl, yh = (100 * sub.loc["model", c] for c in ("eta2", "eta2_ci_low", "eta2_ci_high"))
                 color, marker = style[q]
-                xerr = [[x - xl], [xh - x]] if np.isfinite(xl) else None
-                yerr = [[y - yl], [yh - y]] if np.isfinite(yl) else None
+                xerr = np.maximum([[x - xl], [xh - x]], 0) if np.isfinite(xl) else None  # CI may miss the estimate
+                yerr = np.maximum([[y - yl], [yh - y]], 0) if np.isfinite(yl) else None
                 ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt=marker, color=color, ms=6, capsize=2, lw=0.9,
                             mec="white", mew=0.5, label=q)
                 xmax = max(xmax, np.nanmax([x, xh]))
@@ -356,8 +357,9 @@ def figure_per_model_state_trait(table: pd.DataFrame, out_dir: Path, min_stimuli
                 lo = 100 * part["eta2_condition_ci_low"].to_numpy(float)
                 hi = 100 * part["eta2_condition_ci_high"].to_numpy(float)
                 err = np.vstack([x - lo, hi - x])
-                ax.errorbar(x, y, xerr=np.where(np.isfinite(err), err, 0), fmt="none", ecolor=color, elinewidth=0.7,
-                            capsize=1.5, alpha=0.8)
+                # a percentile interval need not contain the point estimate: no negative arm
+                ax.errorbar(x, y, xerr=np.where(np.isfinite(err), np.maximum(err, 0), 0), fmt="none", ecolor=color,
+                            elinewidth=0.7, capsize=1.5, alpha=0.8)
                 weak = part["underpowered"].to_numpy(bool)
                 ax.scatter(x[~weak], y[~weak], marker=marker, s=28, color=color, edgecolor="white", linewidth=0.4,
                            label=q, zorder=3)

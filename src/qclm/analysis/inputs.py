@@ -12,6 +12,8 @@ Schemas (extra columns are ignored):
   optional template.
 - variant probabilities (``results/scores/variant_probs.parquet``): model, questionnaire, condition,
   stimulus_id, item_id, cterm, polarity ("+"|"-"), intensifier, level, weight, p_raw, p_norm.
+- instruments (``results/scores/instruments.csv``, optional): questionnaire, construct, framing (state|trait),
+  and optional name, n_items, item_wording, scale, templates, source.
 
 Every error names the file and the column.
 """
@@ -222,3 +224,36 @@ def model_sizes(items: pd.DataFrame) -> pd.Series:
         return pd.Series(np.nan, index=pd.Index(models, name="model"), name="params_b")
     sizes = items.dropna(subset=["params_b"]).groupby("model", sort=False)["params_b"].first()
     return sizes.reindex(pd.Index(models, name="model")).rename("params_b")
+
+
+#: the columns of the instrument table (``results/scores/instruments.csv``, written by the workflow from the
+#: questionnaire files, :func:`qclm.questionnaire.instrument_rows`) that the analysis needs; others are kept
+INSTRUMENT_REQUIRED = ("questionnaire", "construct", "framing")
+
+
+def load_instruments(path: str | Path, questionnaires: list[str] | None = None) -> pd.DataFrame:
+    """Read and check the instrument table: one row per questionnaire with its construct and framing (state
+    or trait), in the table's order. With ``questionnaires`` (those of the scores), only their rows are kept and
+    a questionnaire without a row gets an empty construct and framing (warning)."""
+    df = read_table(path, text_columns=_TEXT_COLUMNS + ("name", "construct", "framing", "item_wording", "scale",
+                                                        "templates", "source"))
+    _require_columns(df, INSTRUMENT_REQUIRED, path)
+    if (df["questionnaire"] == "").any():
+        row = int(np.flatnonzero((df["questionnaire"] == "").to_numpy())[0])
+        raise InputError(f"{path}: column `questionnaire` is empty in data row {row + 1}")
+    dup = df["questionnaire"].duplicated()
+    if dup.any():
+        raise InputError(f"{path}: column `questionnaire` repeats {df.loc[dup, 'questionnaire'].iloc[0]!r}")
+    if questionnaires is not None:
+        missing = [q for q in questionnaires if q not in set(df["questionnaire"])]
+        if missing:
+            log.warning("%s: no row for questionnaire(s) %s; their construct and framing are unknown", path,
+                        ", ".join(missing))
+            df = pd.concat([df, pd.DataFrame({"questionnaire": missing, "construct": "", "framing": ""})],
+                           ignore_index=True)
+        wanted = set(questionnaires)
+        df = df[df["questionnaire"].isin(wanted)]  # the table's order (the config's), the scores' questionnaires
+    for col in df.columns:
+        if df[col].dtype == object:
+            df[col] = df[col].fillna("")
+    return df.reset_index(drop=True)

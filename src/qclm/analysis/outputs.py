@@ -13,14 +13,16 @@ TABLE_CATEGORIES = {
     "2. Across-model results": ("zscores", "condition_summary", "paired_tests", "anova_oneway", "anova_interaction",
                                 "anova_by_size"),
     "3. Validation": ("validation",),
-    "4. Wording": ("wording",),
+    "4. Instrument library": ("instrument_validation", "construct_map", "instrument_spectrum"),
+    "5. Wording": ("wording",),
 }
 FIGURE_CATEGORIES = {
     "1. Per-model results": ("per_model_shifts", "per_model_spectrum"),
     "2. Across-model results": ("fig3_condition_means", "fig4_model_scores", "fig5_variance_decomposition",
                                 "fig6_decomposition_by_size", "state_trait_spectrum"),
     "3. Validation": ("item_heatmap",),
-    "4. Wording": ("wording",),
+    "4. Instrument library": ("instrument_validation", "construct_map", "instrument_spectrum"),
+    "5. Wording": ("wording",),
 }
 TABLES = tuple(t for names in TABLE_CATEGORIES.values() for t in names)
 FIGURE_NAMES = tuple(f for names in FIGURE_CATEGORIES.values() for f in names)

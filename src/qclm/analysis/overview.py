@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qclm.analysis.library import overview_line
 from qclm.experiment import contrast_label, order_conditions
 
 
@@ -56,6 +57,9 @@ def support(info: dict, result: dict[str, pd.DataFrame]) -> list[str]:
                      f"UNDERPOWERED; their tables carry underpowered = yes and their figures say so.")
     else:
         lines.append(f"Across-model analyses rest on {n} models (at least {min_models}).")
+    library_line = overview_line(result)
+    if library_line:
+        lines.append(library_line)
     return lines
 
 

@@ -293,16 +293,48 @@ def cronbach_alpha(scores: np.ndarray) -> float:
     return float(k / (k - 1) * (1 - x.var(axis=0, ddof=1).sum() / total_var))
 
 
-def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
-    """Spearman rank correlation and its two-sided p across models (method.md section 7, construct validity)."""
+def _correlation(test, x: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
+    """``test`` (scipy.stats.pearsonr or spearmanr) over the complete pairs: (r, two-sided p, n); NaN with fewer
+    than three pairs or a constant variable."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
     if n < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
         return np.nan, np.nan, n
-    res = sps.spearmanr(x[ok], y[ok])
+    res = test(x[ok], y[ok])
     return float(res.statistic), float(res.pvalue), n
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
+    """Spearman rank correlation and its two-sided p across models (method.md section 7, construct validity)."""
+    return _correlation(sps.spearmanr, x, y)
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
+    """Pearson correlation and its two-sided p over the complete pairs (the construct map's correlations across
+    contexts or models)."""
+    return _correlation(sps.pearsonr, x, y)
+
+
+def correlation_matrix(x: np.ndarray, rank: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Pearson (``rank=True``: Spearman) correlations of the columns of a complete observations x variables
+    matrix and their two-sided p from t = r sqrt((n - 2) / (1 - r^2)) with n - 2 df (the p of
+    scipy.stats.pearsonr and spearmanr); NaN for a constant column or fewer than three observations."""
+    x = np.asarray(x, dtype=float)
+    n, k = x.shape
+    if rank:
+        x = sps.rankdata(x, axis=0)
+    if n < 3:
+        return np.full((k, k), np.nan), np.full((k, k), np.nan)
+    centered = x - x.mean(axis=0)
+    norm = np.sqrt((centered ** 2).sum(axis=0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = (centered.T @ centered) / np.outer(norm, norm)
+        r = np.clip(r, -1.0, 1.0)
+        t = r * np.sqrt((n - 2) / np.maximum(1 - r * r, 0.0))
+    p = 2 * sps.t.sf(np.abs(t), n - 2)
+    return r, np.where(np.isfinite(r), p, np.nan)
 
 
 def mean_sd(values: np.ndarray) -> tuple[float, float, int]:

@@ -114,3 +114,61 @@ def synthetic_variant_probs(items: pd.DataFrame, seed: int = 0, n_models: int = 
     return pd.DataFrame(frames, columns=["model", "questionnaire", "condition", "stimulus_id", "item_id", "cterm",
                                          "polarity", "intensifier", "level", "weight", "p_raw", "p_norm"])
 
+
+
+def synthetic_library_scores(
+    instruments: dict[str, tuple[str, str]],
+    context_corr: np.ndarray,
+    model_corr: np.ndarray | None = None,
+    n_models: int = 2,
+    n_items: int = 6,
+    n_stimuli: int = 20,
+    classes: tuple[str, ...] = ("stress", "neutral"),
+    stress_shift: dict[str, float] | None = None,
+    context_sd: float = 0.2,
+    model_sd: float = 0.15,
+    item_sd: float = 0.1,
+    noise_sd: float | dict[str, float] = 0.02,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """An item-score table of several instruments whose questionnaire scores correlate as planted, and its
+    instrument table (questionnaire, construct, framing).
+
+    ``instruments`` maps questionnaire id to (construct, framing), in the order of the rows and columns of
+    ``context_corr``: the correlation matrix of the instruments' context effects, drawn afresh for every context
+    (vanilla and each stimulus) of every model, so that within one model the questionnaire scores of two
+    instruments correlate across contexts as planted (up to sampling and item noise). ``model_corr`` (default:
+    ``context_corr``) does the same for the models' trait levels, the across-model correlation of vanilla
+    scores. The item score of model m, instrument k, item i, context c is
+
+        trait_m,k + item_k,i + context_m,c,k + shift_k,c + noise
+
+    with ``stress_shift`` (per questionnaire, default 0) added under the stress class only and ``noise_sd`` (a
+    number or one per questionnaire) the item-level noise: a large one breaks the items' consistency.
+    """
+    rng = np.random.default_rng(seed)
+    names = list(instruments)
+    k = len(names)
+    ctx_chol = np.linalg.cholesky(np.asarray(context_corr, dtype=float))
+    mod_chol = np.linalg.cholesky(np.asarray(model_corr if model_corr is not None else context_corr, dtype=float))
+    models = [f"model-{i:02d}" for i in range(n_models)]
+    traits = rng.standard_normal((n_models, k)) @ mod_chol.T * model_sd
+    contexts = [("vanilla", "")] + [(c, f"{c}-{j:02d}") for c in classes for j in range(n_stimuli)]
+    ctx = rng.standard_normal((n_models, len(contexts), k)) @ ctx_chol.T * context_sd
+    item_effect = rng.normal(0, item_sd, size=(k, n_items))
+    shifts = stress_shift or {}
+    noise = noise_sd if isinstance(noise_sd, dict) else {q: noise_sd for q in names}
+    frames = []
+    for qi, q in enumerate(names):
+        for ci, (cond, sid) in enumerate(contexts):
+            shift = shifts.get(q, 0.0) if cond == "stress" else 0.0
+            base = traits[:, qi, None] + item_effect[qi][None, :] + ctx[:, ci, qi, None] + shift
+            score = base + rng.normal(0, noise.get(q, 0.02), size=base.shape)
+            frames.append(pd.DataFrame({
+                "model": np.repeat(models, n_items), "questionnaire": q,
+                "item_id": np.tile([f"{q}-{i + 1:02d}" for i in range(n_items)], n_models),
+                "condition": cond, "stimulus_id": sid, "score": score.ravel(),
+                "params_b": np.repeat(np.linspace(0.1, 8, n_models).round(2), n_items),
+            }))
+    table = pd.DataFrame([{"questionnaire": q, "construct": c, "framing": f} for q, (c, f) in instruments.items()])
+    return pd.concat(frames, ignore_index=True), table
