@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from qclm.questionnaire import CONTINUATION_LEAD, ITEM_WORDINGS, load_questionnaire
+from qclm.validate import validate_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
 Q = ROOT / "resources" / "questionnaires"
@@ -45,17 +46,20 @@ def raw(name: str) -> dict:
     return yaml.safe_load((Q / f"{name}.yaml").read_text())
 
 
-def test_the_library_is_what_the_readme_and_config_list():
+def test_the_library_is_what_the_readme_and_config_list(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the config's paths are relative to the workflow's directory
     assert set(IDS) == set(LIBRARY), "a new file needs an entry here, in the README table and in config/library.yaml"
     readme = (Q / "README.md").read_text()
     table = set(re.findall(r"^\| `([a-z0-9_]+)\.yaml` \|", readme, flags=re.M))
     assert table == set(LIBRARY)
     config = yaml.safe_load((ROOT / "config" / "library.yaml").read_text())
     assert config["questionnaires"] == {i: f"resources/questionnaires/{i}.yaml" for i in LIBRARY}
-    # everything but the questionnaires is the main config's
+    # the paper's three conditions and contrasts, the main config's models, its own results directory
     main = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    assert {k: v for k, v in config.items() if k != "questionnaires"} == \
-        {k: v for k, v in main.items() if k != "questionnaires"}
+    for key in ("models", "conditions", "contrasts", "scoring"):
+        assert config[key] == main[key], key
+    assert config["results"] != main.get("results", "results")
+    assert validate_config_file(ROOT / "config" / "library.yaml", ROOT / "workflow/schemas/config.schema.yaml") == []
 
 
 @pytest.mark.parametrize("name", IDS)

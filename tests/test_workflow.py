@@ -47,8 +47,8 @@ def test_workflow_end_to_end_on_tiny_models(tmp_path, tiny_llama_dir, tiny_gemma
     np.testing.assert_allclose(got.loc[first.index], first, rtol=1e-12)  # questionnaire scores: first template
     wording = pd.read_csv(res / "analysis" / "wording.csv")
     assert set(wording["questionnaire"]) == {"stai_s", "stai_t"} and set(wording["n_templates"]) == {3}
-    assert set(pd.read_csv(res / "scores" / "silhouette.csv").columns) == {"model", "questionnaire", "template",
-                                                                         "item_id", "silhouette"}
+    assert set(pd.read_csv(res / "scores" / "silhouette.csv").columns) == {
+        "model", "questionnaire", "template", "default_template", "item_id", "silhouette"}
     assert (res / "analysis" / "paired_tests.csv").exists()
     assert (res / "analysis" / "figures" / "fig3_condition_means.png").stat().st_size > 10_000
     info = json.loads((res / "analysis" / "run_info.json").read_text())
