@@ -1,6 +1,6 @@
 """qclm: questionnaire measurement of psychological constructs in causal language models.
 
-Modules, following the stages of the method (../shared/method.md in the project's docs):
+Modules, following the stages of the method (docs/method.md):
 
 - ``questionnaire``: item templates, construct terms, Likert intensifiers (section 1)
 - ``stimuli``: stress and neutral narratives (section 2)

@@ -62,7 +62,7 @@ def parse_contrast_label(label: str) -> tuple[str, str]:
 
 
 def contrast_design(first: str, second: str) -> str:
-    """How the stimulus contexts of two conditions pair, per model (method.md section 6, decisions):
+    """How the stimulus contexts of two conditions pair, per model (method.md section 6b, decisions):
 
     ``vanilla``: one side is vanilla; each stimulus of the other side is a replication of the
     difference (the vanilla score is the same for all). ``paired``: both sides hold stimuli and

@@ -1,4 +1,4 @@
-"""From token log-probabilities to item, questionnaire and condition scores (method.md 3-5, 7).
+"""From token log-probabilities to item, questionnaire and condition scores (method.md sections 3-5 and 7).
 
 Every function takes and returns a tidy DataFrame, and each equation has exactly one
 implementation here, used by the workflow and by ``qclm analyze`` alike. Group keys that identify
@@ -120,7 +120,7 @@ def template_rows(table: pd.DataFrame, select: str = "first") -> pd.DataFrame:
 
 
 def select_templates(items: pd.DataFrame, select: str = "first") -> pd.DataFrame:
-    """The item scores that questionnaire scores use (method.md section 5, wording): the rows of the selected
+    """The item scores that questionnaire scores use (method.md section 1b): the rows of the selected
     templates (:func:`template_rows`), then one score per item and context, the mean over the selected
     templates. The per-template scores stay in the item table (wording analysis)."""
     chosen = template_rows(items, select)

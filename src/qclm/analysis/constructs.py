@@ -8,7 +8,7 @@ expected to correlate positively (convergent validity). A pair of constructs not
 expectation. Relations of constructs that no shipped instrument measures (sense of coherence) are kept, so a
 user who adds such an instrument gets them.
 
-Two scopes (method.md sections 6-7, extended to the instrument library):
+Two scopes (method.md section 7c: sections 6-7 extended to the instrument library):
 
 - ``within model``: one model alone, the questionnaire scores (eq. 3, eq. 5) of its contexts (vanilla and every
   stimulus context of every condition) as paired observations: do the contexts move the two instruments

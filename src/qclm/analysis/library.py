@@ -2,11 +2,11 @@
 
 Three tables (the construct map is :mod:`qclm.analysis.constructs`):
 
-- :func:`instrument_validation_table` (``instrument_validation.csv``), method.md section 7 made meaningful with
-  one model. Per model x questionnaire: the items' silhouettes of S+ vs S- (vanilla, the selected templates;
-  mean, SD, share <= 0) and Cronbach's alpha *within the model*: cases = the model's contexts (vanilla and every
-  stimulus context of every condition), variables = items. It is high when the contexts move the items of an
-  instrument together, as one scale. Per questionnaire with at least
+- :func:`instrument_validation_table` (``instrument_validation.csv``), method.md section 7c (section 7 made
+  meaningful with one model). Per model x questionnaire: the items' silhouettes of S+ vs S- (vanilla, the
+  selected templates; mean, SD, share <= 0) and Cronbach's alpha *within the model*: cases = the model's
+  contexts (vanilla and every stimulus context of every condition), variables = items. It is high when the
+  contexts move the items of an instrument together, as one scale. Per questionnaire with at least
   :data:`~qclm.analysis.constructs.MIN_MODELS_ACROSS` models, a row ``model = (all models)``: the silhouettes of
   all models' items, the mean of the models' within-model alphas and the paper's across-model alpha (models x
   items, vanilla). ``flag`` names what is wrong (:func:`flags`); an empty flag means no problem found.
