@@ -143,6 +143,11 @@ def test_select_templates_first_all_or_one():
         {"a": 0.3, "b": 0.0})
     with pytest.raises(ValueError, match="template 't3' is not a template of questionnaire"):
         scoring.select_templates(items, "t3")
+    # a second template scored on some contexts only: its mean would mix wordings, so "all" refuses
+    uneven = pd.concat([items, items[items["template"] == "t1"].assign(stimulus_id="s1", condition="stress"),
+                        items[items["template"] == "t1"].assign(stimulus_id="s2", condition="stress")])
+    with pytest.raises(ValueError, match="questionnaire q: the templates were scored on some contexts only"):
+        scoring.select_templates(uneven, "all")
 
 
 def test_questionnaire_and_condition_means_eq3():

@@ -111,6 +111,14 @@ def template_rows(table: pd.DataFrame, select: str = "first") -> pd.DataFrame:
                              "default_template column; select a template id or all")
         return chosen
     if select == "all":
+        sets = (table.groupby(["questionnaire", "model", "condition", "stimulus_id"], sort=False)["template"]
+                .agg(lambda t: tuple(sorted(set(t)))))
+        uneven = sets.groupby(level="questionnaire").nunique()
+        if (uneven > 1).any():
+            q = uneven[uneven > 1].index[0]
+            raise ValueError(f"questionnaire {q}: the templates were scored on some contexts only "
+                             "(templates.extra_limit_stimuli), so their mean would mix wordings from context to "
+                             "context; select first or a template id")
         return table
     chosen = table[table["template"] == select]
     missing = sorted(set(table["questionnaire"]) - set(chosen["questionnaire"]))

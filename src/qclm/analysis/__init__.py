@@ -1,7 +1,7 @@
 """Analysis stage: z-scores, paired tests, variance decomposition, validation, figures (method.md sections 5-8).
 
-- :mod:`qclm.analysis.inputs`: reading and checking the scoring-stage tables; questionnaire and condition
-  scores (eq. 3, eq. 5)
+- :mod:`qclm.analysis.inputs`: reading and checking the scoring-stage tables (questionnaire and condition
+  scores, eqs. 3 and 5, are in :mod:`qclm.scoring`, shared with the workflow)
 - :mod:`qclm.analysis.stats`: one function per statistic, on numpy arrays (sections 6-7)
 - :mod:`qclm.analysis.tables`: the output tables, CSV plus Markdown and HTML copies
 - :mod:`qclm.analysis.figures`: figures 3-6 of the paper and three more
