@@ -111,8 +111,8 @@ def template_rows(table: pd.DataFrame, select: str = "first") -> pd.DataFrame:
                              "default_template column; select a template id or all")
         return chosen
     if select == "all":
-        sets = (table.groupby(["questionnaire", "model", "condition", "stimulus_id"], sort=False)["template"]
-                .agg(lambda t: tuple(sorted(set(t)))))
+        keys = [k for k in CONTEXT_KEYS if k in table.columns]  # silhouettes: vanilla only, no context columns
+        sets = table.groupby(keys, sort=False)["template"].agg(lambda t: tuple(sorted(set(t))))
         uneven = sets.groupby(level="questionnaire").nunique()
         if (uneven > 1).any():
             q = uneven[uneven > 1].index[0]
