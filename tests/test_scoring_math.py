@@ -119,6 +119,32 @@ def test_the_oracles_agree_with_the_table_forms_on_one_item():
     assert row.template == "default"
 
 
+def test_the_authors_item_score_forms_and_normalization_epsilon_by_hand():
+    rng = np.random.default_rng(7)
+    tokens = _tokens(rng, items=("I1",))
+    variants, _ = scoring.condition_tables(tokens)
+    raw = variants.pivot(index="cterm", columns="intensifier", values="p_raw")
+    weights = variants.drop_duplicates("intensifier").set_index("intensifier").loc[raw.columns, "weight"].to_numpy()
+    plus = np.array([c in ("tense", "uneasy") for c in raw.index])
+    norm = two_way_normalize(raw.to_numpy())
+    eq2 = item_score_matrix(norm, plus, weights)
+    c = np.where(plus, 1 / plus.sum(), -1 / (~plus).sum())  # the authors' dict_pos_neg cterm weights
+    cells = norm * weights[None, :] * c[:, None]
+    for form, want in (("eq2", eq2), ("mean_score_positive", cells[plus].mean()), ("mean_score_all", cells.mean())):
+        _, items = scoring.condition_tables(tokens, item_score=form)
+        assert items["score"].item() == pytest.approx(want, rel=1e-12), form
+    assert cells[plus].mean() == pytest.approx(eq2 / plus.sum())
+    # epsilon added before each step: softmax(log(p + eps)) along cterms, then along intensifiers
+    eps = 1e-3
+    first = (raw.to_numpy() + eps) / (raw.to_numpy() + eps).sum(axis=0, keepdims=True)
+    want = (first + eps) / (first + eps).sum(axis=1, keepdims=True)
+    got = scoring.normalize(scoring.variant_probabilities(tokens), epsilon=eps).pivot(
+        index="cterm", columns="intensifier", values="p_norm").loc[raw.index, raw.columns]
+    np.testing.assert_allclose(got.to_numpy(), want, rtol=1e-12)
+    with pytest.raises(ValueError, match="item score must be one of"):
+        scoring.item_scores(variants, "median")
+
+
 def test_a_missing_variant_is_an_error_naming_the_item():
     tokens = _tokens(np.random.default_rng(2))
     gap = tokens[~((tokens.item_id == "I2") & (tokens.cterm == "uneasy") & (tokens.intensifier == "yes"))]

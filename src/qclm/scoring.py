@@ -20,6 +20,9 @@ CONTEXT_KEYS = ["model", "questionnaire", "condition", "stimulus_id"]
 ITEM_KEYS = CONTEXT_KEYS + ["template", "item_id"]
 VARIANT_KEYS = ITEM_KEYS + ["cterm", "polarity", "intensifier", "level", "weight"]
 AGGREGATIONS = ("harmonic", "geometric", "product")
+#: forms of the item score: eq. 2 (the paper), or the authors' public code's QABSTRACT.mean_score over the S+
+#: cells only or over all cells (docs/qlatent.md, difference 4)
+ITEM_SCORES = ("eq2", "mean_score_positive", "mean_score_all")
 
 log = logging.getLogger("qclm.scoring")
 
@@ -75,28 +78,47 @@ def check_complete(variants: pd.DataFrame) -> None:
         + (f"; {len(bad)} item(s) in all are incomplete" if len(bad) > 1 else ""))
 
 
-def normalize(variants: pd.DataFrame) -> pd.DataFrame:
+def normalize(variants: pd.DataFrame, epsilon: float = 0.0) -> pd.DataFrame:
     """Add ``p_norm``: the two-way normalization (section 4) within each item under each context and
     template: each intensifier column divided by its sum over cterms (S+ and S-), then each cterm row
-    divided by its sum over intensifiers, so that each row sums to 1: P_norm(l | s)."""
+    divided by its sum over intensifiers, so that each row sums to 1: P_norm(l | s).
+
+    ``epsilon`` (``scoring.normalization_epsilon``, default 0) is added to every value before each of the
+    two steps, as the authors' code does (softmax of log(p + 1e-10) along each axis)."""
     check_complete(variants)
     out = variants.copy()
-    col = out.groupby(ITEM_KEYS + ["intensifier"], sort=False, dropna=False)["p_raw"].transform("sum")
-    out["p_norm"] = out["p_raw"] / col
-    row = out.groupby(ITEM_KEYS + ["cterm"], sort=False, dropna=False)["p_norm"].transform("sum")
-    out["p_norm"] = out["p_norm"] / row
+    p = out["p_raw"] + epsilon
+    out["p_norm"] = p / p.groupby([out[k] for k in ITEM_KEYS + ["intensifier"]], sort=False, dropna=False).transform("sum")
+    p = out["p_norm"] + epsilon
+    out["p_norm"] = p / p.groupby([out[k] for k in ITEM_KEYS + ["cterm"]], sort=False, dropna=False).transform("sum")
     return out
 
 
-def item_scores(normalized: pd.DataFrame) -> pd.DataFrame:
+def item_scores(normalized: pd.DataFrame, form: str = "eq2") -> pd.DataFrame:
     """Eq. 2 for every item under every context and template:
     score = sum_{s in S+} sum_l P_norm(l | s) w(l) / (|S+| |L|), L the intensifier phrases; S- rows
-    are not scored (validation only)."""
-    plus = normalized[normalized["polarity"] == "+"]
-    g = plus.assign(_wp=plus["p_norm"] * plus["weight"]).groupby(ITEM_KEYS, sort=False, dropna=False)
-    out = g.agg(_sum=("_wp", "sum"), n_plus=("cterm", "nunique"), n_intensifiers=("intensifier", "nunique"))
-    out["score"] = out["_sum"] / (out["n_plus"] * out["n_intensifiers"])
-    return out.drop(columns="_sum").reset_index()
+    are not scored (validation only).
+
+    ``form`` (``scoring.item_score``) selects instead the authors' public code's score, the mean over cells of
+    P_norm w(l) c(s) with cterm weights c = +1/|S+| on S+ and -1/|S-| on S- (their ``dict_pos_neg``):
+    ``mean_score_positive`` over the S+ cells (= eq. 2 / |S+|), ``mean_score_all`` over all cells."""
+    if form not in ITEM_SCORES:
+        raise ValueError(f"item score must be one of {ITEM_SCORES}, got {form!r}")
+    plus = normalized["polarity"] == "+"
+    wp = normalized["p_norm"] * normalized["weight"]
+    frame = pd.DataFrame({"plus": wp.where(plus, 0.0), "minus": wp.where(~plus, 0.0),
+                          "cterm_plus": normalized["cterm"].where(plus),
+                          "cterm_minus": normalized["cterm"].where(~plus), "intensifier": normalized["intensifier"]})
+    out = frame.groupby([normalized[k] for k in ITEM_KEYS], sort=False, dropna=False).agg(
+        plus=("plus", "sum"), minus=("minus", "sum"), n_plus=("cterm_plus", "nunique"),
+        n_minus=("cterm_minus", "nunique"), n_intensifiers=("intensifier", "nunique"), n_cells=("plus", "size"))
+    if form == "eq2":
+        out["score"] = out["plus"] / (out["n_plus"] * out["n_intensifiers"])
+    elif form == "mean_score_positive":
+        out["score"] = out["plus"] / out["n_plus"] / (out["n_plus"] * out["n_intensifiers"])
+    else:
+        out["score"] = (out["plus"] / out["n_plus"] - out["minus"] / out["n_minus"]) / out["n_cells"]
+    return out[["n_plus", "n_intensifiers", "score"]].reset_index()
 
 
 def template_rows(table: pd.DataFrame, select: str = "first") -> pd.DataFrame:
@@ -186,11 +208,12 @@ def silhouettes(normalized: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ITEM_KEYS + ["silhouette"])
 
 
-def condition_tables(tokens: pd.DataFrame, aggregation: str = "harmonic") -> tuple[pd.DataFrame, pd.DataFrame]:
+def condition_tables(tokens: pd.DataFrame, aggregation: str = "harmonic", item_score: str = "eq2",
+                     epsilon: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """From one scoring job's token log-probabilities to (variants with p_raw and p_norm,
-    item scores): eq. 1, the two-way normalization, eq. 2."""
-    variants = normalize(variant_probabilities(tokens, aggregation))
-    return variants, item_scores(variants)
+    item scores): eq. 1, the two-way normalization, eq. 2 (or the form ``item_score`` names)."""
+    variants = normalize(variant_probabilities(tokens, aggregation), epsilon)
+    return variants, item_scores(variants, item_score)
 
 
 def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.DataFrame],

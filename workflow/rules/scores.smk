@@ -11,6 +11,8 @@ rule condition_scores:
         item_table=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.items.parquet",
     params:
         aggregation=config["scoring"]["aggregation"],
+        item_score=config["scoring"].get("item_score", "eq2"),
+        normalization_epsilon=config["scoring"].get("normalization_epsilon", 0.0),
     log:
         f"{LOGS}/condition_scores/{{model}}/{{questionnaire}}/{{condition}}.log",
     script:

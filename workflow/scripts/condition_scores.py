@@ -7,7 +7,8 @@ from qclm.scoring import condition_tables
 
 configure_logging(snakemake.log[0])
 tokens = pd.read_parquet(snakemake.input[0])
-variants, items = condition_tables(tokens, snakemake.params.aggregation)
+variants, items = condition_tables(tokens, snakemake.params.aggregation, snakemake.params.item_score,
+                                   snakemake.params.normalization_epsilon)
 meta = read_metadata(snakemake.input[0])
 write_parquet(variants, snakemake.output.variants, meta)
 write_parquet(items, snakemake.output.item_table, meta)
