@@ -8,7 +8,14 @@ import pytest
 import torch
 from conftest import load_dir
 
-from qclm.engine import AutoScorer, FullSequenceScorer, PrefixTreeScorer, make_scorer, tokenize_requests
+from qclm.engine import (
+    AutoScorer,
+    FullSequenceScorer,
+    PrefixTreeScorer,
+    make_scorer,
+    self_check_tolerance,
+    tokenize_requests,
+)
 
 STIMULI = [
     "The smoke alarm went off at three in the morning and the hallway was already full of smoke.",
@@ -67,7 +74,9 @@ def test_small_packs_equal_one_big_pack(tiny):
     a, b = one.score(reqs), many.score(reqs)
     assert _max_diff(a, b) <= 1e-5
     assert many.stats.forward_calls > one.stats.forward_calls
-    assert one.stats.tokens_computed == many.stats.tokens_computed
+    # small packs compute the stems that contexts share beyond the common prefix once per pack
+    assert one.stats.tokens_computed <= many.stats.tokens_computed
+    assert one.stats.scored_positions == many.stats.scored_positions
 
 
 def test_prefix_tree_computes_each_shared_token_once(tiny):
@@ -79,12 +88,21 @@ def test_prefix_tree_computes_each_shared_token_once(tiny):
     full.score(reqs)
     unique_contexts = {r.context for r in reqs}
     prefix = min(len(c) for c in unique_contexts)
-    upper = len(reqs[0].context) + sum(len(c) for c in unique_contexts) + sum(len(r.continuation) for r in reqs)
-    assert tree.stats.tokens_computed < upper
+    # each distinct token path (a trie node) is computed once: the common prefix, then every
+    # distinct prefix of context + continuation (without its last token) beyond it
+    lcp = 0
+    while lcp < prefix and all(r.context[lcp] == reqs[0].context[lcp] for r in reqs):
+        lcp += 1
+    common = min(lcp, prefix - 1)  # every context keeps one own token
+    paths = {(r.context + r.continuation)[:k] for r in reqs
+             for k in range(common + 1, len(r.context) + len(r.continuation))}
+    assert tree.stats.tokens_computed == common + len(paths)
     assert tree.stats.tokens_computed * 10 < full.stats.tokens_computed
     assert tree.stats.scored_positions == full.stats.scored_positions == sum(len(r.continuation) for r in reqs)
-    # the first tokens of all continuations of one item prefix share one pass through the LM head
-    assert tree.stats.head_positions == len(unique_contexts) + sum(len(r.continuation) - 1 for r in reqs)
+    # each distinct hidden state that predicts a token goes through the LM head once (all first
+    # intensifier tokens of one item prefix share one)
+    rows = {(r.context + r.continuation)[:k] for r in reqs for k in range(len(r.context), len(r.context) + len(r.continuation))}
+    assert tree.stats.head_positions == len(rows)
     assert prefix > 10
 
 
@@ -103,7 +121,7 @@ def test_auto_falls_back_to_full_sequences_with_a_log_line(tiny, monkeypatch, ca
     def broken(self, requests, progress=None):
         raise RuntimeError("this cache cannot be shared")
 
-    monkeypatch.setattr(PrefixTreeScorer, "score", broken)
+    monkeypatch.setattr(PrefixTreeScorer, "score_with_greedy", broken)
     scorer = make_scorer(model, "auto")
     assert isinstance(scorer, AutoScorer)
     with caplog.at_level(logging.WARNING, logger="qclm.engine"):
@@ -127,3 +145,38 @@ def test_one_context_and_one_request(tiny):
     assert _max_diff(PrefixTreeScorer(model).score(same[:1]), FullSequenceScorer(model).score(same[:1])) <= 1e-4
     with pytest.raises(ValueError, match="scoring method"):
         make_scorer(model, "fast")
+
+
+def test_reruns_are_bit_identical(tiny):
+    """Same model, device and requests: the same packs and blocks, so identical numbers."""
+    model, tok = tiny
+    reqs = _requests(tok, True)
+    first = make_scorer(model, "auto").score(reqs)
+    again = make_scorer(model, "auto").score(reqs)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_bfloat16_self_check_accepts_the_engine_and_rejects_a_tenth_of_a_nat(tiny, monkeypatch, caplog):
+    """In bfloat16 the prefix tree and full sequences round differently but stay within 0.05
+    nats (the self-check's tolerance); a planted 0.1-nat error makes the check fall back."""
+    model, tok = tiny
+    model = model.to(torch.bfloat16)
+    reqs = _requests(tok, True)[: len(ITEMS) * len(CTERMS) * len(PHRASES)]
+    assert self_check_tolerance(model) == 0.05
+    assert _max_diff(PrefixTreeScorer(model).score(reqs), FullSequenceScorer(model).score(reqs)) <= 0.05
+    auto = make_scorer(model, "auto")
+    auto.score(reqs)
+    assert auto.stats.method == "prefix-tree"
+    honest = PrefixTreeScorer.score_with_greedy
+
+    def planted(self, requests, progress=None):
+        lps, greedy = honest(self, requests, progress)
+        return [lp - 0.1 for lp in lps], greedy
+
+    monkeypatch.setattr(PrefixTreeScorer, "score_with_greedy", planted)
+    auto = make_scorer(model, "auto")
+    with caplog.at_level(logging.WARNING, logger="qclm.engine"):
+        got = auto.score(reqs)
+    assert auto.stats.method == "full"
+    assert "self-check differs from full sequences by 0.1" in caplog.text
+    assert _max_diff(got, FullSequenceScorer(model).score(reqs)) == 0

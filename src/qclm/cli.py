@@ -69,12 +69,19 @@ def _add_render(sub: argparse._SubParsersAction) -> None:
     add_parser(sub)
 
 
+def _add_loglik(sub: argparse._SubParsersAction) -> None:
+    from qclm.loglik import add_parser
+
+    add_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qclm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_analyze(sub)
     _add_validate(sub)
     _add_render(sub)
+    _add_loglik(sub)
     return parser
 
 

@@ -3,20 +3,27 @@
 A request is one variant already tokenized: context token ids and continuation token ids, found
 by tokenizing context and context + continuation and slicing (``tokenize_requests``). Two scorers
 return, for every request, the log-probability of each continuation token given everything
-before it, from a float32 log-softmax over the full vocabulary:
+before it, from a float32 log-softmax over the full vocabulary (and, on request, whether each
+token is the greedy one: the argmax of its distribution):
 
 ``FullSequenceScorer``
     the reference: every request is its own right-padded sequence, batched.
 ``PrefixTreeScorer``
     the same numbers for a fraction of the work. The requests' longest common token prefix (the
-    stimulus) is computed once and kept as a KV cache; then many item prefixes and all their
-    continuations are laid out flat in one packed sequence (a prefix tree) over that cache, with
-    an attention mask that lets every token see the shared prefix and its own ancestors only, and
-    explicit position ids. Each item prefix is computed once, each continuation token once.
+    stimulus) is computed once and kept as a KV cache; then many requests are laid out flat in one
+    packed sequence over that cache as a token trie (each distinct token path computed once: item
+    prefixes, and continuations that share leading tokens), with explicit position ids, and
+    attention that lets every token see the shared prefix and its own ancestors only. By default
+    that attention is computed block-wise (``qclm.tree_attention``: each block of queries against
+    the prefix plus the keys its tree mask allows); ``attention="dense"`` uses one dense additive
+    mask over the whole pack instead (the reference the architecture tests compare with).
 
-Both run the LM head and the log-softmax only at scored positions. ``make_scorer("auto")`` picks
-the prefix-tree scorer and checks it against the reference on a few requests first; a model whose
-cache or mask cannot be shared that way falls back to full sequences, with a log line.
+Both run the LM head and the log-softmax only at scored positions (``LogprobHead``), after
+checking once per model that the head alone gives the model's own logits; a model with output
+processing the head does not know (logit scaling, ...) is scored through the model's own forward
+instead, with a log line. ``make_scorer("auto")`` scores with the prefix tree and checks a sample
+of its numbers against full sequences on the first requests it sees; a model whose cache or masks
+cannot be shared that way is scored again with full sequences, with a log line.
 """
 
 from __future__ import annotations
@@ -24,16 +31,30 @@ from __future__ import annotations
 import logging
 import math
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from qclm.tree_attention import DEFAULT_BLOCK, PackBuilder, TreeLayout, tree_attention
+
 log = logging.getLogger("qclm.engine")
 
-#: Upper bound on float32 logits materialized at once by the LM head (bytes).
-HEAD_CHUNK_BYTES = 256 * 2**20
+#: Float32 logits the LM head holds at once (bytes): a [rows x vocabulary block] that stays in
+#: cache while its maximum and sum of exponentials are taken (benchmarks/engine.py --head).
+HEAD_BLOCK_BYTES = 8 * 2**20
+#: Distinct hidden states that go through the LM head together (at most).
+HEAD_ROWS = 4096
+#: Float32 logits a model's own forward may return at once (own-logits fallback; bytes).
+OWN_LOGITS_BYTES = 1024 * 2**20
+#: Tokens per packed forward pass when memory allows (``pack_tokens: auto``); measured with
+#: ``benchmarks/engine.py --packs`` (README, engine section): with block attention the time per
+#: token is flat from about 512 tokens on, so one pack holds a whole stimulus condition.
+PACK_TOKENS = 4096
+#: Tokens of the first request used to check the LM head against the model's own logits.
+HEAD_CHECK_TOKENS = 32
 
 
 class BoundaryError(ValueError):
@@ -56,6 +77,8 @@ class Stats:
     forward_calls: int = 0
     seconds: float = 0.0
     method: str = ""
+    attended_pairs: int = 0  # query-key pairs the masks allow (prefix-tree packs): attention work needed
+    check_tokens: int = 0  # tokens the self-check ran as full sequences (not in tokens_computed)
     notes: list[str] = field(default_factory=list)
 
 
@@ -96,33 +119,133 @@ def tokenize_requests(
     return out
 
 
+def self_check_tolerance(model) -> float:
+    """Largest |log-prob difference| (nats) between the prefix-tree scorer and full sequences that
+    the self-check of ``make_scorer("auto")`` accepts: 1e-3 in float32/float64 (measured
+    differences are ~3e-5), 0.05 in bfloat16/float16 (the two paths round differently; a planted
+    0.1-nat error is rejected, tests/test_engine.py)."""
+    dtype = next(model.parameters()).dtype
+    return 1e-3 if dtype in (torch.float32, torch.float64) else 0.05
+
+
+def head_check_tolerance(model) -> float:
+    """Largest |log-prob difference| between ``LogprobHead`` and the model's own logits on the
+    same hidden states: both run the same head matmul, so only unknown output processing (or a
+    soft-cap computed differently) makes them differ."""
+    dtype = next(model.parameters()).dtype
+    return 1e-4 if dtype in (torch.float32, torch.float64) else 1e-2
+
+
+#: model -> (use the model's own forward for logits, max abs difference seen by the head check)
+_HEAD_CHECKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class LogprobHead:
-    """LM head + optional final soft-capping + float32 log-softmax, applied only to the hidden
-    states of scored positions, in chunks that bound the logits held in memory."""
+    """LM head + final logit soft-capping (Gemma 2) + float32 log-softmax, applied only to the
+    hidden states of scored positions, in chunks that bound the logits held in memory.
+
+    ``check`` compares it once per model with the model's own ``forward(...).logits`` on a short
+    sequence. A model whose logits get other processing (Cohere's ``logit_scale``, Granite's
+    ``logits_scaling``, a wrapper) fails the check; from then on its logits come from the model's
+    own forward at the scored positions only (``logits_to_keep``), with a log line."""
 
     def __init__(self, model):
+        self.model = model
         self.head = model.get_output_embeddings()
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
-        vocab = self.head.weight.shape[0]
-        self.rows_per_chunk = max(1, HEAD_CHUNK_BYTES // (4 * vocab))
+        self.vocab = self.head.weight.shape[0]
         self.positions = 0  # distinct hidden states that went through the head
+        self.own_logits = False
 
-    def __call__(self, hidden: torch.Tensor, rows: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """log P(targets[i] | hidden[rows[i]]). Each distinct row goes through the head once,
-        however many targets it scores (all first intensifier tokens of one item prefix share
-        the prefix's last hidden state)."""
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits in the model's dtype, soft-capped as the model's own forward does."""
+        logits = self.head(hidden)
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+    @torch.inference_mode()
+    def check(self, ids: Sequence[int]) -> None:
+        """Once per model: the head path against ``model(ids).logits``, log-softmaxed."""
+        known = _HEAD_CHECKS.get(self.model)
+        if known is None:
+            x = torch.tensor([list(ids[:HEAD_CHECK_TOKENS])], device=_device(self.model))
+            want = torch.log_softmax(self.model(input_ids=x).logits[0].float(), dim=-1)
+            hidden = self.model.base_model(input_ids=x).last_hidden_state[0]
+            got = torch.log_softmax(self.logits(hidden).float(), dim=-1)
+            diff = float((got - want).abs().max()) if got.shape == want.shape else math.inf
+            own = not (diff <= head_check_tolerance(self.model))
+            if own:
+                log.warning("LM head check: the head alone differs from the model's own logits by %.3g nats "
+                            "(output processing the engine does not know); logits come from the model's own "
+                            "forward at the scored positions", diff)
+            known = _HEAD_CHECKS[self.model] = (own, diff)
+        self.own_logits = known[0]
+
+    def run(self, model_kwargs: dict, rows: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One forward pass: log P(targets[i] | position rows[i]) and whether targets[i] is the
+        argmax there. ``rows`` index the flattened [batch x length] positions of the input. Each
+        distinct row goes through the head once, however many targets it scores (all first
+        intensifier tokens of one item prefix share the prefix's last hidden state)."""
         unique, inverse = torch.unique(rows, return_inverse=True)
-        out = torch.empty(len(targets), dtype=torch.float32, device=hidden.device)
-        for start in range(0, len(unique), self.rows_per_chunk):
-            logits = self.head(hidden[unique[start:start + self.rows_per_chunk]]).float()
-            if self.softcap:
-                logits = torch.tanh(logits / self.softcap) * self.softcap
-            lp = torch.log_softmax(logits, dim=-1)
-            mine = (inverse >= start) & (inverse < start + len(lp))
-            out[mine] = lp[inverse[mine] - start, targets[mine]]
+        if self.own_logits:
+            shape = model_kwargs["input_ids"].shape
+            keep = torch.zeros(shape[0] * shape[1], dtype=torch.bool, device=rows.device)
+            keep[unique] = True
+            logits = self.model(**model_kwargs, logits_to_keep=keep.view(shape)).logits
+            logits = logits.reshape(-1, logits.shape[-1])
+
+            def block(r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
+                return logits[r0:r1, v0:v1].float()
+        else:
+            hidden = self.model.base_model(**model_kwargs).last_hidden_state
+            hidden = hidden.reshape(-1, hidden.shape[-1])[unique]
+            weight, bias = self.head.weight, getattr(self.head, "bias", None)
+
+            def block(r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
+                logits = torch.nn.functional.linear(hidden[r0:r1], weight[v0:v1], None if bias is None else bias[v0:v1])
+                if self.softcap:
+                    logits = torch.tanh(logits / self.softcap) * self.softcap
+                return logits.float()
+
+        lp = torch.empty(len(targets), dtype=torch.float32, device=rows.device)
+        greedy = torch.empty(len(targets), dtype=torch.bool, device=rows.device)
+        for r0 in range(0, len(unique), HEAD_ROWS):
+            r1 = min(r0 + HEAD_ROWS, len(unique))
+            mine = torch.nonzero((inverse >= r0) & (inverse < r1))[:, 0]
+            lp[mine], greedy[mine] = _online_logprobs(block, r0, r1, self.vocab, inverse[mine] - r0, targets[mine])
         self.positions += len(unique)
-        return out
+        return lp, greedy
+
+
+def _online_logprobs(block, r0: int, r1: int, vocab: int, rows: torch.Tensor, targets: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """log-softmax at (rows[i], targets[i]) and argmax == target, over vocabulary blocks small
+    enough to stay in cache: a running maximum (first index on ties, as argmax), a running sum of
+    exponentials rescaled to it, and the target logits picked from the block that holds them.
+    ``block(r0, r1, v0, v1)`` gives float32 logits of rows r0:r1, vocabulary v0:v1."""
+    n = r1 - r0
+    cols = max(256, min(vocab, HEAD_BLOCK_BYTES // (4 * n)))
+    dev = targets.device
+    m = torch.full((n,), -math.inf, device=dev)
+    total = torch.zeros(n, device=dev)
+    best = torch.zeros(n, dtype=torch.long, device=dev)
+    picked = torch.empty(len(targets), device=dev)
+    order = torch.argsort(targets)
+    sorted_targets, sorted_rows = targets[order], rows[order]
+    edges = torch.searchsorted(sorted_targets, torch.arange(0, vocab + cols, cols, device=dev)).tolist()
+    for j, v0 in enumerate(range(0, vocab, cols)):
+        logits = block(r0, r1, v0, min(v0 + cols, vocab))
+        a, b = edges[j], edges[j + 1]
+        if b > a:
+            picked[order[a:b]] = logits[sorted_rows[a:b], sorted_targets[a:b] - v0]
+        bm, bi = logits.max(dim=-1)
+        best = torch.where(bm > m, bi + v0, best)
+        new_m = torch.maximum(m, bm)
+        total = total * torch.exp(m - new_m) + logits.sub_(new_m[:, None]).exp_().sum(dim=-1)
+        m = new_m
+    return picked - (m + torch.log(total))[rows], best[rows] == targets
 
 
 def _device(model) -> torch.device:
@@ -146,6 +269,27 @@ def _memory_bytes(device: torch.device) -> int:
         return 8 * 2**30
 
 
+def _empty_cache(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _check_requests(requests: Sequence[Request]) -> None:
+    for i, r in enumerate(requests):
+        if not r.context or not r.continuation:
+            raise ValueError(f"request {i} has an empty {'context' if not r.context else 'continuation'}: "
+                             "scoring needs at least one token of each")
+
+
+def _split(requests: Sequence[Request], lp: np.ndarray, greedy: np.ndarray, owners: Sequence[int],
+           results: list, flags: list) -> None:
+    at = 0
+    for i in owners:
+        k = len(requests[i].continuation)
+        results[i], flags[i] = lp[at:at + k], greedy[at:at + k]
+        at += k
+
+
 class FullSequenceScorer:
     """Reference scorer: each request is a full sequence (right-padded, batched, longest first)."""
 
@@ -155,17 +299,27 @@ class FullSequenceScorer:
         self.head = LogprobHead(model)
         self.stats = Stats(method="full")
 
-    @torch.inference_mode()
     def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None) -> list[np.ndarray]:
+        return self.score_with_greedy(requests, progress)[0]
+
+    @torch.inference_mode()
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None
+                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per request: the continuation's token log-probs, and per token whether it is the argmax."""
         t0 = time.perf_counter()
+        results: list = [None] * len(requests)
+        flags: list = [None] * len(requests)
+        if not requests:
+            return results, flags
+        _check_requests(requests)
         device = _device(self.model)
+        self.head.check(requests[0].context + requests[0].continuation)
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i].context) - len(requests[i].continuation))
-        results: list[np.ndarray | None] = [None] * len(requests)
         start, bs = 0, self.batch_size
         while start < len(order):
             batch = order[start:start + bs]
             try:
-                self._score_batch([requests[i] for i in batch], device, results, batch)
+                self._score_batch(requests, batch, device, results, flags)
             except RuntimeError as err:
                 if not _is_oom(err) or bs == 1:
                     raise
@@ -177,41 +331,28 @@ class FullSequenceScorer:
             if progress:
                 progress(len(batch))
         self.stats.seconds += time.perf_counter() - t0
-        return results  # type: ignore[return-value]
+        return results, flags
 
-    def _score_batch(self, reqs, device, results, idx) -> None:
-        seqs = [r.context + r.continuation for r in reqs]
+    def _score_batch(self, requests, batch, device, results, flags) -> None:
+        seqs = [requests[i].context + requests[i].continuation for i in batch]
         width = max(map(len, seqs))
         ids = torch.zeros(len(seqs), width, dtype=torch.long)
         mask = torch.zeros(len(seqs), width, dtype=torch.long)
-        rows, cols, targets = [], [], []
-        for b, (r, s) in enumerate(zip(reqs, seqs)):
+        rows, targets = [], []
+        for b, (i, s) in enumerate(zip(batch, seqs)):
             ids[b, :len(s)] = torch.tensor(s)
             mask[b, :len(s)] = 1
-            n = len(r.context)
-            for k, tok in enumerate(r.continuation):
-                rows.append(b)
-                cols.append(n - 1 + k)
-                targets.append(tok)
-        hidden = self.model.base_model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                       use_cache=False).last_hidden_state
-        flat = hidden.reshape(-1, hidden.shape[-1])
+            n = len(requests[i].context)
+            rows.extend(b * width + n - 1 + k for k in range(len(requests[i].continuation)))
+            targets.extend(requests[i].continuation)
         head_before = self.head.positions
-        lp = self.head(flat, torch.tensor(rows, device=device) * width + torch.tensor(cols, device=device),
-                       torch.tensor(targets, device=device)).cpu().numpy()
+        lp, greedy = self.head.run({"input_ids": ids.to(device), "attention_mask": mask.to(device), "use_cache": False},
+                                   torch.tensor(rows, device=device), torch.tensor(targets, device=device))
         self.stats.tokens_computed += sum(map(len, seqs))
         self.stats.scored_positions += len(targets)
         self.stats.head_positions += self.head.positions - head_before
         self.stats.forward_calls += 1
-        pos = 0
-        for b, r in zip(idx, reqs):
-            results[b] = lp[pos:pos + len(r.continuation)]
-            pos += len(r.continuation)
-
-
-def _empty_cache(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+        _split(requests, lp.cpu().numpy(), greedy.cpu().numpy(), batch, results, flags)
 
 
 def _crop(cache, prefix_len: int) -> None:
@@ -234,31 +375,30 @@ def _common_prefix_length(seqs: Sequence[tuple[int, ...]]) -> int:
     return n
 
 
-@dataclass
-class _Group:
-    """One node of the first tree level: a distinct context and the requests that extend it."""
-
-    context: tuple[int, ...]
-    members: list[int]  # request indices
-
-    def size(self, prefix_len: int, requests: Sequence[Request]) -> int:
-        return len(self.context) - prefix_len + sum(len(requests[i].continuation) for i in self.members)
-
-
 class PrefixTreeScorer:
-    """Shared-prefix scorer: one KV cache for the common prefix, packed prefix-tree sequences."""
+    """Shared-prefix scorer: one KV cache for the common prefix, packed token tries over it.
 
-    def __init__(self, model, pack_tokens: int | str = "auto"):
+    ``pack_tokens``: trie nodes (tokens computed) per forward pass, or ``"auto"``: ``PACK_TOKENS``
+    bounded by the device's total memory (the same packs, so bit-identical numbers, on every rerun
+    on the same model and device). ``attention``: ``"tree"`` (block attention over what the tree
+    mask allows, ``qclm.tree_attention``) or ``"dense"`` (one additive mask over the whole pack).
+    ``block``: query block size of the tree attention."""
+
+    def __init__(self, model, pack_tokens: int | str = "auto", attention: str = "tree", block: int = DEFAULT_BLOCK):
+        if attention not in ("tree", "dense"):
+            raise ValueError(f"attention must be tree or dense, got {attention!r}")
         self.model = model
         self.pack_tokens = pack_tokens
+        self.attention = attention
+        self.block = block
         self.head = LogprobHead(model)
         self.stats = Stats(method="prefix-tree")
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.cfg = cfg
-        types = getattr(cfg, "layer_types", None)
+        self.layer_types = getattr(cfg, "layer_types", None)
         window = getattr(cfg, "sliding_window", None) or None
-        if types is not None:  # per-layer types: a mask per type (Gemma 2/3, Qwen 2/3, ...)
-            self.sliding_window = window if "sliding_attention" in types else None
+        if self.layer_types is not None:  # per-layer types: a mask per type (Gemma 2/3, Qwen 2/3, ...)
+            self.sliding_window = window if "sliding_attention" in self.layer_types else None
             self.window_everywhere = False
         else:  # one attention kind for every layer: windowed if the config sets a window (Mistral)
             self.sliding_window = window
@@ -286,41 +426,63 @@ class PrefixTreeScorer:
             return additive(allowed & near)
         return {"full_attention": additive(allowed), "sliding_attention": additive(allowed & near)}
 
+    def _config_window(self, layer_idx: int | None) -> int | None:
+        """The window of one layer from the config (for attention modules that do not pass it)."""
+        if self.window_everywhere:
+            return self.sliding_window
+        if self.layer_types is not None and layer_idx is not None and self.layer_types[layer_idx] == "sliding_attention":
+            return self.sliding_window
+        return None
+
     def _auto_pack_tokens(self, prefix_len: int, device: torch.device) -> int:
+        """``pack_tokens`` if given, else ``PACK_TOKENS`` bounded by memory: a quarter of the
+        device's total memory beyond the weights, over the memory one packed token takes (its
+        KV cache, activations, and attention scores over the prefix and its block)."""
         if isinstance(self.pack_tokens, int):
             return self.pack_tokens
         weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
         budget = 0.25 * max(_memory_bytes(device) - weights, 2**30)
-        heads = getattr(self.cfg, "num_attention_heads", 16)
-        hidden = getattr(self.cfg, "hidden_size", 2048)
-        inter = getattr(self.cfg, "intermediate_size", 4 * hidden)
-        per_token_fixed = 4 * (6 * hidden + 2 * inter)
-        # attention scores + probabilities and the masks grow with T x (prefix + T)
-        t = 64
-        while t < 8192:
-            nxt = t * 2
-            cost = nxt * (prefix_len + nxt) * 4 * (2 * heads + 4) + nxt * per_token_fixed
-            if cost > budget:
-                break
-            t = nxt
+        cfg = self.cfg
+        heads = getattr(cfg, "num_attention_heads", 16)
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        hidden = getattr(cfg, "hidden_size", 2048)
+        head_dim = getattr(cfg, "head_dim", None) or hidden // heads
+        inter = getattr(cfg, "intermediate_size", 4 * hidden)
+        layers = getattr(cfg, "num_hidden_layers", 32)
+        keys = prefix_len + 4 * self.block
+        if self.attention == "dense":
+            keys = prefix_len + PACK_TOKENS
+        per_token = 4 * (2 * layers * kv_heads * head_dim * 2 + 6 * hidden + 3 * inter + 2 * heads * keys)
+        t = PACK_TOKENS
+        while t > 64 and t * per_token > budget:
+            t //= 2
         return t
 
     # -- scoring -----------------------------------------------------------------------------
-    @torch.inference_mode()
     def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None) -> list[np.ndarray]:
+        return self.score_with_greedy(requests, progress)[0]
+
+    @torch.inference_mode()
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None
+                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per request: the continuation's token log-probs, and per token whether it is the argmax."""
         t0 = time.perf_counter()
+        results: list = [None] * len(requests)
+        flags: list = [None] * len(requests)
         if not requests:
-            return []
+            return results, flags
+        _check_requests(requests)
         device = _device(self.model)
-        groups: dict[tuple[int, ...], _Group] = {}
+        self.head.check(requests[0].context + requests[0].continuation)
+        groups: dict[tuple[int, ...], list[int]] = {}
         for i, r in enumerate(requests):
-            groups.setdefault(r.context, _Group(r.context, [])).members.append(i)
-        contexts = list(groups)
-        # every group keeps at least one own token: it predicts the continuation's first token
+            groups.setdefault(r.context, []).append(i)
+        contexts = sorted(groups)  # token order: contexts that share tokens beyond the prefix are neighbours
+        # every context keeps at least one own token: it predicts the continuation's first token
         prefix_len = min(_common_prefix_length(contexts), min(map(len, contexts)) - 1)
         from transformers import DynamicCache
 
-        cache = DynamicCache()  # full (non-sliding) layers: the masks below apply any window
+        cache = DynamicCache()  # full (non-sliding) layers: the masks apply any window
         if prefix_len > 0:
             pos = torch.arange(prefix_len, device=device)
             causal = pos[:, None] >= pos[None, :]
@@ -331,99 +493,65 @@ class PrefixTreeScorer:
             self.stats.tokens_computed += prefix_len
             self.stats.forward_calls += 1
         budget = self._auto_pack_tokens(prefix_len, device)
-        ordered = sorted(groups.values(), key=lambda g: -g.size(prefix_len, requests))  # longest first
-        results: list[np.ndarray | None] = [None] * len(requests)
+        if self.head.own_logits:  # the model's own logits at every scored row of a pack at once
+            budget = min(budget, max(64, OWN_LOGITS_BYTES // (4 * self.head.vocab)))
         start = 0
-        while start < len(ordered):
-            pack, used = [], 0
-            for g in ordered[start:]:
-                s = g.size(prefix_len, requests)
-                if pack and used + s > budget:
+        while start < len(contexts):
+            pack = PackBuilder(prefix_len)
+            end = start
+            while end < len(contexts):
+                pack.add(contexts[end], groups[contexts[end]], requests)
+                if end > start and pack.size > budget:
+                    pack.undo()
                     break
-                pack.append(g)
-                used += s
+                end += 1
             try:
-                self._score_pack(pack, requests, prefix_len, cache, device, results)
+                self._score_pack(pack, requests, prefix_len, cache, device, results, flags)
             except RuntimeError as err:
                 _crop(cache, prefix_len)
-                if not _is_oom(err) or len(pack) == 1:
+                if not _is_oom(err) or end - start == 1:
                     raise
-                budget = max(1, used // 2)
+                budget = max(1, pack.size // 2)
                 log.warning("out of memory: packed sequence budget now %d tokens", budget)
                 _empty_cache(device)
                 continue
             _crop(cache, prefix_len)
-            start += len(pack)
+            start = end
             if progress:
-                progress(sum(len(g.members) for g in pack))
+                progress(pack.n_requests)
         self.stats.seconds += time.perf_counter() - t0
-        return results  # type: ignore[return-value]
+        return results, flags
 
-    def _score_pack(self, pack: list[_Group], requests, prefix_len: int, cache, device, results) -> None:
-        ids: list[int] = []
-        pos: list[int] = []
-        scored_rows: list[int] = []
-        targets: list[int] = []
-        owners: list[int] = []
-        # visibility inside the pack: token i sees tokens [a, i] of its own chain and,
-        # for continuation tokens, the whole item segment [ga, gb)
-        chains: list[tuple[int, int, int, int]] = []  # (seg_start, seg_end, chain_start, chain_end)
-        for g in pack:
-            own = g.context[prefix_len:]
-            seg_start = len(ids)
-            ids.extend(own)
-            pos.extend(range(prefix_len, len(g.context)))
-            seg_end = len(ids)
-            chains.append((seg_start, seg_end, seg_start, seg_end))
-            last_ctx_row = seg_end - 1
-            for i in g.members:
-                cont = requests[i].continuation
-                c_start = len(ids)
-                ids.extend(cont[:-1])  # the last token is only a target
-                pos.extend(range(len(g.context), len(g.context) + len(cont) - 1))
-                c_end = len(ids)
-                if c_end > c_start:
-                    chains.append((seg_start, seg_end, c_start, c_end))
-                rows = [last_ctx_row] + list(range(c_start, c_end))
-                scored_rows.extend(rows)
-                targets.extend(cont)
-                owners.append(i)
-        n = len(ids)
-        q_pos = torch.tensor(pos, device=device)
-        allowed_pack = torch.zeros(n, n, dtype=torch.bool, device=device)
-        tri = torch.ones(n, n, dtype=torch.bool, device=device).tril_()
-        for seg_start, seg_end, c_start, c_end in chains:
-            allowed_pack[c_start:c_end, c_start:c_end] = tri[c_start:c_end, c_start:c_end]
-            if c_start != seg_start:
-                allowed_pack[c_start:c_end, seg_start:seg_end] = True
-        allowed = torch.cat([torch.ones(n, prefix_len, dtype=torch.bool, device=device), allowed_pack], dim=1)
-        k_pos = torch.cat([torch.arange(prefix_len, device=device), q_pos])
-        hidden = self.model.base_model(
-            input_ids=torch.tensor([ids], device=device), position_ids=q_pos[None],
-            attention_mask=self._mask(allowed, q_pos, k_pos), past_key_values=cache, use_cache=True,
-        ).last_hidden_state[0]
+    def _score_pack(self, pack: PackBuilder, requests, prefix_len: int, cache, device, results, flags) -> None:
+        layout = TreeLayout(np.array(pack.parent, dtype=np.int64), np.array(pack.pos, dtype=np.int64), prefix_len,
+                            device, self.block, self._config_window)
+        q_pos = torch.tensor(pack.pos, device=device)
+        kwargs = {"input_ids": torch.tensor([pack.ids], device=device), "position_ids": q_pos[None],
+                  "past_key_values": cache, "use_cache": True}
+        rows = torch.tensor(pack.rows, device=device)
+        targets = torch.tensor(pack.targets, device=device)
         head_before = self.head.positions
-        lp = self.head(hidden, torch.tensor(scored_rows, device=device),
-                       torch.tensor(targets, device=device)).cpu().numpy()
-        self.stats.tokens_computed += n
-        self.stats.scored_positions += len(targets)
+        if self.attention == "tree":
+            with tree_attention(self.model, layout):
+                lp, greedy = self.head.run(kwargs, rows, targets)
+        else:
+            k_pos = torch.cat([torch.arange(prefix_len, device=device), q_pos])
+            kwargs["attention_mask"] = self._mask(layout.dense_allowed(), q_pos, k_pos)
+            lp, greedy = self.head.run(kwargs, rows, targets)
+        self.stats.tokens_computed += pack.size
+        self.stats.attended_pairs += layout.attended_pairs
+        self.stats.scored_positions += len(pack.targets)
         self.stats.head_positions += self.head.positions - head_before
         self.stats.forward_calls += 1
-        at = 0
-        for i in owners:
-            k = len(requests[i].continuation)
-            results[i] = lp[at:at + k]
-            at += k
-
-
-def self_check_tolerance(model) -> float:
-    dtype = next(model.parameters()).dtype
-    return 1e-3 if dtype in (torch.float32, torch.float64) else 0.25
+        _split(requests, lp.cpu().numpy(), greedy.cpu().numpy(), pack.owners, results, flags)
 
 
 class AutoScorer:
-    """The prefix-tree scorer, checked once against full sequences on the first requests it
-    sees; if the check fails or raises, full sequences from then on, with a log line why."""
+    """The prefix-tree scorer, checked once against full sequences: the first requests it scores
+    are scored with the prefix tree, then a sample of them (two contexts, the longest with a
+    multi-token continuation first) again as full sequences. If the numbers differ by more than
+    ``self_check_tolerance`` or the prefix tree raises, those requests and every later one are
+    scored with full sequences, with a log line why."""
 
     def __init__(self, model, batch_size: int = 16, pack_tokens: int | str = "auto"):
         self.model = model
@@ -436,18 +564,50 @@ class AutoScorer:
         return self.scorer.stats
 
     def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None) -> list[np.ndarray]:
-        if not self.checked and len(requests) > 1:
-            self.checked = True
-            reason = _self_check(self.model, self.scorer, requests, self.batch_size)
-            if reason:
-                log.warning("shared-prefix scoring disabled for this model (%s); scoring full sequences", reason)
-                self.scorer = FullSequenceScorer(self.model, self.batch_size)
-                self.scorer.stats.notes.append(reason)
-        return self.scorer.score(requests, progress)
+        return self.score_with_greedy(requests, progress)[0]
+
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None
+                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if self.checked or len(requests) < 2:
+            return self.scorer.score_with_greedy(requests, progress)
+        self.checked = True
+        try:
+            got = self.scorer.score_with_greedy(requests, progress)
+        except Exception as err:  # noqa: BLE001 - any failure means: do not use this path
+            reason = f"prefix-tree scoring raised {type(err).__name__}: {err}"
+        else:
+            reason = self._check(requests, got[0])
+            if reason is None:
+                return got
+        log.warning("shared-prefix scoring disabled for this model (%s); scoring full sequences", reason)
+        self.scorer = FullSequenceScorer(self.model, self.batch_size)
+        self.scorer.stats.notes.append(reason)
+        return self.scorer.score_with_greedy(requests, progress)
+
+    def _check(self, requests: Sequence[Request], got: list[np.ndarray]) -> str | None:
+        sample = _check_sample(requests)
+        reference = FullSequenceScorer(self.model, self.batch_size)
+        want = reference.score([requests[i] for i in sample])
+        self.scorer.stats.check_tokens += reference.stats.tokens_computed
+        diff = max(float(np.max(np.abs(got[i] - w))) for i, w in zip(sample, want))
+        if not math.isfinite(diff) or diff > self_check_tolerance(self.model):
+            return f"prefix-tree self-check differs from full sequences by {diff:.3g} nats"
+        return None
+
+
+def _check_sample(requests: Sequence[Request]) -> list[int]:
+    """Two requests from different contexts for the self-check: the longest context with a
+    multi-token continuation (sliding windows, continuation chains), then the longest other one."""
+    def rank(i: int) -> tuple:
+        return (len(requests[i].continuation) > 1, len(requests[i].context), -i)
+
+    first = max(range(len(requests)), key=rank)
+    others = [i for i in range(len(requests)) if requests[i].context != requests[first].context]
+    return [first] + ([max(others, key=rank)] if others else [])
 
 
 def make_scorer(model, method: str = "auto", batch_size: int = 16, pack_tokens: int | str = "auto"):
-    """``prefix-tree``, ``full`` (the reference) or ``auto`` (prefix-tree after a self-check)."""
+    """``prefix-tree``, ``full`` (the reference) or ``auto`` (prefix-tree with a self-check)."""
     if method == "full":
         return FullSequenceScorer(model, batch_size)
     if method == "prefix-tree":
@@ -455,21 +615,3 @@ def make_scorer(model, method: str = "auto", batch_size: int = 16, pack_tokens: 
     if method == "auto":
         return AutoScorer(model, batch_size, pack_tokens)
     raise ValueError(f"scoring method must be auto, prefix-tree or full, got {method!r}")
-
-
-def _self_check(model, tree: PrefixTreeScorer, requests: Sequence[Request], batch_size: int) -> str | None:
-    """Compare the prefix-tree scorer with full sequences on requests from two contexts."""
-    first = requests[0].context
-    other = next((r for r in requests if r.context != first), None)
-    sample = [requests[0]] + [r for r in requests[1:3] if r.context == first] + ([other] if other else [])
-    try:
-        got = tree.score(sample)
-    except Exception as err:  # noqa: BLE001 - any failure means: do not use this path
-        return f"prefix-tree self-check raised {type(err).__name__}: {err}"
-    finally:
-        tree.stats = Stats(method=tree.stats.method)  # the check is not part of the job's work
-    want = FullSequenceScorer(model, batch_size).score(sample)
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(got, want))
-    if not math.isfinite(diff) or diff > self_check_tolerance(model):
-        return f"prefix-tree self-check differs from full sequences by {diff:.3g} nats"
-    return None
