@@ -224,6 +224,25 @@ def test_boundary_split_scores_the_continuation_alone_and_says_so(tiny_llama_dir
     assert meta["boundary"] == "split"
 
 
+def test_boundary_first_divergence_scores_the_merged_token_as_the_authors_code_does(tiny_llama_dir, caplog):
+    from qclm.engine import tokenize_requests
+
+    model, tok = load_dir(tiny_llama_dir)
+    merging = MergingTokenizer(tok)
+    context = "Question: Do you feel tense?\nAnswer:"
+    whole = merging([context + " extremely"])["input_ids"][0]
+    ctx = merging([context])["input_ids"][0]
+    with caplog.at_level(logging.WARNING, logger="qclm.engine"):
+        [req] = tokenize_requests(merging, [context], [" extremely"], "first_divergence")
+    j = next(m for m, (a, b) in enumerate(zip(ctx, whole)) if a != b)
+    assert j == len(ctx) - 1  # the context's last token merged with the phrase
+    assert (list(req.context), list(req.continuation)) == (whole[:j], whole[j:])
+    assert any(m.startswith("boundary fallback (scored from the first divergent token)") for m in caplog.messages)
+    # no merge: the same requests as the default rule
+    assert tokenize_requests(tok, [context], [" calm"], "first_divergence") == tokenize_requests(tok, [context],
+                                                                                               [" calm"])
+
+
 def test_real_tokenizer_boundary_merge(smollm2_tokenizer_dir):
     """A real merge (byte-level BPE joins a newline and the spaces after it): error, or split + warning."""
     from transformers import AutoTokenizer

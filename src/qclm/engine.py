@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from qclm.prompts import BOUNDARY_MODES
 from qclm.tree_attention import DEFAULT_BLOCK, PackBuilder, TreeLayout, tree_attention
 
 log = logging.getLogger("qclm.engine")
@@ -91,10 +92,12 @@ def tokenize_requests(
 ) -> list[Request]:
     """Tokenize context and context + continuation; the continuation is the slice after the
     context's tokens. When the context's tokens are not a prefix of the whole (a token merged
-    across the boundary), ``boundary="error"`` raises BoundaryError naming the variant, and
-    ``boundary="split"`` tokenizes the continuation on its own and logs a warning for it."""
-    if boundary not in ("error", "split"):
-        raise ValueError(f"boundary must be 'error' or 'split', got {boundary!r}")
+    across the boundary), ``boundary="error"`` raises BoundaryError naming the variant,
+    ``boundary="split"`` tokenizes the continuation on its own, and ``boundary="first_divergence"``
+    scores the whole's tokens from the first one that differs from the context's (the authors' public
+    code's rule: the merged token, which spans context text, is scored); both log a warning for it."""
+    if boundary not in BOUNDARY_MODES:
+        raise ValueError(f"boundary must be one of {', '.join(BOUNDARY_MODES)}, got {boundary!r}")
     unique_ctx = list(dict.fromkeys(contexts))
     ctx_ids = dict(zip(unique_ctx, tokenizer(unique_ctx, add_special_tokens=True)["input_ids"]))
     whole = tokenizer([c + k for c, k in zip(contexts, continuations)], add_special_tokens=True)["input_ids"]
@@ -111,6 +114,13 @@ def tokenize_requests(
         if boundary == "error":
             raise BoundaryError(detail + "; set scoring.boundary: split to score the continuation "
                                 "tokenized on its own")
+        if boundary == "first_divergence":
+            j = next((m for m, (a, b) in enumerate(zip(cids, ids)) if a != b), min(n, len(ids)))
+            if j == 0 or j >= len(ids):
+                raise BoundaryError(f"{what}: no context or no continuation tokens at the first divergence")
+            log.warning("boundary fallback (scored from the first divergent token): %s", detail)
+            out.append(Request(tuple(ids[:j]), tuple(ids[j:])))
+            continue
         cont = tokenizer(k, add_special_tokens=False)["input_ids"]
         if not cont:
             raise BoundaryError(f"{what}: continuation {k!r} has no tokens")

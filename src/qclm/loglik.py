@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from qclm.prompts import BOUNDARY_MODES
 from qclm.validation import InputError, read_text
 
 log = logging.getLogger("qclm.loglik")
@@ -220,8 +221,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
     p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
                    help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
-    p.add_argument("--boundary", default="error", choices=("error", "split"),
-                   help="a token merged across context and continuation: error (default) or split")
+    p.add_argument("--boundary", default="error", choices=BOUNDARY_MODES,
+                   help="a token merged across context and continuation: error (default), split (the continuation "
+                   "tokenized alone) or first_divergence (scored from the first differing token)")
     p.add_argument("--batch-size", type=int, default=16, help="full-sequence batch size (method full, self-check)")
     p.add_argument("--pack-tokens", default="auto", type=_pack_tokens,
                    help="tokens per packed forward pass: auto (default) or a positive integer")

@@ -31,6 +31,9 @@ from qclm.questionnaire import CONTINUATION_LEAD
 PROMPT_FORMATS = ("raw", "chat", "chat_preamble")
 STIMULUS_PLACEMENTS = ("user", "prefix")
 DEFAULT_ANSWER_PREAMBLE = "My answer is"
+#: ``scoring.boundary``: what tokenization does when a token merges across context and continuation
+#: (qclm.engine.tokenize_requests)
+BOUNDARY_MODES = ("error", "split", "first_divergence")
 
 
 class ChatTemplateError(ValueError):
