@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--aggregation", default="harmonic", choices=AGGREGATIONS,
                     help="how qlatent combines token probabilities (compared with the project's same one)")
     ap.add_argument("--methods", default="engine,lm-eval,qlatent", help="comma-separated subset (engine always runs)")
+    ap.add_argument("--conditions", default="vanilla,stress", help="comma-separated subset of vanilla,stress")
     ap.add_argument("--batch-size", type=int, default=16, help="lm-eval batch size")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the record to this file")
@@ -240,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         prepare_model(spec, prepared)
     model, tok, prov = load_model(spec, prepared, "cpu")
     q = load_questionnaire(args.questionnaire)
-    cases = build_cases(q, Path(args.stimuli), args.stimulus_index, args.version, args.separator, args.limit)
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    cases = [c for c in build_cases(q, Path(args.stimuli), args.stimulus_index, args.version, args.separator,
+                                    args.limit) if c.condition in conditions]
+    if not cases:
+        ap.error(f"--conditions {args.conditions!r}: choose from vanilla, stress")
     n_variants = sum(len(c.variants) for c in cases)
     with torch.inference_mode():  # one untimed forward pass: allocator and kernels warm for everyone
         model(**tok([cases[-1].contexts[0]], return_tensors="pt"))
