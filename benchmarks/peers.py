@@ -48,7 +48,8 @@ import torch
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.models import load_model, load_model_table, prepare_model
 from qclm.protocol import Protocol, condition_contexts
-from qclm.questionnaire import CONTINUATION_LEAD, CTERM_SLOT, INTENSIFIER_SLOT, Item, Questionnaire, Variant, load_questionnaire
+from qclm.questionnaire import (CONTINUATION_LEAD, CTERM_SLOT, INTENSIFIER_SLOT, Item, Questionnaire, Variant,
+                                load_questionnaire)
 from qclm.scoring import AGGREGATIONS, VARIANT_KEYS, variant_probabilities
 from qclm.stimuli import load_stimuli
 
