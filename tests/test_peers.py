@@ -24,7 +24,7 @@ import pytest
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.models import load_model, parse_model_row
 from qclm.questionnaire import CONTINUATION_LEAD, load_questionnaire
-from qclm.scoring import item_score_matrix, two_way_normalize
+from test_scoring_math import item_score_matrix, two_way_normalize  # the equations as matrix oracles
 
 pytestmark = pytest.mark.peers
 
@@ -293,3 +293,56 @@ def test_run_defaults_are_geometric_mean_and_raw(peers):
 
     defaults = {k: v.default for k, v in inspect.signature(QCLM.run).parameters.items()}
     assert defaults["scoring"] == "geometric_mean" and defaults["mode"] == "raw"
+
+
+# -- the preset: config/qlatent.yaml reproduces qlatent's numbers ---------------------------------
+def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
+    """config/qlatent.yaml + config/models_qlatent.tsv (SmolLM2-Instruct in chat, stimulus before the chat
+    markup, "\\n", geometric mean, first_divergence, epsilon 1e-10, mean_score over S+) through the project's
+    own scoring job give the per-variant probabilities and the item scores of qlatent's QCLM.run(mode="chat")
+    + QSOFTMAX + mean_score(positive keywords) on the authors' form of the item."""
+    import yaml
+
+    from qclm.logprobs import score_condition
+    from qclm.models import load_model_table
+    from qclm.prompts import PromptBuilder, PromptFormat
+    from qclm.protocol import Protocol, condition_contexts
+    from qclm.scoring import condition_tables
+    from qclm.stimuli import load_stimuli
+
+    config = yaml.safe_load((ROOT / "config/qlatent.yaml").read_text())
+    config.update(limit_items=1, limit_stimuli=1)
+    scoring = config["scoring"]
+    spec = load_model_table(ROOT / config["models"])["smollm2-135m-instruct"]
+    assert spec.prompt_format == "chat"
+    protocol = Protocol.from_config(config)
+    q = load_questionnaire(STAI_S)
+    stress_file = ROOT / config["stimuli"]["classes"]["stress"]
+    stimulus = load_stimuli(stress_file, "stress").stimuli[0].text(protocol.version)
+    model, tok, _ = smollm2
+    pipe = peers.PipelineLike(model, peers.RecordingTokenizer(tok), model.device, "smollm2")
+    builder = PromptBuilder(tok, PromptFormat.from_settings(spec.prompt_format, scoring))
+
+    for condition, files, pre_text in (("vanilla", [], None), ("stress", [stress_file], stimulus)):
+        tokens, _ = score_condition(spec, STAI_S, condition, files, protocol, scoring, model_and_tokenizer=smollm2)
+        variants, items = condition_tables(tokens, scoring["aggregation"], scoring["item_score"],
+                                           scoring["normalization_epsilon"])
+        [ctx] = condition_contexts(q, condition, [load_stimuli(f, "stress") for f in files] or None, protocol)
+        texts, continuations = builder.build(ctx.stimulus, ctx.variants)
+
+        item = q.items[0]
+        question = authors_form(peers, q, item)
+        pipe.tokenizer.texts.clear()
+        question.run(model=pipe, pre_text=pre_text, scoring=peers.QLATENT_SCORING[scoring["aggregation"]],
+                     mode="chat")
+        assert set(pipe.tokenizer.texts) == set(texts) | {t + c for t, c in zip(texts, continuations)}, condition
+
+        theirs = question._pdf.rename(columns={"question": "cterm", "answer": "intensifier", "P": "p_qlatent"})
+        both = variants.merge(theirs[["cterm", "intensifier", "p_qlatent"]], on=["cterm", "intensifier"],
+                              validate="1:1")
+        assert len(both) == len(ctx.variants) == 48
+        assert np.abs(np.log(both["p_qlatent"]) - np.log(both["p_raw"])).max() < 1e-4, condition
+        normalized = question.softmax(dim=["question", "answer"])
+        their_score = float(normalized.mean_score(question.get_filter_for_postive_keywords(["answer"])))
+        [our_score] = items["score"]
+        assert our_score == pytest.approx(their_score, rel=1e-4, abs=1e-7), condition
