@@ -86,8 +86,9 @@ def qlatent_pre_text(lead: str) -> str:
 
 def build_cases(q: Questionnaire, stimuli_path: Path, stimulus_index: int, version: str, separator: str,
                 limit: int | None) -> list[Case]:
-    """Vanilla and one stress stimulus, through the project's own protocol code."""
-    protocol = Protocol(version=version, separator=separator, limit_items=limit or None)
+    """Vanilla and one stress stimulus, through the project's own protocol code, in each item's first
+    (the paper's) template."""
+    protocol = Protocol(version=version, separator=separator, limit_items=limit or None, templates="first")
     vanilla = condition_contexts(q, "vanilla", None, protocol)[0]
     stimuli = load_stimuli(stimuli_path, "stress")
     stress = condition_contexts(q, "stress", stimuli, protocol)[stimulus_index]
@@ -102,7 +103,7 @@ def token_frame(case: Case, model_name: str, questionnaire: str, logprobs: list[
     rows = []
     for v, lp in zip(case.variants, logprobs):
         for x in lp:
-            rows.append((model_name, questionnaire, case.condition, case.stimulus_id, v.item_id, v.cterm,
+            rows.append((model_name, questionnaire, case.condition, case.stimulus_id, v.template, v.item_id, v.cterm,
                          v.polarity, v.intensifier, v.level, v.weight, float(x)))
     return pd.DataFrame(rows, columns=VARIANT_KEYS + ["logprob"])
 

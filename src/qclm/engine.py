@@ -558,8 +558,8 @@ class PrefixTreeScorer:
 
 class AutoScorer:
     """The prefix-tree scorer, checked once against full sequences: the first requests it scores
-    are scored with the prefix tree, then a sample of them (two contexts, the longest with a
-    multi-token continuation first) again as full sequences. If the numbers differ by more than
+    are scored with the prefix tree, then one of them (``_check_sample``) again as a full
+    sequence. If the numbers differ by more than
     ``self_check_tolerance`` or the prefix tree raises, those requests and every later one are
     scored with full sequences, with a log line why."""
 
@@ -606,14 +606,11 @@ class AutoScorer:
 
 
 def _check_sample(requests: Sequence[Request]) -> list[int]:
-    """Two requests from different contexts for the self-check: the longest context with a
-    multi-token continuation (sliding windows, continuation chains), then the longest other one."""
-    def rank(i: int) -> tuple:
-        return (len(requests[i].continuation) > 1, len(requests[i].context), -i)
-
-    first = max(range(len(requests)), key=rank)
-    others = [i for i in range(len(requests)) if requests[i].context != requests[first].context]
-    return [first] + ([max(others, key=rank)] if others else [])
+    """The request the self-check scores again as a full sequence: a multi-token continuation
+    (continuation chains) of the longest context (sliding windows), from the context that sorts
+    last (so that other contexts precede it in its pack: a mask leaking across contexts shows)."""
+    return [max(range(len(requests)), key=lambda i: (len(requests[i].continuation) > 1, len(requests[i].context),
+                                                     requests[i].context, -i))]
 
 
 def make_scorer(model, method: str = "auto", batch_size: int = 16, pack_tokens: int | str = "auto"):
