@@ -55,7 +55,10 @@ def test_workflow_end_to_end_on_tiny_models(tmp_path, tiny_llama_dir, tiny_gemma
     assert info["contrasts"] == [["vanilla", "stress"], ["vanilla", "neutral"], ["neutral", "stress"]]
     for name in ("per_model_state_trait", "per_model_interaction"):
         assert len(pd.read_csv(res / "analysis" / f"{name}.csv")) > 0
-    assert "**Models (2)**" in (res / "analysis" / "overview.md").read_text()
+    overview = (res / "analysis" / "overview.md").read_text()
+    assert "**Models (2; size, dtype, prompt format)**" in overview
+    assert set(items["dtype"]) == {"float32"} and set(items["prompt_format"]) == {"raw"}  # as the jobs ran
+    assert "float32, raw" in overview
 
 
 def test_a_class_name_unknown_to_the_code_and_a_composed_condition(tmp_path, tiny_llama_dir):

@@ -44,7 +44,7 @@ from qclm.tree_attention import DEFAULT_BLOCK, PackBuilder, TreeLayout, tree_att
 log = logging.getLogger("qclm.engine")
 
 #: Float32 logits the LM head holds at once (bytes): a [rows x vocabulary block] that stays in
-#: cache while its maximum and sum of exponentials are taken (benchmarks/engine.py --head).
+#: cache while its maximum and sum of exponentials are taken (benchmarks/engine.py --head-blocks).
 HEAD_BLOCK_BYTES = 8 * 2**20
 #: Distinct hidden states that go through the LM head together (at most).
 HEAD_ROWS = 4096

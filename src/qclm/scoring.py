@@ -221,7 +221,8 @@ def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.Data
                    select: str = "first") -> dict[str, pd.DataFrame]:
     """Concatenate the per-job tables into the tidy tables of results/scores/.
 
-    ``model_info`` has one row per model with columns model, params_b, model_type, family;
+    ``model_info`` has one row per model with columns model, params_b, model_type, family (and, from the
+    scoring provenance, the dtype and prompt_format the model ran in);
     ``default_templates`` maps each questionnaire to its first (default) template id; questionnaire
     and condition scores use the templates ``select`` chooses (:func:`select_templates`)."""
     items = _with_template(pd.concat(item_frames, ignore_index=True)).merge(model_info, on="model", how="left")

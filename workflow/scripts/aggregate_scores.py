@@ -2,15 +2,21 @@
 import pandas as pd
 
 from qclm.cli import configure_logging
-from qclm.logprobs import write_parquet
+from qclm.logprobs import read_metadata, write_parquet
 from qclm.models import load_model_table
 from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows, load_questionnaire
 from qclm.scoring import collect_tables
 
 configure_logging(snakemake.log[0])
 models = load_model_table(snakemake.input.models)
+# the dtype each model ran in (auto resolves per device) and its prompt format, from the scoring provenance
+used = {}
+for path in snakemake.input.item_tables:
+    meta = read_metadata(path)
+    used.setdefault(meta["model"], {"dtype": meta.get("dtype"), "prompt_format": meta.get("prompt_format", "raw")})
 info = pd.DataFrame(
-    [{"model": m.name, "params_b": m.params_b, "model_type": m.type, "family": m.family} for m in models.values()]
+    [{"model": m.name, "params_b": m.params_b, "model_type": m.type, "family": m.family,
+      **used.get(m.name, {"dtype": None, "prompt_format": None})} for m in models.values()]
 )
 default_templates = {q: load_questionnaire(path).templates[0] for q, path in snakemake.params.questionnaires.items()}
 tables = collect_tables(

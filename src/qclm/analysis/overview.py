@@ -25,17 +25,24 @@ def _pct(x: float) -> str:
     return "" if x is None or not np.isfinite(x) else f"{100 * x:.0f}%"
 
 
+def _model_label(model: str, rows: pd.DataFrame) -> str:
+    """``name (0.135B, float32, chat)``: size, the dtype it ran in and its prompt format, where known."""
+    first = rows.iloc[0]
+    parts = [f"{first['params_b']:g}B" if pd.notna(first.get("params_b")) else None,
+             first.get("dtype"), first.get("prompt_format")]
+    parts = [str(p) for p in parts if p is not None and not (isinstance(p, float) and pd.isna(p))]
+    return f"{model} ({', '.join(parts)})" if parts else model
+
+
 def facts(items: pd.DataFrame, qscores: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
     """(label, text) lines saying what was run."""
-    sizes = items.groupby("model", sort=False)["params_b"].first() if "params_b" in items.columns else None
-    models = [m if sizes is None or pd.isna(sizes.get(m)) else f"{m} ({sizes[m]:g}B)"
-              for m in pd.unique(items["model"])]
+    models = [_model_label(m, g) for m, g in items.groupby("model", sort=False)]
     n_items = items.groupby("questionnaire", sort=False)["item_id"].nunique()
     stimuli = qscores.groupby("condition")["stimulus_id"].nunique()
     conditions = [c if c == "vanilla" else f"{c} ({stimuli[c]} stimuli)" for c in order_conditions(qscores["condition"])]
     contrasts = [contrast_label(*c) for c in info.get("contrasts", [])]
     return [
-        (f"Models ({len(models)})", ", ".join(models)),
+        (f"Models ({len(models)}; size, dtype, prompt format)", ", ".join(models)),
         ("Questionnaires", ", ".join(f"{q} ({n} items)" for q, n in n_items.items())),
         ("Conditions", ", ".join(conditions)),
         ("Contrasts (first minus second)", ", ".join(contrasts) or "none"),
