@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     model, tok, prov = load_model(spec, prepared, "cpu")
     q = load_questionnaire(args.questionnaire)
     stimuli = load_stimuli(args.stimuli, "stress")
-    ctx = condition_contexts(q, "stress", stimuli, Protocol(version=args.version, templates="first"))[args.stimulus_index]
+    protocol = Protocol(version=args.version, templates="first")
+    ctx = condition_contexts(q, "stress", stimuli, protocol)[args.stimulus_index]
     contexts, continuations = ctx.texts, [v.continuation for v in ctx.variants]
     loads = {"start": load()}
 
@@ -330,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.attention:
             settings[f"pack {pack} dense"] = lambda p=int(pack): PrefixTreeScorer(model, pack_tokens=p,
                                                                                   attention="dense")
-    head_blocks = {f"head block {mib} MiB": int(float(mib) * 2**20) for mib in filter(None, args.head_blocks.split(","))}
+    head_blocks = {f"head block {mib} MiB": int(float(mib) * 2**20)
+                   for mib in filter(None, args.head_blocks.split(","))}
     default_head = qengine.HEAD_BLOCK_BYTES
     for label, size in head_blocks.items():
         settings[label] = lambda: PrefixTreeScorer(model)

@@ -73,13 +73,15 @@ def main(argv: list[str] | None = None) -> int:
             seconds = time.perf_counter() - t0
             total += seconds
             cells.append({"questionnaire": qid, "condition": condition, "seconds": round(seconds, 2),
-                          "variants": int(df.groupby(["stimulus_id", "template", "item_id", "cterm", "intensifier"]).ngroups),
+                          "variants": int(df.groupby(["stimulus_id", "template", "item_id", "cterm",
+                                                      "intensifier"]).ngroups),
                           "tokens_computed": meta["tokens_computed"], "scoring_method": meta["scoring_method"],
                           "load_average": round(os.getloadavg()[0], 2)})
             print(f"{spec.name} {qid}/{condition}: {seconds:.1f} s, {cells[-1]['variants']} variants, "
                   f"{meta['tokens_computed']} tokens ({meta['scoring_method']}), load {cells[-1]['load_average']}",
                   file=sys.stderr, flush=True)
-    record = {"model": spec.name, "templates": args.templates, "load_seconds": round(load_s, 1), "scoring_seconds": round(total, 1),
+    record = {"model": spec.name, "templates": args.templates, "load_seconds": round(load_s, 1),
+              "scoring_seconds": round(total, 1),
               "scoring_minutes": round(total / 60, 2), "threads": torch.get_num_threads(), "cells": cells,
               "torch": torch.__version__}
     print(json.dumps(record, indent=2))

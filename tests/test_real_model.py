@@ -31,7 +31,7 @@ def test_engine_equals_full_sequences_on_the_real_model(smollm2):
     model, tok, _ = smollm2
     q = load_questionnaire(ROOT / "resources/questionnaires/stai_t.yaml")
     stress = load_stimuli(ROOT / "resources/stimuli/stress.yaml")
-    [ctx] = condition_contexts(q, "stress", stress, Protocol(limit_items=2, limit_stimuli=1))
+    [ctx] = condition_contexts(q, "stress", stress, Protocol(limit_items=2, limit_stimuli=1, templates="first"))
     reqs = tokenize_requests(tok, ctx.texts, [v.continuation for v in ctx.variants])
     assert len(reqs) == 2 * 6 * 8 and len(reqs[0].context) > 200
     assert any(len(r.continuation) > 1 for r in reqs)
@@ -52,15 +52,17 @@ def test_scoring_job_writes_tokens_with_provenance(smollm2, tmp_path, smollm2_pr
     back = pd.read_parquet(out)
     assert list(back.columns) == COLUMNS
     assert set(back["stimulus_id"]) == {"neutral01", "neutral02"}
-    assert back.groupby(["stimulus_id", "item_id", "cterm", "intensifier"]).ngroups == 2 * 2 * 6 * 8
+    assert set(back["template"]) == {"question", "statement", "interview"}  # every template by default
+    variant_keys = ["stimulus_id", "template", "item_id", "cterm", "intensifier"]
+    assert back.groupby(variant_keys).ngroups == 2 * 3 * 2 * 6 * 8
     assert (back["logprob"] < 0).all()
     m = read_metadata(out)
     assert m["model"] == "smollm2-135m-instruct" and m["dtype"] == "float32" and m["device"] == "cpu"
     assert len(m["gguf_sha256"]) == 64 and len(m["questionnaire_sha256"]) == 64 and [len(h) for h in m["stimuli_sha256"]] == [64]
     assert m["scoring_method"] == "prefix-tree" and m["tokenizer"] and m["transformers"]
     variants, items = condition_tables(back)
-    assert len(items) == 2 * 2
+    assert len(items) == 2 * 3 * 2
     # normalized rows sum to one; scores lie within the weight range
-    sums = variants.groupby(["stimulus_id", "item_id", "cterm"])["p_norm"].sum()
+    sums = variants.groupby(["stimulus_id", "template", "item_id", "cterm"])["p_norm"].sum()
     assert np.allclose(sums, 1.0)
     assert items["score"].between(-2, 2).all()

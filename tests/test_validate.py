@@ -499,7 +499,7 @@ def test_all_problems_of_all_files_in_one_run(tmp_path, monkeypatch):
     stim["stimuli"][1]["brief"] = " "
     write_yaml(tmp_path / "s" / "stress.yaml", stim)
     assert check(tmp_path, monkeypatch, config) == [
-        "config.yaml: field scoring.boundary: must be one of error, split; got 'merge'",
+        "config.yaml: field scoring.boundary: must be one of error, split, first_divergence; got 'merge'",
         "models.tsv: line 3 (model m1): column name: repeats the model on line 2",
         "q/worry1.yaml: item W1 (#2): field id: duplicate item id (item #1 has it too)",
         "q/other.yaml: line 3, column 1: YAML syntax error: expected the node content, but found '<stream end>' "
