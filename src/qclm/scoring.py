@@ -230,9 +230,10 @@ def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.Data
     variants = pd.concat(variant_frames, ignore_index=True)
     questionnaires = questionnaire_scores(select_templates(items, select)).merge(model_info, on="model", how="left")
     vanilla = variants[variants["condition"] == "vanilla"]
+    columns = ["model", "questionnaire", "template", "default_template", "item_id", "condition", "stimulus_id",
+               "score", "n_plus", "n_intensifiers"]
     return {
-        "items": items[["model", "questionnaire", "template", "default_template", "item_id", "condition",
-                        "stimulus_id", "score", "n_plus", "n_intensifiers", "params_b", "model_type", "family"]],
+        "items": items[columns + [c for c in model_info.columns if c not in columns]],
         "questionnaires": questionnaires,
         "conditions": condition_means(questionnaires).merge(model_info, on="model", how="left"),
         "variants": variants,

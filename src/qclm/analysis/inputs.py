@@ -6,8 +6,8 @@ Schemas (extra columns are ignored):
 - item scores (``results/scores/item_scores.parquet`` or any CSV/Parquet in the same form):
   model, questionnaire, item_id, condition (vanilla, a stimulus class, or classes joined by +),
   stimulus_id ("" for vanilla), score, and optional params_b (billions of parameters, may be
-  missing), template (the wording's id) and default_template (true for each questionnaire's first
-  template).
+  missing), template (the wording's id), default_template (true for each questionnaire's first
+  template), and dtype and prompt_format (what each model ran in; shown on the overview page).
 - silhouette (``results/scores/silhouette.csv``): model, questionnaire, item_id, silhouette, and
   optional template.
 - variant probabilities (``results/scores/variant_probs.parquet``): model, questionnaire, condition,
@@ -38,7 +38,7 @@ VARIANT_PROB_COLUMNS = (
 )
 _TEXT_COLUMNS = ("model", "questionnaire", "item_id", "condition", "stimulus_id", "cterm", "polarity",
                  "intensifier", "level", "template")
-OPTIONAL_ITEM_COLUMNS = ("params_b", "template", "default_template")
+OPTIONAL_ITEM_COLUMNS = ("params_b", "template", "default_template", "dtype", "prompt_format")
 
 
 class InputError(ValueError):
