@@ -46,7 +46,7 @@ import torch
 
 from qclm import engine as qengine
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, make_scorer, tokenize_requests
-from qclm.models import load_model, load_model_table, prepare_model
+from qclm.models import ensure_prepared, load_model, load_model_table
 from qclm.protocol import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
@@ -185,9 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     spec = load_model_table(args.models)[args.model]
-    prepared = Path(args.models_dir) / spec.name
-    if spec.needs_preparation and not (prepared / "qclm_prepared.json").exists():
-        prepare_model(spec, prepared)
+    prepared = ensure_prepared(spec, Path(args.models_dir) / spec.name)
     model, tok, prov = load_model(spec, prepared, "cpu")
     q = load_questionnaire(args.questionnaire)
     stimuli = load_stimuli(args.stimuli, "stress")

@@ -46,7 +46,7 @@ import pandas as pd
 import torch
 
 from qclm.engine import make_scorer, tokenize_requests
-from qclm.models import load_model, load_model_table, prepare_model
+from qclm.models import ensure_prepared, load_model, load_model_table
 from qclm.protocol import Protocol, condition_contexts
 from qclm.questionnaire import (CONTINUATION_LEAD, CTERM_SLOT, INTENSIFIER_SLOT, Item, Questionnaire, Variant,
                                 load_questionnaire)
@@ -238,9 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     load_before = load_average()
     spec = load_model_table(args.models)[args.model]
-    prepared = Path(args.models_dir) / spec.name
-    if spec.needs_preparation and not (prepared / "qclm_prepared.json").exists():
-        prepare_model(spec, prepared)
+    prepared = ensure_prepared(spec, Path(args.models_dir) / spec.name)
     model, tok, prov = load_model(spec, prepared, "cpu")
     q = load_questionnaire(args.questionnaire)
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]

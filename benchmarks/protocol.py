@@ -25,7 +25,7 @@ import torch
 
 from qclm.experiment import Experiment
 from qclm.logprobs import score_condition
-from qclm.models import load_model, load_model_table, prepare_model
+from qclm.models import ensure_prepared, load_model, load_model_table
 from qclm.protocol import Protocol
 from qclm.validation import read_yaml
 
@@ -52,9 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     scoring = dict(config.get("scoring", {}))
     torch.set_num_threads(args.threads or int(scoring.get("threads", 2)))
     spec = load_model_table(path(config["models"]))[args.model]
-    prepared = path(config.get("models_dir", "resources/models")) / spec.name
-    if spec.needs_preparation and not (prepared / "qclm_prepared.json").exists():
-        prepare_model(spec, prepared)
+    prepared = ensure_prepared(spec, path(config.get("models_dir", "resources/models")) / spec.name)
     t0 = time.perf_counter()
     loaded = load_model(spec, prepared, scoring.get("device", "auto"))
     load_s = time.perf_counter() - t0

@@ -35,7 +35,7 @@ from scipy.stats import spearmanr
 
 import peers  # benchmarks/peers.py: the adapter between the project and qlatent
 from qclm.engine import make_scorer, tokenize_requests
-from qclm.models import load_model, load_model_table, prepare_model
+from qclm.models import ensure_prepared, load_model, load_model_table
 from qclm.questionnaire import Questionnaire, load_questionnaire
 from qclm.scoring import condition_tables, normalize, variant_probabilities
 
@@ -150,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     spec = load_model_table(args.models)[args.model]
-    prepared = Path(args.models_dir) / spec.name
-    if spec.needs_preparation and not (prepared / "qclm_prepared.json").exists():
-        prepare_model(spec, prepared)
+    prepared = ensure_prepared(spec, Path(args.models_dir) / spec.name)
     model, tok, prov = load_model(spec, prepared, "cpu")
     q = load_questionnaire(args.questionnaire)
     stim = Path(args.stimuli)

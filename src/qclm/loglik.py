@@ -156,16 +156,13 @@ def loglik(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from qclm.engine import make_scorer
-    from qclm.models import load_model, prepare_model
+    from qclm.models import ensure_prepared, load_model
 
     lines, contexts, continuations = read_requests(args.requests)
     spec = resolve_model(args.model, args.models, args.dtype)
     if args.threads:
         torch.set_num_threads(args.threads)
-    prepared = Path(args.models_dir) / spec.name
-    if spec.needs_preparation and not (prepared / "qclm_prepared.json").exists():
-        log.info("model %s: preparing %s into %s (once)", spec.name, spec.source, prepared)
-        prepare_model(spec, prepared)
+    prepared = ensure_prepared(spec, Path(args.models_dir) / spec.name)
     t0 = time.perf_counter()
     model, tokenizer, provenance = load_model(spec, prepared, args.device)
     log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0, provenance["dtype"],

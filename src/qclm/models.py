@@ -324,6 +324,15 @@ def _check_local_weights(spec: ModelSpec, directory: Path) -> None:
     raise ModelLoadError(f"{directory} has no model weights (no .safetensors file)")
 
 
+def ensure_prepared(spec: ModelSpec, prepared_dir: str | Path) -> Path:
+    """The directory a model loads from: a GGUF model is de-quantized into ``prepared_dir`` the first time
+    (:func:`prepare_model`), and reused after; other models need nothing."""
+    prepared_dir = Path(prepared_dir)
+    if spec.needs_preparation and not (prepared_dir / PREPARED_MARKER).exists():
+        prepare_model(spec, prepared_dir)
+    return prepared_dir
+
+
 def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, local_only: bool = False):
     """The model's tokenizer alone (``qclm render``, validation): from the prepared directory, else from the
     GGUF file, a local checkpoint or the hub (``local_only``: the local hub cache only, never a download)."""
