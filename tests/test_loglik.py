@@ -126,3 +126,29 @@ def test_bad_lines_are_named_by_file_and_line(tiny_llama_dir, tmp_path, capsys):
     assert not out.exists()
     assert _run("--model", "no/such-model-dir/x", "--requests", requests.with_name("none.jsonl"), "--out", out) == 2
     assert "none.jsonl: file: does not exist" in capsys.readouterr().err
+
+
+def test_ensure_prepared_de_quantizes_a_gguf_model_once(tmp_path, monkeypatch):
+    """``qclm loglik`` and the benchmarks prepare an embedded (GGUF) model the first time only; a checkpoint
+    directory or hub model is never prepared."""
+    from qclm import models
+
+    calls = []
+
+    def fake_prepare(spec, out_dir):
+        calls.append(spec.name)
+        out_dir.mkdir(parents=True)
+        (out_dir / models.PREPARED_MARKER).write_text("{}")
+        return out_dir
+
+    monkeypatch.setattr(models, "prepare_model", fake_prepare)
+    row = {"name": "e", "source": "embedded:smollm2-135m-instruct", "revision": "Q4_1", "params_b": "0.135",
+           "type": "instruct", "family": "smollm2", "dtype": "float32"}
+    spec = models.parse_model_row(row, "test", 0)
+    assert models.ensure_prepared(spec, tmp_path / "e") == tmp_path / "e"
+    assert models.ensure_prepared(spec, tmp_path / "e") == tmp_path / "e"
+    assert calls == ["e"]
+    local = models.parse_model_row({**row, "name": "l", "source": str(tmp_path)}, "test", 0)
+    assert not local.needs_preparation
+    models.ensure_prepared(local, tmp_path / "l")
+    assert calls == ["e"] and not (tmp_path / "l").exists()
