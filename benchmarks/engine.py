@@ -44,10 +44,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qclm import engine as qengine
+from qclm.engine import scorers as qengine
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, make_scorer, tokenize_requests
-from qclm.models import ensure_prepared, load_model, load_model_table
-from qclm.protocol import Protocol, condition_contexts
+from qclm.models.loading import ensure_prepared, load_model
+from qclm.models.table import load_model_table
+from qclm.contexts import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
 
@@ -124,7 +125,7 @@ def max_diff(a, b) -> float:
 
 def baseline_engine(ref: str):
     """The engine module of git commit ``ref`` (before this work), imported from a temporary file."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:src/qclm/engine.py"], check=True,
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:src/qclm/engine/scorers.py"], check=True,
                             capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / f"engine_{ref}.py"
     path.write_text(source)

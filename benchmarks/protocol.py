@@ -3,7 +3,7 @@
 Every questionnaire x condition cell of the config (config/config.yaml: both questionnaires,
 vanilla plus 24 stress and 24 neutral long stimuli) in each item's first template (the paper's
 protocol; ``--templates config`` scores the templates the config scores instead) goes through
-``qclm.logprobs.score_condition`` with the model loaded once, as ``qclm.scoring_job`` runs it
+``qclm.probes.likert.cells.score_condition`` with the model loaded once, as ``qclm.jobs.score_model`` runs it
 (tokenization, the engine with its self-check, the per-token table); nothing is written. Prints
 seconds per cell, the total, and the model load separately (excluded from the total).
 
@@ -24,10 +24,11 @@ from pathlib import Path
 import torch
 
 from qclm.experiment import Experiment
-from qclm.logprobs import score_condition
-from qclm.models import ensure_prepared, load_model, load_model_table
-from qclm.protocol import Protocol
-from qclm.validation import read_yaml
+from qclm.probes.likert.cells import score_condition
+from qclm.models.loading import ensure_prepared, load_model
+from qclm.models.table import load_model_table
+from qclm.contexts import Protocol
+from qclm.inputs import read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct", help="a name in the config's model table")
     ap.add_argument("--config", default=str(ROOT / "config/config.yaml"))
-    ap.add_argument("--threads", type=int, default=None, help="default: the config's scoring.threads")
+    ap.add_argument("--threads", type=int, default=None, help="default: the config's engine.threads")
     ap.add_argument("--templates", default="first", choices=["first", "config"],
                     help="first: each item's first template (the paper's protocol); config: as the config says")
     ap.add_argument("--json", default=None, help="write the record to this file")

@@ -34,7 +34,7 @@ def _cached(name: str, build) -> Path:
 def _gguf_tokenizer(model_name: str, out: Path) -> None:
     from transformers import AutoTokenizer
 
-    from qclm.models import gguf_path, load_model_table, parse_model_row
+    from qclm.models.table import gguf_path, load_model_table, parse_model_row
 
     row = {"name": model_name, "source": f"embedded:{model_name}", "revision": "", "params_b": "0.1",
            "type": "base", "family": "x", "dtype": "float32"}
@@ -99,7 +99,8 @@ def load_dir(path: Path):
 @pytest.fixture(scope="session")
 def smollm2_prepared_dir() -> Path:
     """The real embedded SmolLM2-135M-Instruct, de-quantized once to safetensors."""
-    from qclm.models import parse_model_row, prepare_model
+    from qclm.models.loading import prepare_model
+    from qclm.models.table import parse_model_row
 
     row = {"name": "smollm2-135m-instruct", "source": "embedded:smollm2-135m-instruct", "revision": "Q4_1",
            "params_b": "0.135", "type": "instruct", "family": "smollm2", "dtype": "float32"}
@@ -126,7 +127,7 @@ def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -
     config["questionnaires"] = {k: str(ROOT / v) for k, v in config["questionnaires"].items()}
     config["stimuli"]["classes"] = {k: str(ROOT / v) for k, v in config["stimuli"]["classes"].items()}
     config.update({"limit_items": 2, "limit_stimuli": 2})
-    config["scoring"]["threads"] = 1
+    config["engine"]["threads"] = 1
     config["analysis"]["bootstrap"] = 200
     if "conditions" in overrides and "contrasts" not in overrides:
         config.pop("contrasts")  # the paper's contrasts that the conditions allow

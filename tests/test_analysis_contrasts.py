@@ -12,7 +12,7 @@ from scipy import stats as sps
 from qclm.analysis import InputError, analyze, figures, permodel
 from qclm.analysis.outputs import FIGURE_NAMES, TABLES
 from qclm.analysis.synthetic import synthetic_item_scores
-from qclm.cli import main
+from qclm.commands import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
 

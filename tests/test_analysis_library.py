@@ -16,9 +16,9 @@ from qclm.analysis import InputError, analyze, constructs, library, stats
 from qclm.analysis.inputs import load_instruments
 from qclm.analysis.outputs import FIGURE_CATEGORIES, TABLE_CATEGORIES
 from qclm.analysis.synthetic import synthetic_library_scores, synthetic_silhouette
-from qclm.cli import main
+from qclm.commands import main
 from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
-from qclm.scoring import questionnaire_scores
+from qclm.probes.likert.equations import questionnaire_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
 

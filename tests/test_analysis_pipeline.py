@@ -17,7 +17,7 @@ from qclm.analysis import TABLES, InputError, analyze
 from qclm.analysis.figures import FIGURE_NAMES
 from qclm.analysis.synthetic import synthetic_item_scores, synthetic_silhouette, synthetic_variant_probs
 from qclm.analysis.tables import to_markdown
-from qclm.cli import main
+from qclm.commands import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
 

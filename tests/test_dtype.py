@@ -8,8 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from qclm.models import (AUTO_FLOAT32_MARGIN, AUTO_FLOAT32_RESERVE_BYTES, FLOAT32_BYTES, choose_auto_dtype,
-                         resolve_dtype)
+from qclm.models.loading import AUTO_FLOAT32_MARGIN, AUTO_FLOAT32_RESERVE_BYTES, FLOAT32_BYTES, choose_auto_dtype, resolve_dtype
 
 GIB = 2**30
 

@@ -8,14 +8,7 @@ import pytest
 import torch
 from conftest import load_dir
 
-from qclm.engine import (
-    AutoScorer,
-    FullSequenceScorer,
-    PrefixTreeScorer,
-    make_scorer,
-    self_check_tolerance,
-    tokenize_requests,
-)
+from qclm.engine import AutoScorer, FullSequenceScorer, PrefixTreeScorer, make_scorer, self_check_tolerance, tokenize_requests
 
 STIMULI = [
     "The smoke alarm went off at three in the morning and the hallway was already full of smoke.",

@@ -12,7 +12,7 @@ import pytest
 import torch
 import transformers as tf
 
-from qclm import tree_attention
+from qclm.engine import tree_attention
 from qclm.engine import AutoScorer, FullSequenceScorer, LogprobHead, PrefixTreeScorer, Request
 
 VOCAB = 512

@@ -24,9 +24,11 @@ import yaml
 
 from conftest import ROOT, load_dir, write_workflow_config
 from qclm.engine import BoundaryError, tokenize_requests
-from qclm.logprobs import NumericalError, score_condition, write_parquet
-from qclm.models import ModelLoadError, load_model, parse_model_row
-from qclm.protocol import Protocol
+from qclm.parquet import write_parquet
+from qclm.probes.likert.cells import NumericalError, score_condition
+from qclm.models.loading import ModelLoadError, load_model
+from qclm.models.table import parse_model_row
+from qclm.contexts import Protocol
 
 STAI_S = ROOT / "resources" / "questionnaires" / "stai_s.yaml"
 STRESS = ROOT / "resources" / "stimuli" / "stress.yaml"
@@ -108,7 +110,7 @@ def test_remote_code_is_off_unless_the_row_turns_it_on(tmp_path, tiny_llama_dir)
     # turned on in the row: the code runs, and the log says so (subprocess: transformers copies the code
     # into its module cache, kept here in tmp_path)
     script = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(message)s')\n"
-              "from qclm.models import load_model, parse_model_row\n"
+              "from qclm.models.loading import load_model\nfrom qclm.models.table import parse_model_row\n"
               f"row = dict(name='m1', source={str(d)!r}, revision='', params_b='0.001', type='base', family='t', "
               "dtype='float32', trust_remote_code='true')\n"
               "model, tok, prov = load_model(parse_model_row(row, 'models.tsv', 2), device='cpu')\n"
@@ -141,7 +143,7 @@ def test_nan_model_fails_with_the_first_variant(tiny_llama_dir):
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monkeypatch, bad):
     """One poisoned log-prob deep inside the second stimulus's context: the job fails naming exactly it."""
-    import qclm.logprobs
+    import qclm.probes.likert.cells
     from qclm.engine import make_scorer
 
     model, tok = load_dir(tiny_llama_dir)
@@ -160,7 +162,7 @@ def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monke
                 out[13][-1] = bad
             return out
 
-    monkeypatch.setattr(qclm.logprobs, "make_scorer", Poisoned)
+    monkeypatch.setattr(qclm.probes.likert.cells, "make_scorer", Poisoned)
     with pytest.raises(NumericalError) as err:
         score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS],
                         Protocol(limit_items=1, limit_stimuli=3, templates="first"),
@@ -205,7 +207,7 @@ def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
                               "stimulus stress01: "
                               "the context's ")
     assert " tokens are not a prefix of context + continuation ' extremely' (boundary tokens " in message
-    assert message.endswith("; set scoring.boundary: split to score the continuation tokenized on its own")
+    assert message.endswith("; set engine.boundary: split to score the continuation tokenized on its own")
 
 
 def test_boundary_split_scores_the_continuation_alone_and_says_so(tiny_llama_dir, caplog):
@@ -323,7 +325,7 @@ def test_hostile_config_value_stays_one_shell_word(tmp_path, tiny_llama_dir):
                           str(tmp_path), "--configfile", str(config), "--cores", "1"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    [cmd] = [line for line in (run.stdout + run.stderr).splitlines() if " -m qclm.cli analyze " in line]
+    [cmd] = [line for line in (run.stdout + run.stderr).splitlines() if " -m qclm.commands analyze " in line]
     words = shlex.split(cmd)
     assert words[words.index("--heatmap-item") + 1] == hostile
     assert not (tmp_path / "PWNED").exists()

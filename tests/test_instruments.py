@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from qclm.questionnaire import CONTINUATION_LEAD, ITEM_WORDINGS, load_questionnaire
-from qclm.validate import validate_config_file
+from qclm.config import validate_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
 Q = ROOT / "resources" / "questionnaires"
@@ -59,7 +59,7 @@ def test_the_library_is_what_the_readme_and_config_list(monkeypatch):
     for key in ("models", "conditions", "contrasts", "scoring"):
         assert config[key] == main[key], key
     assert config["results"] != main.get("results", "results")
-    assert validate_config_file(ROOT / "config" / "library.yaml", ROOT / "workflow/schemas/config.schema.yaml") == []
+    assert validate_config_file(ROOT / "config" / "library.yaml", ROOT / "src/qclm/schemas/config.schema.yaml") == []
 
 
 @pytest.mark.parametrize("name", IDS)
@@ -118,7 +118,7 @@ def tokenizer(request):
 
 @pytest.fixture(scope="module")
 def stimulus_lead() -> str:
-    from qclm.protocol import Protocol
+    from qclm.contexts import Protocol
     from qclm.stimuli import load_stimuli
 
     protocol = Protocol()

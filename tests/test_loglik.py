@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import MODEL_TABLE_HEADER, load_dir
 
-from qclm.cli import main
-from qclm.loglik import move_trailing_space
+from qclm.commands import main
+from qclm.commands.loglik import move_trailing_space
 
 STIMULUS = "The smoke alarm went off at three in the morning and the hallway was already full of smoke."
 CONTEXTS = [STIMULUS + "\n\nQuestion: Right now, do you feel tense?\nAnswer:",
@@ -131,7 +131,8 @@ def test_bad_lines_are_named_by_file_and_line(tiny_llama_dir, tmp_path, capsys):
 def test_ensure_prepared_de_quantizes_a_gguf_model_once(tmp_path, monkeypatch):
     """``qclm loglik`` and the benchmarks prepare an embedded (GGUF) model the first time only; a checkpoint
     directory or hub model is never prepared."""
-    from qclm import models
+    from qclm.models import loading as models
+    from qclm.models.table import parse_model_row
 
     calls = []
 
@@ -144,11 +145,11 @@ def test_ensure_prepared_de_quantizes_a_gguf_model_once(tmp_path, monkeypatch):
     monkeypatch.setattr(models, "prepare_model", fake_prepare)
     row = {"name": "e", "source": "embedded:smollm2-135m-instruct", "revision": "Q4_1", "params_b": "0.135",
            "type": "instruct", "family": "smollm2", "dtype": "float32"}
-    spec = models.parse_model_row(row, "test", 0)
+    spec = parse_model_row(row, "test", 0)
     assert models.ensure_prepared(spec, tmp_path / "e") == tmp_path / "e"
     assert models.ensure_prepared(spec, tmp_path / "e") == tmp_path / "e"
     assert calls == ["e"]
-    local = models.parse_model_row({**row, "name": "l", "source": str(tmp_path)}, "test", 0)
+    local = parse_model_row({**row, "name": "l", "source": str(tmp_path)}, "test", 0)
     assert not local.needs_preparation
     models.ensure_prepared(local, tmp_path / "l")
     assert calls == ["e"] and not (tmp_path / "l").exists()

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from qclm.analysis.stats import size_class
-from qclm.models import load_model_table
+from qclm.models.table import load_model_table
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / "tests" / "data" / "paper_models.tsv"

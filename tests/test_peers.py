@@ -22,7 +22,8 @@ import pandas as pd
 import pytest
 
 from qclm.engine import make_scorer, tokenize_requests
-from qclm.models import load_model, parse_model_row
+from qclm.models.loading import load_model
+from qclm.models.table import parse_model_row
 from qclm.questionnaire import CONTINUATION_LEAD, load_questionnaire
 from test_scoring_math import item_score_matrix, two_way_normalize  # the equations as matrix oracles
 
@@ -234,7 +235,7 @@ def test_a_chat_template_that_writes_bos_doubles_it(peers, gemma3_tokenizer_dir)
 
 def test_two_way_softmax_is_the_two_way_normalization_up_to_epsilon(peers):
     """QSOFTMAX(dim=["question", "answer"]) (the authors' validator) normalizes over cterms, then
-    over intensifiers: method.md section 4 (qclm.scoring.two_way_normalize), except that it adds
+    over intensifiers: method.md section 4 (qclm.probes.likert.equations.two_way_normalize), except that it adds
     1e-10 to every probability first, in float32."""
     import torch
 
@@ -303,11 +304,11 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
     + QSOFTMAX + mean_score(positive keywords) on the authors' form of the item."""
     import yaml
 
-    from qclm.logprobs import score_condition
-    from qclm.models import load_model_table
+    from qclm.probes.likert.cells import score_condition
+    from qclm.models.table import load_model_table
     from qclm.prompts import PromptBuilder, PromptFormat
-    from qclm.protocol import Protocol, condition_contexts
-    from qclm.scoring import condition_tables
+    from qclm.contexts import Protocol, condition_contexts
+    from qclm.probes.likert.equations import condition_tables
     from qclm.stimuli import load_stimuli
 
     config = yaml.safe_load((ROOT / "config/qlatent.yaml").read_text())

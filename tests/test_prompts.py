@@ -13,14 +13,15 @@ from conftest import MODEL_TABLE_HEADER, ROOT, load_dir, write_workflow_config
 from transformers import AutoTokenizer
 
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
-from qclm.logprobs import context_requests, read_metadata, score_condition, write_parquet
-from qclm.models import parse_model_row
+from qclm.parquet import read_metadata, write_parquet
+from qclm.probes.likert.cells import context_requests, score_condition
+from qclm.models.table import parse_model_row
 from qclm.prompts import ChatTemplateError, PromptBuilder, PromptFormat
-from qclm.protocol import Protocol, condition_contexts
+from qclm.contexts import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
-from qclm.render import render
+from qclm.commands.render import render
 from qclm.stimuli import load_stimuli
-from qclm.validate import validate_config_file
+from qclm.config import validate_config_file
 
 STAI_S = ROOT / "resources/questionnaires/stai_s.yaml"
 STRESS = ROOT / "resources/stimuli/stress.yaml"
@@ -163,12 +164,12 @@ def test_validate_names_the_row_of_a_chat_model_without_a_template(tmp_path, tin
     cfg = _render_config(tmp_path, tiny_llama_dir, tiny_gemma_dir)
     table = (tmp_path / "models.tsv").read_text().replace("tiny\tfloat32\traw", "tiny\tfloat32\tchat")
     (tmp_path / "models.tsv").write_text(table)
-    problems = validate_config_file(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+    problems = validate_config_file(cfg, ROOT / "src/qclm/schemas/config.schema.yaml")
     assert problems == [(str(tmp_path / "models.tsv"), "line 3 (model tiny-gemma3): column prompt_format",
                          f"chat needs a chat template, and the tokenizer of {tiny_gemma_dir} has none (a base "
                          "model?): use raw")]
     (tmp_path / "models.tsv").write_text(table.replace("base\ttiny\tfloat32\tchat", "base\ttiny\tfloat32\tdialog"))
-    assert validate_config_file(cfg, ROOT / "workflow/schemas/config.schema.yaml") == [
+    assert validate_config_file(cfg, ROOT / "src/qclm/schemas/config.schema.yaml") == [
         (str(tmp_path / "models.tsv"), "line 3 (model tiny-gemma3): column prompt_format",
          "must be one of raw, chat, chat_preamble (or empty: raw); got 'dialog'")]
 
@@ -188,7 +189,7 @@ def test_validate_names_the_row_of_a_chat_model_without_a_template(tmp_path, tin
 def test_template_settings_are_validated(tmp_path, tiny_llama_dir, templates, expected):
     cfg = write_workflow_config(tmp_path, {"tiny-llama": tiny_llama_dir},
                                 questionnaires={"stai_s": str(STAI_S)}, templates=templates)
-    problems = validate_config_file(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+    problems = validate_config_file(cfg, ROOT / "src/qclm/schemas/config.schema.yaml")
     assert problems == [(str(cfg), loc, msg.format(q=STAI_S)) for loc, msg in expected]
 
 

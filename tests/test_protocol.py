@@ -3,7 +3,7 @@
 import pytest
 
 from qclm.experiment import Experiment, contrast_design, default_contrasts, order_conditions, stimulus_classes
-from qclm.protocol import Protocol, condition_contexts
+from qclm.contexts import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
 from test_resources import Q, S

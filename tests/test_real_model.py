@@ -8,11 +8,13 @@ import pandas as pd
 import pytest
 
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
-from qclm.logprobs import COLUMNS, read_metadata, score_condition, write_parquet
-from qclm.models import load_model, parse_model_row
-from qclm.protocol import Protocol, condition_contexts
+from qclm.parquet import read_metadata, write_parquet
+from qclm.probes.likert.cells import COLUMNS, score_condition
+from qclm.models.loading import load_model
+from qclm.models.table import parse_model_row
+from qclm.contexts import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
-from qclm.scoring import condition_tables
+from qclm.probes.likert.equations import condition_tables
 from qclm.stimuli import load_stimuli
 
 ROOT = Path(__file__).resolve().parents[1]

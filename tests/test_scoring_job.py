@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from qclm import scoring_job
-from qclm.models import parse_model_row
-from qclm.protocol import Protocol
-from qclm.scoring_job import Cell, run_scoring_job
+from qclm.jobs import score_model as scoring_job
+from qclm.models.table import parse_model_row
+from qclm.contexts import Protocol
+from qclm.jobs.score_model import Cell, run_scoring_job
 from conftest import ROOT
 
 
@@ -36,7 +36,7 @@ def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llam
         raise AssertionError("the model was loaded although every cell was cached")
 
     monkeypatch.setattr(scoring_job, "load_model", no_load)
-    with caplog.at_level(logging.INFO, logger="qclm.scoring_job"):
+    with caplog.at_level(logging.INFO, logger="qclm.jobs.score_model"):
         assert run_scoring_job(*args) == 0
     assert caplog.text.count("computed before") == 2
     for p, df in zip(outputs, first):

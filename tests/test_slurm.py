@@ -74,7 +74,7 @@ def slurm_cluster():
 
 def expected_resources(model_table: Path) -> dict[str, tuple[int, int]]:
     """mem_mb and runtime of each model's scoring job, from workflow/rules/resources.smk."""
-    from qclm.models import load_model_table
+    from qclm.models.table import load_model_table
 
     scope = {"MODELS": load_model_table(model_table)}
     exec((ROOT / "workflow" / "rules" / "resources.smk").read_text(), scope)

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qclm.cli import main
-from qclm.models import load_model_table
+from qclm.commands import main
+from qclm.models.table import load_model_table
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
-from qclm.validate import validate_config, validate_config_file
-from qclm.validation import InputError
+from qclm.config import validate_config, validate_config_file
+from qclm.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\n"
@@ -98,7 +98,7 @@ def test_example_questionnaire_loads(tmp_path):
 
 
 def test_shipped_inputs_validate():
-    assert validate_config_file(ROOT / "config" / "config.yaml", ROOT / "workflow/schemas/config.schema.yaml") == []
+    assert validate_config_file(ROOT / "config" / "config.yaml", ROOT / "src/qclm/schemas/config.schema.yaml") == []
 
 
 TWO_TEMPLATES = [
@@ -376,7 +376,7 @@ def make_config(tmp_path: Path, **changes) -> dict:
 def check(tmp_path, monkeypatch, config) -> list[str]:
     monkeypatch.chdir(tmp_path)
     write_yaml(tmp_path / "config.yaml", config)
-    problems = validate_config_file("config.yaml", ROOT / "workflow/schemas/config.schema.yaml")
+    problems = validate_config_file("config.yaml", ROOT / "src/qclm/schemas/config.schema.yaml")
     return [f"{f}: {loc}: {msg}" for f, loc, msg in problems]
 
 
@@ -409,12 +409,12 @@ def test_valid_config(tmp_path, monkeypatch):
      ["config.yaml: field contrasts: missing: none of the paper's contrasts (vanilla vs stress, vanilla vs "
       "neutral, neutral vs stress) applies to these conditions; list the contrasts to analyse as [first, second] "
       "pairs"]),
-    (lambda c: c["scoring"].update(method="fast"),
-     ["config.yaml: field scoring.method: must be one of auto, prefix-tree, full; got 'fast'"]),
-    (lambda c: c["scoring"].update(pack_tokens="lots"),
-     ["config.yaml: field scoring.pack_tokens: must be an integer of at least 1 or 'auto'; got 'lots'"]),
-    (lambda c: c["scoring"].update(device="gpu"),
-     ["config.yaml: field scoring.device: 'gpu' does not match the pattern ^(auto|cpu|mps|cuda(:[0-9]+)?)$"]),
+    (lambda c: c["engine"].update(method="fast"),
+     ["config.yaml: field engine.method: must be one of auto, prefix-tree, full; got 'fast'"]),
+    (lambda c: c["engine"].update(pack_tokens="lots"),
+     ["config.yaml: field engine.pack_tokens: must be an integer of at least 1 or 'auto'; got 'lots'"]),
+    (lambda c: c["engine"].update(device="gpu"),
+     ["config.yaml: field engine.device: 'gpu' does not match the pattern ^(auto|cpu|mps|cuda(:[0-9]+)?)$"]),
     (lambda c: c.update(limit_items=0), ["config.yaml: field limit_items: must be at least 1, got 0"]),
     (lambda c: c["analysis"].update(bootstrap="many"),
      ["config.yaml: field analysis.bootstrap: must be an integer, got 'many'"]),
@@ -489,7 +489,7 @@ def test_vanilla_only_needs_no_stimulus_files(tmp_path, monkeypatch):
 def test_all_problems_of_all_files_in_one_run(tmp_path, monkeypatch):
     config = make_config(tmp_path, conditions=["vanilla", "stress", "neutral"])
     config["questionnaires"]["other"] = "q/other.yaml"
-    config["scoring"]["boundary"] = "merge"
+    config["engine"]["boundary"] = "merge"
     (tmp_path / "q" / "other.yaml").write_text("id: other\nitems: [\n")
     (tmp_path / "models.tsv").write_text(HEADER + "m1\torg/model\t\t1\tbase\tf\tauto\nm1\torg/x\t\t2\tbase\tf\tauto\n")
     broken = copy.deepcopy(WORRY1)
@@ -499,7 +499,7 @@ def test_all_problems_of_all_files_in_one_run(tmp_path, monkeypatch):
     stim["stimuli"][1]["brief"] = " "
     write_yaml(tmp_path / "s" / "stress.yaml", stim)
     assert check(tmp_path, monkeypatch, config) == [
-        "config.yaml: field scoring.boundary: must be one of error, split, first_divergence; got 'merge'",
+        "config.yaml: field engine.boundary: must be one of error, split, first_divergence; got 'merge'",
         "models.tsv: line 3 (model m1): column name: repeats the model on line 2",
         "q/worry1.yaml: item W1 (#2): field id: duplicate item id (item #1 has it too)",
         "q/other.yaml: line 3, column 1: YAML syntax error: expected the node content, but found '<stream end>' "
@@ -510,8 +510,8 @@ def test_all_problems_of_all_files_in_one_run(tmp_path, monkeypatch):
 
 def test_config_not_a_mapping():
     assert validate_config(["a"], "c.yaml", {}) == [
-        ("c.yaml", "top level", "expected a mapping (key: value) with models, questionnaires, stimuli, conditions, "
-         "scoring; got list")]
+        ("c.yaml", "top level", "expected a mapping (key: value) with models, stimuli, conditions, "
+         "questionnaires or probes, engine, scoring; got list")]
 
 
 # -- the command line ----------------------------------------------------------------------------
@@ -519,7 +519,7 @@ def test_config_not_a_mapping():
 def test_cli_ok(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_yaml(tmp_path / "c.yaml", make_config(tmp_path))
-    assert main(["validate", "--config", "c.yaml", "--schema", str(ROOT / "workflow/schemas/config.schema.yaml")]) == 0
+    assert main(["validate", "--config", "c.yaml", "--schema", str(ROOT / "src/qclm/schemas/config.schema.yaml")]) == 0
     assert capsys.readouterr().out == "c.yaml: ok\n"
 
 
@@ -534,8 +534,8 @@ def test_cli_problems_exit_2_one_line_each(tmp_path):
     config["scoring"]["aggregation"] = "mean"
     (tmp_path / "models.tsv").write_text(HEADER + "m;rm -rf\torg/model\t\t1\tbase\tf\tauto\n")
     write_yaml(tmp_path / "c.yaml", config)
-    run = subprocess.run([sys.executable, "-m", "qclm.cli", "validate", "--config", "c.yaml", "--schema",
-                          str(ROOT / "workflow/schemas/config.schema.yaml")],
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", "c.yaml", "--schema",
+                          str(ROOT / "src/qclm/schemas/config.schema.yaml")],
                          cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stdout.splitlines() == [
@@ -547,8 +547,8 @@ def test_cli_problems_exit_2_one_line_each(tmp_path):
 
 
 def test_cli_yaml_error_in_config(tmp_path):
-    (tmp_path / "c.yaml").write_text("models: models.tsv\nscoring:\n  method: auto\n boundary: error\n")
-    run = subprocess.run([sys.executable, "-m", "qclm.cli", "validate", "--config", "c.yaml"],
+    (tmp_path / "c.yaml").write_text("models: models.tsv\nengine:\n  method: auto\n boundary: error\n")
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", "c.yaml"],
                          cwd=tmp_path, capture_output=True, text=True)
     assert (run.returncode, run.stdout) == (2, "c.yaml: line 4, column 2: YAML syntax error: expected <block end>, "
                                                "but found '<block mapping start>' (while parsing a block mapping)\n")

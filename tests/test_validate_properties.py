@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qclm.questionnaire import load_questionnaire
-from qclm.validation import InputError
+from qclm.errors import InputError
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REQUIRED_TOP = ["id", "name", "construct", "framing", "source", "licence", "item_wording", "template", "scale", "items"]
@@ -283,7 +283,7 @@ def test_junk_in_a_questionnaire_is_an_input_error(data, value, draw):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(junk, st.data())
 def test_junk_in_the_config_is_reported_not_raised(value, draw):
-    from qclm.validate import validate_config
+    from qclm.config import validate_config
 
     root = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
@@ -292,7 +292,7 @@ def test_junk_in_the_config_is_reported_not_raised(value, draw):
     config["stimuli"]["classes"] = {k: str(root / v) for k, v in config["stimuli"]["classes"].items()}
     path = draw.draw(st.sampled_from(list(_paths(config))[1:]))
     _replace(config, path, value)
-    problems = validate_config(config, "config.yaml", root / "workflow" / "schemas" / "config.schema.yaml")
+    problems = validate_config(config, "config.yaml", root / "src" / "qclm" / "schemas" / "config.schema.yaml")
     assert all(isinstance(p, str) and p for problem in problems for p in problem)
 
 
@@ -321,7 +321,7 @@ cell = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(cell, min_size=1, max_size=9).map("\t".join), max_size=4), st.booleans())
 def test_junk_in_the_model_table_is_an_input_error(rows, keep_header):
-    from qclm.models import load_model_table
+    from qclm.models.table import load_model_table
 
     header = "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\n" if keep_header else ""
     with tempfile.TemporaryDirectory() as tmp:

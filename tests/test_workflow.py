@@ -10,7 +10,8 @@ import pytest
 import yaml
 from conftest import run_snakemake, write_workflow_config
 
-from qclm.logprobs import COLUMNS, read_metadata
+from qclm.parquet import read_metadata
+from qclm.probes.likert.cells import COLUMNS
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

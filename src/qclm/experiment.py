@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from qclm import settings
+
 #: the condition without a stimulus (the item alone): the baseline of z-scores, never a class name
 VANILLA = "vanilla"
 #: joins class names into a composed condition, and stimulus ids into a composed stimulus id
@@ -30,17 +32,14 @@ PAPER_CONTRASTS = ((VANILLA, "stress"), (VANILLA, "neutral"), ("neutral", "stres
 STIMULUS_SETTINGS = ("version", "separator", "classes")
 #: the shorthand accepted for the paper's two classes: ``stimuli.stress`` / ``stimuli.neutral``
 SHORTHAND_CLASSES = ("stress", "neutral")
-#: analysis defaults (``analysis.min_models``, ``analysis.min_stimuli``): fewer models (stimuli per condition)
-#: and an across-model (per-model) analysis is marked underpowered where the reader sees it
-MIN_MODELS = 10
-MIN_STIMULI = 10
-#: defaults of the config's ``templates`` section (wordings): score every template, questionnaire scores
-#: average over them, every template on every stimulus (config/README.md)
-TEMPLATE_DEFAULTS = {"score": "all", "select": "all", "extra_limit_stimuli": None}
+#: analysis defaults (``analysis.min_models``, ``analysis.min_stimuli``, from the config schema): fewer models
+#: (stimuli per condition) and an across-model (per-model) analysis is marked underpowered where the reader sees it
+MIN_MODELS = settings.defaults(settings.ANALYSIS)["min_models"]
+MIN_STIMULI = settings.defaults(settings.ANALYSIS)["min_stimuli"]
+#: defaults of the config's ``templates`` section (wordings), from the config schema (config/README.md)
+TEMPLATE_DEFAULTS = settings.defaults(settings.TEMPLATES)
 #: ``templates.select`` values besides a template id: the default (first) wording, or the mean over all
 TEMPLATE_SELECTIONS = ("first", "all")
-#: where a run writes (config keys ``results`` and ``logs``): an experiment of its own keeps its results apart
-OUTPUT_DEFAULTS = {"results": "results", "logs": "logs"}
 #: how a contrast is written in tables and figures ("vanilla vs stress") and on the command line
 CONTRAST_LABEL_SEP = " vs "
 CONTRAST_ARG_SEP = ":"
@@ -118,19 +117,15 @@ class Experiment:
         """The stimulus files a condition reads, one per class, in order."""
         return [self.classes[c] for c in classes_of(condition)]
 
-    @property
-    def used_classes(self) -> list[str]:
-        return list(dict.fromkeys(c for cond in self.conditions for c in classes_of(cond)))
-
 
 def output_dirs(config: dict) -> tuple[str, str]:
     """(results directory, logs directory) of a run."""
-    return (config.get("results") or OUTPUT_DEFAULTS["results"], config.get("logs") or OUTPUT_DEFAULTS["logs"])
+    return settings.value(config, "results"), settings.value(config, "logs")
 
 
 def template_settings(config: dict) -> dict:
     """The config's ``templates`` section with its defaults filled in."""
-    return {**TEMPLATE_DEFAULTS, **(config.get("templates") or {})}
+    return settings.section(config, settings.TEMPLATES)
 
 
 def parse_contrast_args(text: str) -> list[tuple[str, str]]:

@@ -11,10 +11,10 @@ The model table's ``prompt_format`` column says how they become text:
     the lead and the item prefix form the user message; the model's own chat template renders it with the
     generation prompt; the continuation is the phrase as the first tokens of the assistant's answer.
 ``chat_preamble``
-    as ``chat``, then an answer preamble (``scoring.answer_preamble``, default "My answer is") opens the
+    as ``chat``, then an answer preamble (``engine.answer_preamble``, default "My answer is") opens the
     assistant's answer; continuation = " " + phrase.
 
-``scoring.stimulus_placement``: ``user`` (the lead inside the user message, default) or ``prefix`` (the lead as
+``engine.stimulus_placement``: ``user`` (the lead inside the user message, default) or ``prefix`` (the lead as
 raw text before the chat-formatted item, as the authors' public code does).
 
 Special tokens: a chat template that writes the beginning-of-sequence token itself (Gemma, Llama 3) would get a
@@ -27,13 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qclm.questionnaire import CONTINUATION_LEAD
+from qclm.settings import DEFAULT_ANSWER_PREAMBLE, ENGINE, STIMULUS_PLACEMENTS, defaults
 
+#: the model table's ``prompt_format`` column
 PROMPT_FORMATS = ("raw", "chat", "chat_preamble")
-STIMULUS_PLACEMENTS = ("user", "prefix")
-DEFAULT_ANSWER_PREAMBLE = "My answer is"
-#: ``scoring.boundary``: what tokenization does when a token merges across context and continuation
-#: (qclm.engine.tokenize_requests)
-BOUNDARY_MODES = ("error", "split", "first_divergence")
 
 
 class ChatTemplateError(ValueError):
@@ -43,18 +40,18 @@ class ChatTemplateError(ValueError):
 @dataclass(frozen=True)
 class PromptFormat:
     kind: str = "raw"
-    placement: str = "user"
+    placement: str = defaults(ENGINE)["stimulus_placement"]
     preamble: str = DEFAULT_ANSWER_PREAMBLE
 
     @classmethod
-    def from_settings(cls, kind: str, scoring: dict) -> "PromptFormat":
-        """The format of one model (its ``prompt_format``) under the run's scoring settings."""
+    def from_settings(cls, kind: str, engine: dict) -> "PromptFormat":
+        """The format of one model (its ``prompt_format``) under the run's engine settings."""
         if kind not in PROMPT_FORMATS:
             raise ValueError(f"prompt format must be one of {', '.join(PROMPT_FORMATS)}, got {kind!r}")
-        placement = scoring.get("stimulus_placement", "user")
+        placement = engine.get("stimulus_placement", cls.placement)
         if placement not in STIMULUS_PLACEMENTS:
             raise ValueError(f"stimulus placement must be one of {', '.join(STIMULUS_PLACEMENTS)}, got {placement!r}")
-        return cls(kind, placement, scoring.get("answer_preamble", DEFAULT_ANSWER_PREAMBLE))
+        return cls(kind, placement, engine.get("answer_preamble", DEFAULT_ANSWER_PREAMBLE))
 
     @property
     def is_chat(self) -> bool:

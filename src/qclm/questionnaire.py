@@ -18,7 +18,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from qclm.validation import InputError, check_duplicate_id, entry_label, is_finite_number, load_schema, read_yaml, schema_problems
+from qclm.errors import InputError
+from qclm.inputs import check_duplicate_id, entry_label, is_finite_number, load_schema, read_yaml, schema_problems
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"

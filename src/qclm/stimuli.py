@@ -1,6 +1,6 @@
 """Stimulus narratives (method.md section 2): one file per stimulus class (stress, neutral,
 relaxation, or any name the config gives), each text in a long and a brief version. Under a
-stimulus condition the prefix is stimulus + separator + item prefix (:mod:`qclm.protocol`)."""
+stimulus condition the prefix is stimulus + separator + item prefix (:mod:`qclm.contexts`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.experiment import VANILLA
-from qclm.validation import InputError, check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems
+from qclm.errors import InputError
+from qclm.inputs import check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems
 
 VERSIONS = ("long", "brief")
 

@@ -93,7 +93,7 @@ rule analyze:
         f"{ANALYSIS_RESULTS}/benchmarks/analyze.tsv"
     threads: 1
     shell:
-        "{params.python:q} -m qclm.cli analyze --scores {input.scores:q} --out {params.out:q}"
+        "{params.python:q} -m qclm.commands analyze --scores {input.scores:q} --out {params.out:q}"
         " --silhouette {input.silhouette:q} --variant-probs {input.variant_probs:q}"
         " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
         " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"

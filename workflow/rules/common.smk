@@ -4,20 +4,27 @@
 import re
 import sys
 
-from snakemake.utils import validate
-
 from qclm.experiment import Experiment, output_dirs, template_settings
-from qclm.models import load_model_table
-from qclm.validate import format_problems, validate_config
+from qclm.models.table import load_model_table
+from qclm import settings
+from qclm.config import validate_config
+from qclm.errors import format_problems
 
 # Input validation before the DAG is built: the same checks as `qclm validate` (config schema,
 # referenced files, model table, questionnaires, stimulus files), all problems at once, one
 # FILE: LOCATION: PROBLEM line each, and no traceback (docs/validation.md).
 _CONFIG_NAME = " + ".join(map(str, workflow.overwrite_configfiles or [])) or "config/config.yaml"
-_PROBLEMS = validate_config(config, _CONFIG_NAME, str(workflow.source_path("../schemas/config.schema.yaml")))
+_MIGRATED, _NOTES = settings.migrate(config)  # engine keys that configs before the split had under scoring
+for _note in _NOTES:
+    print(f"qclm: {_CONFIG_NAME}: {_note}", file=sys.stderr)
+if _NOTES:
+    config.clear()
+    config.update(_MIGRATED)
+_PROBLEMS = validate_config(config, _CONFIG_NAME)
 if _PROBLEMS:
     sys.exit("qclm: invalid input (run `qclm validate` to check again)\n" + "\n".join(format_problems(_PROBLEMS)))
-validate(config, workflow.source_path("../schemas/config.schema.yaml"))  # fills in the schema's defaults
+ENGINE = settings.section(config, settings.ENGINE)
+SCORING = settings.section(config, settings.SCORING)
 MODELS = load_model_table(config["models"])
 
 QUESTIONNAIRES = dict(config["questionnaires"])
@@ -50,17 +57,18 @@ def prepared_model(wildcards):
     return []
 
 
-def scoring_settings(wildcards):
-    """Settings that change the numbers or the run; threads are left out (a params change
-    reruns the job, and the thread count changes no log-prob)."""
-    return {k: v for k, v in config["scoring"].items() if k != "threads"}
+def engine_settings(wildcards):
+    """The engine settings that change a scoring job's numbers (qclm.settings.engine_numbers): threads are left
+    out (a params change reruns the job, and the thread count changes no log-prob), and the scoring math is in
+    another section, so changing it reruns no scoring job."""
+    return settings.engine_numbers(config)
 
 
 def protocol_settings(wildcards):
     return {
-        "stimuli": {k: config["stimuli"][k] for k in ("version", "separator")},
-        "limit_items": config.get("limit_items"),
-        "limit_stimuli": config.get("limit_stimuli"),
+        "stimuli": {k: settings.section(config, "stimuli")[k] for k in ("version", "separator")},
+        "limit_items": settings.value(config, "limit_items"),
+        "limit_stimuli": settings.value(config, "limit_stimuli"),
         "templates": TEMPLATES,
     }
 

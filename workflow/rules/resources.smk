@@ -7,7 +7,7 @@
 import math
 
 #: bytes per weight as loaded for scoring; `auto` is float32 wherever the model fits the GPU (bfloat16 only
-#: where it must: qclm.models.choose_auto_dtype), so host memory is sized for float32
+#: where it must: qclm.models.loading.choose_auto_dtype), so host memory is sized for float32
 WEIGHT_BYTES = {"auto": 4, "bfloat16": 2, "float16": 2, "float32": 4}
 QUANTIZED_WEIGHT_BYTES = {"8bit": 1, "4bit": 0.5}
 JOB_BASE_MB = 4096  # interpreter, torch, tokenizer, result tables

@@ -10,9 +10,9 @@ rule condition_scores:
         variants=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.variants.parquet",
         item_table=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.items.parquet",
     params:
-        aggregation=config["scoring"]["aggregation"],
-        item_score=config["scoring"].get("item_score", "eq2"),
-        normalization_epsilon=config["scoring"].get("normalization_epsilon", 0.0),
+        aggregation=SCORING["aggregation"],
+        item_score=SCORING["item_score"],
+        normalization_epsilon=SCORING["normalization_epsilon"],
     log:
         f"{LOGS}/condition_scores/{{model}}/{{questionnaire}}/{{condition}}.log",
     script:

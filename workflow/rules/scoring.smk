@@ -29,7 +29,7 @@ rule score:
     params:
         model=model_row,
         cells=SCORING_CELLS,
-        scoring=scoring_settings,
+        engine=engine_settings,
         protocol=protocol_settings,
         models_dir=MODELS_DIR,
         # finished cells survive a killed job here (Snakemake deletes an incomplete job's outputs)
@@ -43,7 +43,7 @@ rule score:
         ],
     benchmark:
         f"{RESULTS}/benchmarks/score/{{model}}.tsv"
-    threads: config["scoring"]["threads"]
+    threads: ENGINE["threads"]
     # the GPU is the scarce resource: whenever it is free a scoring job starts first, and the
     # CPU-only jobs fill the remaining cores
     priority: 10

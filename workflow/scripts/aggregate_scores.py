@@ -1,11 +1,11 @@
 """Thin wrapper: per-job tables -> the tidy tables of results/scores/."""
 import pandas as pd
 
-from qclm.cli import configure_logging
-from qclm.logprobs import read_metadata, write_parquet
-from qclm.models import load_model_table
+from qclm.logs import configure_logging
+from qclm.parquet import read_metadata, write_parquet
+from qclm.models.table import load_model_table
 from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows, load_questionnaire
-from qclm.scoring import collect_tables
+from qclm.probes.likert.equations import collect_tables
 
 configure_logging(snakemake.log[0])
 models = load_model_table(snakemake.input.models)

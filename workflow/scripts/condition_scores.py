@@ -1,9 +1,9 @@
 """Thin wrapper: token log-probabilities -> variant probabilities (eq. 1, normalization) and item scores (eq. 2)."""
 import pandas as pd
 
-from qclm.cli import configure_logging
-from qclm.logprobs import read_metadata, write_parquet
-from qclm.scoring import condition_tables
+from qclm.logs import configure_logging
+from qclm.parquet import read_metadata, write_parquet
+from qclm.probes.likert.equations import condition_tables
 
 configure_logging(snakemake.log[0])
 tokens = pd.read_parquet(snakemake.input[0])

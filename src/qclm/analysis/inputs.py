@@ -1,5 +1,5 @@
 """Reading and checking the tables the analysis stage consumes (the score aggregation of method.md
-section 5 is in :mod:`qclm.scoring`, shared with the workflow).
+section 5 is in :mod:`qclm.probes.likert.equations`, shared with the workflow).
 
 Schemas (extra columns are ignored):
 
@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qclm.validation import CONDITION_PATTERN
+from qclm.errors import InputError
+from qclm.inputs import CONDITION_PATTERN
 
 log = logging.getLogger("qclm.analysis")
 
@@ -39,10 +40,6 @@ VARIANT_PROB_COLUMNS = (
 _TEXT_COLUMNS = ("model", "questionnaire", "item_id", "condition", "stimulus_id", "cterm", "polarity",
                  "intensifier", "level", "template")
 OPTIONAL_ITEM_COLUMNS = ("params_b", "template", "default_template", "dtype", "prompt_format")
-
-
-class InputError(ValueError):
-    """A table given to the analysis is unreadable or does not follow its schema."""
 
 
 def read_table(path: str | Path, text_columns: tuple[str, ...] = _TEXT_COLUMNS,

@@ -55,7 +55,7 @@ def instrument_info(questionnaires: list[str], instruments: pd.DataFrame | None)
 
 
 def selected_silhouettes(silhouette: pd.DataFrame | None, all_items: pd.DataFrame, select: str) -> pd.DataFrame | None:
-    """The silhouettes of the templates that questionnaire scores use (:func:`qclm.scoring.select_templates`:
+    """The silhouettes of the templates that questionnaire scores use (:func:`qclm.probes.likert.equations.select_templates`:
     ``first`` the default template, ``all`` every one, or one template id), one value per model x item: the mean
     over the selected templates. A silhouette table without templates is used as it is."""
     if silhouette is None:

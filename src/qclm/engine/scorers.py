@@ -14,7 +14,7 @@ token is the greedy one: the argmax of its distribution):
     packed sequence over that cache as a token trie (each distinct token path computed once: item
     prefixes, and continuations that share leading tokens), with explicit position ids, and
     attention that lets every token see the shared prefix and its own ancestors only. By default
-    that attention is computed block-wise (``qclm.tree_attention``: each block of queries against
+    that attention is computed block-wise (``qclm.engine.tree_attention``: each block of queries against
     the prefix plus the keys its tree mask allows); ``attention="dense"`` uses one dense additive
     mask over the whole pack instead (the reference the architecture tests compare with).
 
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from qclm.prompts import BOUNDARY_MODES
-from qclm.tree_attention import DEFAULT_BLOCK, PackBuilder, TreeLayout, tree_attention
+from qclm.engine.requests import Request
+from qclm.engine.tree_attention import DEFAULT_BLOCK, PackBuilder, TreeLayout, tree_attention
 
 log = logging.getLogger("qclm.engine")
 
@@ -58,16 +58,6 @@ PACK_TOKENS = 4096
 HEAD_CHECK_TOKENS = 32
 
 
-class BoundaryError(ValueError):
-    """The context's tokens are not a prefix of the context + continuation tokens."""
-
-
-@dataclass(frozen=True)
-class Request:
-    context: tuple[int, ...]
-    continuation: tuple[int, ...]
-
-
 @dataclass
 class Stats:
     """Work done by a scorer: tokens run through the transformer, positions through the head."""
@@ -81,52 +71,6 @@ class Stats:
     attended_pairs: int = 0  # query-key pairs the masks allow (prefix-tree packs): attention work needed
     check_tokens: int = 0  # tokens the self-check ran as full sequences (not in tokens_computed)
     notes: list[str] = field(default_factory=list)
-
-
-def tokenize_requests(
-    tokenizer,
-    contexts: Sequence[str],
-    continuations: Sequence[str],
-    boundary: str = "error",
-    describe: Callable[[int], str] | None = None,
-) -> list[Request]:
-    """Tokenize context and context + continuation; the continuation is the slice after the
-    context's tokens. When the context's tokens are not a prefix of the whole (a token merged
-    across the boundary), ``boundary="error"`` raises BoundaryError naming the variant,
-    ``boundary="split"`` tokenizes the continuation on its own, and ``boundary="first_divergence"``
-    scores the whole's tokens from the first one that differs from the context's (the authors' public
-    code's rule: the merged token, which spans context text, is scored); both log a warning for it."""
-    if boundary not in BOUNDARY_MODES:
-        raise ValueError(f"boundary must be one of {', '.join(BOUNDARY_MODES)}, got {boundary!r}")
-    unique_ctx = list(dict.fromkeys(contexts))
-    ctx_ids = dict(zip(unique_ctx, tokenizer(unique_ctx, add_special_tokens=True)["input_ids"]))
-    whole = tokenizer([c + k for c, k in zip(contexts, continuations)], add_special_tokens=True)["input_ids"]
-    out = []
-    for i, (c, k, ids) in enumerate(zip(contexts, continuations, whole)):
-        cids = ctx_ids[c]
-        n = len(cids)
-        what = describe(i) if describe else f"request {i}"
-        if ids[:n] == cids and len(ids) > n:
-            out.append(Request(tuple(cids), tuple(ids[n:])))
-            continue
-        detail = (f"{what}: the context's {n} tokens are not a prefix of context + continuation "
-                  f"{k!r} (boundary tokens {cids[-2:]} vs {ids[max(0, n - 2):n + 1]})")
-        if boundary == "error":
-            raise BoundaryError(detail + "; set scoring.boundary: split to score the continuation "
-                                "tokenized on its own")
-        if boundary == "first_divergence":
-            j = next((m for m, (a, b) in enumerate(zip(cids, ids)) if a != b), min(n, len(ids)))
-            if j == 0 or j >= len(ids):
-                raise BoundaryError(f"{what}: no context or no continuation tokens at the first divergence")
-            log.warning("boundary fallback (scored from the first divergent token): %s", detail)
-            out.append(Request(tuple(ids[:j]), tuple(ids[j:])))
-            continue
-        cont = tokenizer(k, add_special_tokens=False)["input_ids"]
-        if not cont:
-            raise BoundaryError(f"{what}: continuation {k!r} has no tokens")
-        log.warning("boundary fallback (continuation tokenized alone): %s", detail)
-        out.append(Request(tuple(cids), tuple(cont)))
-    return out
 
 
 def self_check_tolerance(model) -> float:
@@ -391,7 +335,7 @@ class PrefixTreeScorer:
     ``pack_tokens``: trie nodes (tokens computed) per forward pass, or ``"auto"``: ``PACK_TOKENS``
     bounded by the device's total memory (the same packs, so bit-identical numbers, on every rerun
     on the same model and device). ``attention``: ``"tree"`` (block attention over what the tree
-    mask allows, ``qclm.tree_attention``) or ``"dense"`` (one additive mask over the whole pack).
+    mask allows, ``qclm.engine.tree_attention``) or ``"dense"`` (one additive mask over the whole pack).
     ``block``: query block size of the tree attention."""
 
     def __init__(self, model, pack_tokens: int | str = "auto", attention: str = "tree", block: int = DEFAULT_BLOCK):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from qclm.experiment import COMPOSE, TEMPLATE_DEFAULTS, VANILLA, classes_of, template_settings
 from qclm.questionnaire import Questionnaire, Variant
 from qclm.stimuli import StimulusSet
-from qclm.validation import InputError
+from qclm.errors import InputError
 
 DEFAULT_SEPARATOR = "\n\n"
 

@@ -24,7 +24,7 @@ AGGREGATIONS = ("harmonic", "geometric", "product")
 #: cells only or over all cells (docs/qlatent.md, difference 4)
 ITEM_SCORES = ("eq2", "mean_score_positive", "mean_score_all")
 
-log = logging.getLogger("qclm.scoring")
+log = logging.getLogger("qclm.probes.likert.equations")
 
 
 def variant_probabilities(tokens: pd.DataFrame, aggregation: str = "harmonic") -> pd.DataFrame:

@@ -17,46 +17,23 @@ import pyarrow.parquet as pq
 import qclm
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.experiment import classes_of
-from qclm.models import ModelSpec, load_model
+from qclm.models.loading import load_model
+from qclm.models.table import ModelSpec
 from qclm.prompts import PromptBuilder, PromptFormat
-from qclm.protocol import Protocol, condition_contexts
+from qclm.contexts import Protocol, condition_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
 
-log = logging.getLogger("qclm.logprobs")
+log = logging.getLogger("qclm.probes.likert.cells")
 
 COLUMNS = ["model", "questionnaire", "condition", "stimulus_id", "template", "item_id", "cterm", "polarity",
            "intensifier", "level", "weight", "token_index", "token_id", "token", "logprob"]
-METADATA_KEY = b"qclm"
-
-
 class NumericalError(RuntimeError):
     """A log-probability that is NaN or infinite."""
 
 
-def write_parquet(df: pd.DataFrame, path: str | Path, metadata: dict) -> None:
-    """Write atomically (temporary name, then rename) so a killed job never leaves a file that
-    looks complete; provenance goes into the Parquet schema metadata under key 'qclm'."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    meta[METADATA_KEY] = json.dumps(metadata, sort_keys=True).encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table.replace_schema_metadata(meta), tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def read_metadata(path: str | Path) -> dict:
-    meta = pq.read_schema(path).metadata or {}
-    return json.loads(meta.get(METADATA_KEY, b"{}"))
-
-
 def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: str,
-                    stimuli_paths: list[str | Path], protocol: Protocol, scoring: dict,
+                    stimuli_paths: list[str | Path], protocol: Protocol, engine: dict,
                     prepared_dir: str | Path | None = None, model_and_tokenizer=None) -> tuple[pd.DataFrame, dict]:
     """Score every variant of a questionnaire under every context of a condition; ``stimuli_paths``
     holds the stimulus file of each class of the condition, in order (none for vanilla)."""
@@ -67,19 +44,19 @@ def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: 
                                                                              strict=True)]
     contexts = condition_contexts(q, condition, stimuli, protocol)
     if model_and_tokenizer is None:
-        model, tokenizer, provenance = load_model(spec, prepared_dir, scoring.get("device", "auto"))
+        model, tokenizer, provenance = load_model(spec, prepared_dir, engine.get("device", "auto"))
     else:
         model, tokenizer, provenance = model_and_tokenizer
-    fmt = PromptFormat.from_settings(spec.prompt_format, scoring)
+    fmt = PromptFormat.from_settings(spec.prompt_format, engine)
     builder = PromptBuilder(tokenizer, fmt)
     t0 = time.perf_counter()
     total = sum(len(c.variants) for c in contexts)
-    scorer = make_scorer(model, scoring.get("method", "auto"), int(scoring.get("batch_size", 16)),
-                         scoring.get("pack_tokens", "auto"))
+    scorer = make_scorer(model, engine.get("method", "auto"), int(engine.get("batch_size", 16)),
+                         engine.get("pack_tokens", "auto"))
     frames = []
     with tqdm(total=total, desc=f"{spec.name}/{q.id}/{condition}", unit="variant", mininterval=5) as bar:
         for ctx in contexts:
-            requests, describe = context_requests(builder, q, ctx, scoring.get("boundary", "error"))
+            requests, describe = context_requests(builder, q, ctx, engine.get("boundary", "error"))
             logprobs = scorer.score(requests, progress=bar.update)
             for i, lp in enumerate(logprobs):
                 if not np.all(np.isfinite(lp)):
@@ -98,7 +75,7 @@ def score_condition(spec: ModelSpec, questionnaire_path: str | Path, condition: 
         "templates": list(q.templates), "templates_scored": protocol.template_ids(q),
         "templates_extra_limit_stimuli": protocol.extra_limit_stimuli,
         "limit_stimuli": protocol.limit_stimuli, "scoring_method": stats.method, "scoring_notes": stats.notes,
-        "boundary": scoring.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
+        "boundary": engine.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
         "family": spec.family, "tokens_computed": stats.tokens_computed, "seconds": round(seconds, 3),
     }
     return df, metadata

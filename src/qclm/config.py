@@ -1,6 +1,7 @@
-"""``qclm validate``: every input of a run checked at once, before anything is computed.
+"""The run's config: every input of a run checked at once, before anything is computed (``qclm validate``
+and the workflow's check before its DAG).
 
-The config (against workflow/schemas/config.schema.yaml), the files it names (they must exist),
+The config (against the config schema, qclm/schemas/config.schema.yaml), the files it names (they must exist),
 the model table, every questionnaire and every stimulus file the conditions use. Problems of all
 files are collected, one ``FILE: LOCATION: PROBLEM`` line each; nothing stops at the first file.
 The workflow calls :func:`validate_config` at the top of workflow/rules/common.smk, so
@@ -12,34 +13,23 @@ working directory), which for ``qclm validate`` is the current directory.
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from qclm.experiment import (
-    SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, classes_of, condition_problems, contrast_problems,
-    default_contrasts, stimulus_classes,
-)
-from qclm.validation import CONDITION_PATTERN, InputError, Problem, read_yaml, schema_problems
+from qclm.experiment import SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, classes_of, condition_problems, contrast_problems, default_contrasts, stimulus_classes
+from qclm.errors import InputError, Problem
+from qclm.inputs import CONDITION_PATTERN, read_yaml, schema_problems
+from qclm.settings import config_schema, migrate
 
 DEFAULT_CONFIG = "config/config.yaml"
-SCHEMA_RELPATH = Path("workflow") / "schemas" / "config.schema.yaml"
 
 
-def find_config_schema() -> Path | None:
-    """workflow/schemas/config.schema.yaml in the current directory (a checkout of the workflow),
-    else next to this package's source tree (an editable install)."""
-    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        if (root / SCHEMA_RELPATH).is_file():
-            return root / SCHEMA_RELPATH
-    return None
-
-
-def _load_schema(schema: dict | str | Path) -> dict:
+def _load_schema(schema: dict | str | Path | None) -> dict:
+    if schema is None:
+        return config_schema()
     if isinstance(schema, dict):
         return schema
     return yaml.safe_load(Path(schema).read_text(encoding="utf-8"))
@@ -71,26 +61,21 @@ def _file_field(config_file: str, field: str, value: Any, problems: list[Problem
 def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
                     schema: dict | str | Path | None = None) -> list[Problem]:
     """Every problem of a loaded config and of the files it names, as (file, location, problem)."""
-    from qclm.models import chat_template_problem, load_model_table
+    from qclm.models.loading import chat_template_problem
+    from qclm.models.table import load_model_table
     from qclm.questionnaire import load_questionnaire
 
     cf = str(config_file)
     if not isinstance(config, dict):
-        return [(cf, "top level", "expected a mapping (key: value) with models, questionnaires, stimuli, "
-                 f"conditions, scoring; got {type(config).__name__}")]
+        return [(cf, "top level", "expected a mapping (key: value) with models, stimuli, conditions, "
+                 f"questionnaires or probes, engine, scoring; got {type(config).__name__}")]
     problems: list[Problem] = []
-    if schema is None:
-        schema = find_config_schema()
-        if schema is None:
-            problems.append((cf, "top level", f"cannot check the config: {SCHEMA_RELPATH} not found "
-                             "(run qclm validate in the workflow's directory)"))
     stimuli = config.get("stimuli") if isinstance(config.get("stimuli"), dict) else {}
     unknown_keys = [k for k in stimuli if k not in STIMULUS_SETTINGS + SHORTHAND_CLASSES]
-    if schema is not None:
-        for f, loc, msg in schema_problems(config, _load_schema(schema), cf, {}):
-            if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_keys):
-                continue  # reported below with a clearer message
-            problems.append((f, loc, msg))
+    for f, loc, msg in schema_problems(config, _load_schema(schema), cf, {}):
+        if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_keys):
+            continue  # reported below with a clearer message
+        problems.append((f, loc, msg))
     for k in unknown_keys:
         problems.append((cf, f"field stimuli.{k}", f"unknown field; a stimulus class goes under stimuli.classes "
                          f"({k}: FILE); other keys: {', '.join(STIMULUS_SETTINGS)}"))
@@ -204,28 +189,3 @@ def validate_config_file(config_file: str | Path = DEFAULT_CONFIG,
     except InputError as err:
         return err.problems
     return validate_config(config, config_file, schema)
-
-
-def format_problems(problems: list[Problem]) -> list[str]:
-    """One line per problem (newlines inside a message would break the one-line format)."""
-    return [" ".join(f"{f}: {loc}: {msg}".split("\n")) for f, loc, msg in problems]
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check the config, model table, questionnaires and stimulus files",
-                       description="Check the config, the model table, every questionnaire and stimulus file "
-                       "it uses. Exit 0 when all is well; else print one FILE: LOCATION: PROBLEM line per "
-                       "problem and exit 2.")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"workflow config (default {DEFAULT_CONFIG})")
-    p.add_argument("--schema", default=None, help=f"config schema (default: {SCHEMA_RELPATH})")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    problems = validate_config_file(args.config, args.schema)
-    if problems:
-        print("\n".join(format_problems(problems)))
-        print(f"qclm validate: {len(problems)} problem{'s' if len(problems) != 1 else ''}", file=sys.stderr)
-        return 2
-    print(f"{args.config}: ok")
-    return 0

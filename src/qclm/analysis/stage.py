@@ -1,6 +1,6 @@
-"""``qclm analyze``: item-score table in, statistics tables and figures out (method.md sections 5-8).
-
-The same entry point serves the Snakemake rule and a researcher with scores from elsewhere::
+"""The analysis stage in one call, :func:`analyze`: item-score table in, statistics tables and figures out
+(method.md sections 5-8). ``qclm analyze`` (:mod:`qclm.commands.analyze`) runs it for the Snakemake rule and for a
+researcher with scores from elsewhere::
 
     qclm analyze --scores item_scores.csv --out results/analysis [--bootstrap 10000] [--seed 0] \
         [--size-classes 3,8] [--contrasts vanilla:stress,...] [--min-models 10] [--min-stimuli 10] \
@@ -13,10 +13,8 @@ figures in ``figures/*.png`` and ``*.pdf``, and ``run_info.json`` with the setti
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -25,14 +23,10 @@ import pandas as pd
 
 from qclm.analysis import library, overview, permodel, tables, wording
 from qclm.analysis.outputs import OVERVIEW, TABLES
-from qclm.analysis.inputs import (
-    InputError, load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes,
-    select_heatmap_item,
-)
-from qclm.experiment import (
-    MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, contrast_label, contrast_problems, default_contrasts, parse_contrast_args,
-)
-from qclm.scoring import condition_means, questionnaire_scores, select_templates, template_rows
+from qclm.analysis.inputs import load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item
+from qclm.errors import InputError
+from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, contrast_label, contrast_problems, default_contrasts, parse_contrast_args
+from qclm.probes.likert.equations import condition_means, questionnaire_scores, select_templates, template_rows
 
 log = logging.getLogger("qclm.analysis")
 
@@ -204,42 +198,3 @@ def _versions() -> dict[str, str]:
     except ImportError:  # pragma: no cover
         __version__ = "unknown"
     return {"qclm": __version__, "numpy": np.__version__, "pandas": pd.__version__, "scipy": scipy.__version__}
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """Log records of ``qclm`` to stderr (the Snakemake rule redirects stderr to its log file); called again in
-    the same process (tests, notebooks), the handler follows the current ``sys.stderr``."""
-    logger = logging.getLogger("qclm")
-    for old in [h for h in logger.handlers if getattr(h, "_qclm_cli", False)]:
-        logger.removeHandler(old)  # its stream may be closed by now: not flushed, replaced
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
-    handler._qclm_cli = True  # type: ignore[attr-defined]
-    logger.addHandler(handler)
-    logger.setLevel(level)
-
-
-def run_analyze(args: argparse.Namespace) -> int:
-    """Entry point of ``qclm analyze`` (parser in :mod:`qclm.cli`); exit code 2 on bad input."""
-    configure_logging()
-    try:
-        analyze(
-            scores=args.scores,
-            out=args.out,
-            bootstrap=args.bootstrap,
-            seed=args.seed,
-            size_classes=args.size_classes,
-            silhouette=getattr(args, "silhouette", None),
-            variant_probs=getattr(args, "variant_probs", None),
-            heatmap_item=getattr(args, "heatmap_item", None),
-            figures=not getattr(args, "no_figures", False),
-            contrasts=getattr(args, "contrasts", None),
-            min_models=getattr(args, "min_models", MIN_MODELS),
-            min_stimuli=getattr(args, "min_stimuli", MIN_STIMULI),
-            templates=getattr(args, "templates", TEMPLATE_DEFAULTS["select"]),
-            instruments=getattr(args, "instruments", None),
-        )
-    except InputError as exc:
-        log.error("%s", exc)
-        return 2
-    return 0

@@ -1,9 +1,11 @@
-"""Input checking shared by every loader: one error type whose message names the file,
-the location in it (item, stimulus, field, line) and the problem, as ``FILE: LOCATION: PROBLEM``."""
+"""Reading the files a user edits (YAML, text) and checking them against their JSON Schemas; every
+problem is a (file, location, problem) triple of :class:`qclm.errors.InputError`, shown as
+``FILE: LOCATION: PROBLEM``."""
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 from importlib import resources
@@ -13,31 +15,14 @@ from typing import Any
 import jsonschema
 import yaml
 
+from qclm.errors import InputError, Problem
+
 #: The pattern every identifier that becomes part of a file name must match (ids, model names).
 SAFE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 SAFE_NAME_RULE = "letters, digits, '_', '.', '-', starting with a letter or digit"
 
 #: A condition: vanilla, a class name, or class names joined by "+" (qclm.experiment).
 CONDITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(\+[A-Za-z0-9][A-Za-z0-9_.-]*)*$"
-
-Problem = tuple[str, str, str]
-
-
-class InputError(ValueError):
-    """One or more problems in a user-edited input file."""
-
-    def __init__(self, problems: list[tuple[str, str, str]]):
-        self.problems = problems
-        super().__init__("\n".join(f"{f}: {loc}: {msg}" for f, loc, msg in problems))
-
-    @classmethod
-    def one(cls, file: str | Path, location: str, problem: str) -> "InputError":
-        return cls([(str(file), location, problem)])
-
-    @property
-    def lines(self) -> list[str]:
-        return [f"{f}: {loc}: {msg}" for f, loc, msg in self.problems]
-
 
 def read_text(path: str | Path, kind: str) -> str:
     """A user file's text; a missing file, a directory or non-UTF-8 bytes become an InputError."""
@@ -237,12 +222,13 @@ def schema_problems(data: Any, schema: dict, file: str | Path, list_names: dict[
     return problems
 
 
-def check_schema(data: Any, schema_name: str, file: str | Path, list_names: dict[str, str]) -> None:
-    """Validate against a packaged JSON Schema; every violation becomes one problem line."""
-    problems = schema_problems(data, load_schema(schema_name), file, list_names)
-    if problems:
-        raise InputError(problems)
-
-
 def is_finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -15,7 +15,7 @@ full vocabulary), ``is_greedy`` whether every continuation token is the argmax o
 Tokenization follows lm-evaluation-harness (HFLM ``_encode_pair``): whitespace at the end of the
 context moves to the start of the continuation; context and context + continuation are tokenized
 whole (with the special tokens the tokenizer adds, e.g. Gemma's BOS) and the continuation is the
-slice after the context's tokens (``qclm.engine.tokenize_requests``). A token merged across that
+slice after the context's tokens (``qclm.engine.requests.tokenize_requests``). A token merged across that
 boundary is an error naming the line (``--boundary split`` scores the continuation tokenized on its
 own instead, with a warning). An empty context becomes the BOS token (else EOS), as in lm-eval.
 """
@@ -26,15 +26,17 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
 from pathlib import Path
 
-from qclm.prompts import BOUNDARY_MODES
-from qclm.validation import InputError, read_text
+from qclm.errors import InputError
+from qclm.inputs import read_text
+from qclm.logs import configure_logging
+from qclm.models.table import DTYPES, resolve_model
+from qclm.settings import BOUNDARY_MODES
 
-log = logging.getLogger("qclm.loglik")
+log = logging.getLogger("qclm.commands.loglik")
 
 DEFAULT_MODELS = "config/models.tsv"
 DEFAULT_MODELS_DIR = "resources/models"
@@ -120,43 +122,13 @@ def tokenize(tokenizer, path: str | Path, lines: list[int], contexts: list[str],
     return out
 
 
-def resolve_model(model: str, models_table: str | Path | None, dtype: str | None):
-    """A model-table name, ``embedded:NAME``, a .gguf file, a local checkpoint directory or a hub
-    id, as a ModelSpec (``dtype`` overrides the table's)."""
-    from dataclasses import replace
-
-    from qclm.models import EMBEDDED, HUB_ID_PATTERN, ModelSpec, load_model_table
-
-    spec = None
-    if models_table and Path(models_table).is_file():
-        spec = load_model_table(models_table).get(model)
-    if spec is None:
-        path = Path(model).expanduser()
-        if model.startswith("embedded:"):
-            if model[len("embedded:"):] not in EMBEDDED:
-                raise ValueError(f"unknown embedded model {model!r}; known: "
-                                 + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED)))
-            name = model[len("embedded:"):]
-        elif path.is_dir() or (path.suffix == ".gguf" and path.is_file()):
-            name = path.stem if path.suffix == ".gguf" else path.resolve().name
-            model = str(path)
-        elif HUB_ID_PATTERN.match(model):
-            name = model.replace("/", "--")
-        else:
-            where = f" (not in {models_table})" if models_table and Path(models_table).is_file() else ""
-            raise ValueError(f"model {model!r} is not a model-table name{where}, embedded:NAME, a .gguf file, "
-                             "a checkpoint directory or a hub id (org/name)")
-        spec = ModelSpec(re.sub(r"[^A-Za-z0-9_.-]", "_", name), model, "", 0.0, "base", "", "auto")
-    return replace(spec, dtype=dtype) if dtype else spec
-
-
 def loglik(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
     from tqdm import tqdm
 
     from qclm.engine import make_scorer
-    from qclm.models import ensure_prepared, load_model
+    from qclm.models.loading import ensure_prepared, load_model
 
     lines, contexts, continuations = read_requests(args.requests)
     spec = resolve_model(args.model, args.models, args.dtype)
@@ -212,7 +184,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="JSON Lines output, one line per request")
     p.add_argument("--method", default="auto", choices=METHODS,
                    help="auto (prefix tree, self-checked against full sequences; default), prefix-tree, full")
-    p.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16", "float16"),
+    p.add_argument("--dtype", default=None, choices=DTYPES,
                    help="default: the model table's, else auto (float32 on CPU, bfloat16/float16 on GPU)")
     p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda, cuda:N")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
@@ -229,8 +201,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qclm.cli import configure_logging
-
     if not logging.getLogger().handlers:  # a command line of its own (not inside another program)
         configure_logging()
     try:

@@ -1,28 +1,18 @@
-"""Command line: ``qclm <command>``. Each command lives with the module that owns its logic."""
+"""``qclm analyze``: statistics, tables and figures from an item-score table (:mod:`qclm.analysis.stage`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
+
+from qclm.errors import InputError
+from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS
+from qclm.logs import configure_logging
+
+log = logging.getLogger("qclm.analysis")
 
 
-def configure_logging(log_file: str | None = None, level: int = logging.INFO) -> None:
-    """Log to a file (workflow jobs: snakemake.log[0]) or to stderr, with timestamps. With a
-    file, stderr goes there too: progress bars, warnings and tracebacks land in the job's log."""
-    if log_file:
-        sys.stderr = open(log_file, "w", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the job
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.captureWarnings(True)
-
-
-def _add_analyze(sub: argparse._SubParsersAction) -> None:
-    from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS
-
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
     p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
     p.add_argument("--out", required=True, help="output directory")
@@ -49,46 +39,32 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                         "construct map, framing in the spectrum")
     p.add_argument("--no-figures", action="store_true")
 
-    def run(args: argparse.Namespace) -> int:
-        from qclm.analysis.cli import run_analyze
-
-        return run_analyze(args)
-
     p.set_defaults(func=run)
 
 
-def _add_validate(sub: argparse._SubParsersAction) -> None:
-    from qclm.validate import add_parser
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``qclm analyze``; exit code 2 on bad input."""
+    from qclm.analysis.stage import analyze
 
-    add_parser(sub)
-
-
-def _add_render(sub: argparse._SubParsersAction) -> None:
-    from qclm.render import add_parser
-
-    add_parser(sub)
-
-
-def _add_loglik(sub: argparse._SubParsersAction) -> None:
-    from qclm.loglik import add_parser
-
-    add_parser(sub)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qclm", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    _add_analyze(sub)
-    _add_validate(sub)
-    _add_render(sub)
-    _add_loglik(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    configure_logging()
+    try:
+        analyze(
+            scores=args.scores,
+            out=args.out,
+            bootstrap=args.bootstrap,
+            seed=args.seed,
+            size_classes=args.size_classes,
+            silhouette=getattr(args, "silhouette", None),
+            variant_probs=getattr(args, "variant_probs", None),
+            heatmap_item=getattr(args, "heatmap_item", None),
+            figures=not getattr(args, "no_figures", False),
+            contrasts=getattr(args, "contrasts", None),
+            min_models=getattr(args, "min_models", MIN_MODELS),
+            min_stimuli=getattr(args, "min_stimuli", MIN_STIMULI),
+            templates=getattr(args, "templates", TEMPLATE_DEFAULTS["select"]),
+            instruments=getattr(args, "instruments", None),
+        )
+    except InputError as exc:
+        log.error("%s", exc)
+        return 2
+    return 0

@@ -1,7 +1,7 @@
 """``qclm render``: print exactly what a model scores, one variant a block.
 
 It reads the same config and model table as the workflow and builds every prompt with the scoring jobs' own
-code (:func:`qclm.logprobs.context_requests`: the protocol's contexts, the model's prompt format, the
+code (:func:`qclm.probes.likert.cells.context_requests`: the protocol's contexts, the model's prompt format, the
 tokenization with the boundary check), so what it shows is what is scored: the prompt as the model sees it
 (the context's token ids decoded with their special tokens, chat markup included), the continuation, and the
 continuation's tokens as the model's tokenizer splits them. Only the tokenizer is loaded, not the weights.
@@ -16,8 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from qclm.validate import DEFAULT_CONFIG
-from qclm.validation import InputError, read_yaml
+from qclm import settings
+from qclm.config import DEFAULT_CONFIG
+from qclm.errors import InputError
+from qclm.inputs import read_yaml
 
 
 def _fail(message: str) -> int:
@@ -28,10 +30,11 @@ def _fail(message: str) -> int:
 def render(config_file: str, model: str, questionnaire: str, condition: str, item: str | None = None,
            stimulus: str | None = None, limit: int | None = 8, out=sys.stdout) -> int:
     from qclm.experiment import Experiment
-    from qclm.logprobs import context_requests
-    from qclm.models import load_model_table, load_tokenizer
+    from qclm.probes.likert.cells import context_requests
+    from qclm.models.loading import load_tokenizer
+    from qclm.models.table import load_model_table
     from qclm.prompts import PromptBuilder, PromptFormat
-    from qclm.protocol import Protocol, condition_contexts
+    from qclm.contexts import Protocol, condition_contexts
     from qclm.questionnaire import load_questionnaire
     from qclm.stimuli import load_stimuli
 
@@ -48,7 +51,8 @@ def render(config_file: str, model: str, questionnaire: str, condition: str, ite
                      f"{', '.join(experiment.conditions)})")
     spec = models[model]
     tokenizer = load_tokenizer(spec, Path(config.get("models_dir", "resources/models")) / spec.name)
-    builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, config.get("scoring") or {}))
+    engine = settings.section(settings.migrate(config)[0], settings.ENGINE)
+    builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine))
     q = load_questionnaire(config["questionnaires"][questionnaire])
     sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition),
                                                                  condition.split("+") if condition != "vanilla" else [])]
@@ -59,7 +63,7 @@ def render(config_file: str, model: str, questionnaire: str, condition: str, ite
             return _fail(f"no stimulus {stimulus!r} under condition {condition}")
     shown = 0
     for ctx in contexts:
-        requests, _ = context_requests(builder, q, ctx, (config.get("scoring") or {}).get("boundary", "error"))
+        requests, _ = context_requests(builder, q, ctx, engine["boundary"])
         for v, r in zip(ctx.variants, requests):
             if item is not None and v.item_id != item:
                 continue

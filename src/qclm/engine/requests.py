@@ -1,0 +1,198 @@
+"""Requests: what a probe asks a backend, as strings (log-likelihood, forced choice, chains of forced choices,
+generation) with their results, and the token requests the engine scores (token ids of a context and of a
+continuation, and how strings become them: the context/continuation boundary). No torch."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from qclm.settings import BOUNDARY_MODES
+
+log = logging.getLogger("qclm.engine")
+
+
+class BoundaryError(ValueError):
+    """The context's tokens are not a prefix of the context + continuation tokens."""
+
+
+@dataclass(frozen=True)
+class Request:
+    context: tuple[int, ...]
+    continuation: tuple[int, ...]
+
+
+def tokenize_requests(
+    tokenizer,
+    contexts: Sequence[str],
+    continuations: Sequence[str],
+    boundary: str = "error",
+    describe: Callable[[int], str] | None = None,
+) -> list[Request]:
+    """Tokenize context and context + continuation; the continuation is the slice after the
+    context's tokens. When the context's tokens are not a prefix of the whole (a token merged
+    across the boundary), ``boundary="error"`` raises BoundaryError naming the variant,
+    ``boundary="split"`` tokenizes the continuation on its own, and ``boundary="first_divergence"``
+    scores the whole's tokens from the first one that differs from the context's (the authors' public
+    code's rule: the merged token, which spans context text, is scored); both log a warning for it."""
+    if boundary not in BOUNDARY_MODES:
+        raise ValueError(f"boundary must be one of {', '.join(BOUNDARY_MODES)}, got {boundary!r}")
+    unique_ctx = list(dict.fromkeys(contexts))
+    ctx_ids = dict(zip(unique_ctx, tokenizer(unique_ctx, add_special_tokens=True)["input_ids"]))
+    whole = tokenizer([c + k for c, k in zip(contexts, continuations)], add_special_tokens=True)["input_ids"]
+    out = []
+    for i, (c, k, ids) in enumerate(zip(contexts, continuations, whole)):
+        cids = ctx_ids[c]
+        n = len(cids)
+        what = describe(i) if describe else f"request {i}"
+        if ids[:n] == cids and len(ids) > n:
+            out.append(Request(tuple(cids), tuple(ids[n:])))
+            continue
+        detail = (f"{what}: the context's {n} tokens are not a prefix of context + continuation "
+                  f"{k!r} (boundary tokens {cids[-2:]} vs {ids[max(0, n - 2):n + 1]})")
+        if boundary == "error":
+            raise BoundaryError(detail + "; set engine.boundary: split to score the continuation "
+                                "tokenized on its own")
+        if boundary == "first_divergence":
+            j = next((m for m, (a, b) in enumerate(zip(cids, ids)) if a != b), min(n, len(ids)))
+            if j == 0 or j >= len(ids):
+                raise BoundaryError(f"{what}: no context or no continuation tokens at the first divergence")
+            log.warning("boundary fallback (scored from the first divergent token): %s", detail)
+            out.append(Request(tuple(ids[:j]), tuple(ids[j:])))
+            continue
+        cont = tokenizer(k, add_special_tokens=False)["input_ids"]
+        if not cont:
+            raise BoundaryError(f"{what}: continuation {k!r} has no tokens")
+        log.warning("boundary fallback (continuation tokenized alone): %s", detail)
+        out.append(Request(tuple(cids), tuple(cont)))
+    return out
+
+
+# -- string-level requests: what a probe asks a backend (qclm.engine.backend) ------------------------------------
+# Contexts are full prompt strings built by the prompt builder (qclm.prompts: raw, chat, chat_preamble, one BOS);
+# a backend tokenizes them (the tokenizer adds its special tokens once) and shares their common prefix.
+
+
+@dataclass(frozen=True)
+class LoglikRequest:
+    """log P(continuation | context), token by token."""
+
+    context: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class ChoiceRequest:
+    """A forced choice: one context and K option continuations. ``values`` (one number per option) give the
+    expected value. ``full=False`` says only the probabilities over the options are needed, so a backend may skip
+    the normalization over the vocabulary where it cancels (``ChoiceResult.normalized`` records it)."""
+
+    context: str
+    options: tuple[str, ...]
+    values: tuple[float, ...] | None = None
+    full: bool = True
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One step of a chain: ``text`` is appended, then the options are a forced choice at that point, and the chosen
+    option is appended before the next step."""
+
+    text: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ChainRequest:
+    """Forced choices in sequence over a growing context (each answer so far is part of the next step's context):
+    the context, then per step its text and the option the model chose (the argmax)."""
+
+    context: str
+    steps: tuple[ChainStep, ...]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Greedy (``temperature`` 0 or ``greedy``) or sampled generation with top-k and top-p; generation stops at
+    ``max_new_tokens``, the end-of-sequence token or the first stop string (not included in the text)."""
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_k: int = 50
+    top_p: float = 0.95
+    greedy: bool = False
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """Generate after ``context``; ``seed`` fixes this request's random draws (:func:`derive_seed`)."""
+
+    context: str
+    seed: int
+    settings: GenerationSettings = GenerationSettings()
+
+
+@dataclass(frozen=True)
+class LoglikResult:
+    logprob: float  # sum of the continuation's token log-probabilities
+    token_logprobs: tuple[float, ...]
+    token_ids: tuple[int, ...]
+    is_greedy: bool  # every continuation token is the argmax of its distribution
+
+
+@dataclass(frozen=True)
+class ChoiceResult:
+    """A forced choice: per option its summed log-probability (``normalized`` False: the first token's log-sum-exp
+    over the vocabulary left out, which cancels in ``probs``), its token log-probabilities, the probabilities over
+    the options (softmax of the sums), the per-token-mean alternative, the argmax, and the expected value."""
+
+    option_logprobs: tuple[float, ...]
+    token_logprobs: tuple[tuple[float, ...], ...]
+    probs: tuple[float, ...]
+    probs_mean: tuple[float, ...]
+    argmax: int
+    expected: float | None = None
+    normalized: bool = True
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    steps: tuple[ChoiceResult, ...]  # the choice at each step; the chosen option is each step's argmax
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: str  # "stop" (a stop string), "eos", or "length"
+    prompt_sha256: str  # hash of the prompt's token ids (what the model saw)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
+def choice_result(token_logprobs: Sequence[Sequence[float]], values: Sequence[float] | None = None,
+                  normalized: bool = True) -> ChoiceResult:
+    """A :class:`ChoiceResult` from each option's token log-probabilities (the one home of the forced-choice
+    numbers: softmax over summed log-probs, the per-token-mean alternative, argmax, expected value)."""
+    lps = [np.asarray(t, dtype=np.float64) for t in token_logprobs]
+    sums = np.array([t.sum() for t in lps])
+    means = np.array([t.mean() for t in lps])
+    probs = _softmax(sums)
+    expected = float(np.dot(probs, np.asarray(values, dtype=np.float64))) if values is not None else None
+    return ChoiceResult(tuple(map(float, sums)), tuple(tuple(map(float, t)) for t in lps), tuple(map(float, probs)),
+                        tuple(map(float, _softmax(means))), int(np.argmax(sums)), expected, normalized)
+
+
+def derive_seed(*parts: object) -> int:
+    """A request's seed from what identifies it (run seed, model, probe, item, condition, stimulus, repetition...):
+    a hash, so adding a request moves no other request's draws."""
+    text = "\x1f".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & (2**63 - 1)

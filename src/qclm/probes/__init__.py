@@ -1,0 +1,1 @@
+"""Probes: every measurement qclm makes is a probe kind (docs/probes.md)."""

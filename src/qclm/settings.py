@@ -1,0 +1,103 @@
+"""Settings: every config key's default and allowed values, read from the one place that declares them, the
+config schema (``qclm/schemas/config.schema.yaml``), and the split of settings by stage.
+
+- ``engine``: what the scoring jobs compute (method, boundary, packing, prompt-format settings, device). All
+  of them but :data:`RUN_ONLY` change numbers: they are the scoring jobs' params and part of their cell-cache
+  key (:func:`engine_numbers`).
+- ``scoring``: the math of the CPU stages after the jobs (eq. 1's aggregation, the item score, the
+  normalization epsilon): changing one reruns those stages and no scoring job.
+- ``analysis``, ``templates``, ``results``/``logs``: the analysis and the report.
+
+Configs written before the split had the engine keys under ``scoring``; :func:`migrate` moves them to
+``engine`` and says so. Light on purpose (PyYAML only): the workflow imports it while building the DAG.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+ENGINE, SCORING, ANALYSIS, TEMPLATES = "engine", "scoring", "analysis", "templates"
+#: engine settings that change no number (left out of the scoring jobs' params and cache key)
+RUN_ONLY = ("threads",)
+
+
+@cache
+def config_schema() -> dict:
+    """The config schema (package data)."""
+    return yaml.safe_load(resources.files("qclm.schemas").joinpath("config.schema.yaml").read_text(encoding="utf-8"))
+
+
+def schema_path() -> str:
+    """The schema's file (Snakemake's validate and ``qclm validate`` read it)."""
+    return str(resources.files("qclm.schemas").joinpath("config.schema.yaml"))
+
+
+def _properties(section: str | None) -> dict:
+    schema = config_schema()
+    return schema["properties"] if section is None else schema["properties"][section].get("properties", {})
+
+
+def defaults(section: str | None = None) -> dict[str, Any]:
+    """The defaults of a section's keys (``None``: the top-level keys), as the schema declares them."""
+    return {k: copy.deepcopy(v["default"]) for k, v in _properties(section).items() if "default" in v}
+
+
+def allowed(section: str, key: str) -> tuple:
+    """The allowed values of an enumerated key (argparse choices come from here)."""
+    spec = _properties(section)[key]
+    values = spec.get("enum") or [v for alt in spec.get("anyOf", []) for v in alt.get("enum", [])]
+    return tuple(values)
+
+
+def section(config: dict, name: str) -> dict[str, Any]:
+    """A config section with the schema's defaults filled in (the section as given wins)."""
+    given = config.get(name) if isinstance(config.get(name), dict) else {}
+    return {**defaults(name), **given}
+
+
+def value(config: dict, key: str) -> Any:
+    """A top-level key, or its default."""
+    return config[key] if config.get(key) is not None else defaults().get(key)
+
+
+def engine_numbers(config: dict) -> dict[str, Any]:
+    """The engine settings that change a scoring job's numbers (its params and cell-cache key)."""
+    return {k: v for k, v in sorted(section(config, ENGINE).items()) if k not in RUN_ONLY}
+
+
+#: keys that configs written before the split of settings had under ``scoring`` and that now live under ``engine``
+MOVED_TO_ENGINE = tuple(_k for _k in config_schema()["properties"][ENGINE]["properties"])
+
+
+def migrate(config: Any) -> tuple[Any, list[str]]:
+    """A config with the engine keys found under ``scoring`` moved to ``engine``, and one note per key moved
+    (configs written before the split). A key given in both places is left for validation to report."""
+    if not isinstance(config, dict) or not isinstance(config.get(SCORING), dict):
+        return config, []
+    scoring = dict(config[SCORING])
+    engine = dict(config[ENGINE]) if isinstance(config.get(ENGINE), dict) else {}
+    notes = []
+    for key in MOVED_TO_ENGINE:
+        if key in scoring and key not in engine:
+            engine[key] = scoring.pop(key)
+            notes.append(f"scoring.{key} is an engine setting now: read as engine.{key} (move it there)")
+    if not notes:
+        return config, []
+    out = dict(config)
+    out[SCORING], out[ENGINE] = scoring, engine
+    if not scoring:
+        out.pop(SCORING)
+    return out, notes
+
+
+BOUNDARY_MODES = allowed(ENGINE, "boundary")
+METHODS = allowed(ENGINE, "method")
+STIMULUS_PLACEMENTS = allowed(ENGINE, "stimulus_placement")
+DEFAULT_ANSWER_PREAMBLE = defaults(ENGINE)["answer_preamble"]
+AGGREGATIONS = allowed(SCORING, "aggregation")
+ITEM_SCORES = allowed(SCORING, "item_score")
