@@ -1,4 +1,4 @@
-# qclm: measure questionnaire constructs in causal language models from next-token probabilities.
+# qclm: measure psychological constructs in causal language models from next-token probabilities.
 # Run:  snakemake --workflow-profile workflow/profiles/default --cores 8 --resources gpu=1
 #       (make run does this on the default config)
 # Specification: docs in README.md; configuration: config/README.md.
@@ -16,6 +16,7 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/scores.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/probe_analysis.smk"
 
 
 report: REPORT_DESCRIPTION
@@ -24,5 +25,6 @@ report: REPORT_DESCRIPTION
 rule all:
     input:
         score_targets(),
-        ANALYSIS_TARGETS,
+        ANALYSIS_TARGETS if probes.LIKERT in KINDS else [],
+        PROBE_ANALYSIS_TARGETS,
     default_target: True

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,30 @@ def smollm2_prepared_dir() -> Path:
     return _cached("real-smollm2", build) / "model"
 
 
+def likert_cell(path, condition: str = "vanilla", stimuli=()):
+    """A scoring-job cell of a Likert questionnaire file under a condition (stimulus files in class order)."""
+    from qclm.jobs.score_model import Cell
+
+    return Cell(Path(path).stem, "likert", condition, {"questionnaire": str(path)}, (str(path),),
+                tuple(str(s) for s in stimuli))
+
+
+def loaded_model(spec, model, tokenizer, engine: dict | None = None, provenance: dict | None = None):
+    """A model as a scoring job holds it (backend and prompt builder of its prompt format)."""
+    from qclm.jobs.score_model import Loaded
+
+    return Loaded(spec, model, tokenizer, provenance or {}, engine or {})
+
+
+def likert_requests(builder, q, ictx, boundary: str = "error"):
+    """The token requests of every variant of one Likert context (qclm.probes.likert.kind.item_contexts), built
+    through the prompt builder as a scoring job builds them."""
+    from qclm.engine.requests import tokenize_requests
+
+    texts, continuations = builder.build(ictx.stimulus, ictx.variants)
+    return tokenize_requests(builder.tokenizer, texts, continuations, boundary)
+
+
 MODEL_TABLE_HEADER = "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\n"
 
 
@@ -137,9 +162,60 @@ def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -
     return path
 
 
+def workflow_env() -> dict[str, str]:
+    """The environment of a workflow run from the tests: the tests' directory importable, so a config can name a
+    probe kind written in the tests (tests/yesno_probe.py)."""
+    path = os.pathsep.join(p for p in (str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
 def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """Run the workflow in `workdir`; `args` (targets, flags) go before the options that take
     lists, so a target is never read as a resource or a config file."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args, "--directory", str(workdir),
            "--cores", "2", "--resources", "gpu=1", "--configfile", str(config), "--replace-workflow-config"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=workflow_env())
+
+
+#: the shared run: Likert questionnaires (the paper's two, and two of the library for the construct map), a probe
+#: kind written in the tests, a class unknown to the code and a composed condition
+SHARED_QUESTIONNAIRES = ("stai_s", "stai_t", "gad7", "rses")
+SHARED_CONDITIONS = ["vanilla", "stress", "neutral", "soothing", "stress+soothing"]
+SHARED_CONTRASTS = [["vanilla", "stress"], ["vanilla", "neutral"], ["neutral", "stress"], ["stress", "stress+soothing"],
+                    ["soothing", "stress"]]
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    workdir: Path
+    config: Path
+    models: dict[str, Path]
+    stderr: str
+
+    @property
+    def results(self) -> Path:
+        return self.workdir / "results"
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> SharedRun:
+    """One real workflow run on two tiny models, shared by the wiring tests (tests/test_workflow.py and others that
+    only read what a run leaves): every stage of every probe kind of the config, once per test session."""
+    workdir = tmp_path_factory.mktemp("shared-run")
+    data = yaml.safe_load((ROOT / "resources/stimuli/neutral.yaml").read_text())
+    data["class"] = "soothing"
+    for s in data["stimuli"]:
+        s["id"] = s["id"].replace("neutral", "soothing")
+    (workdir / "soothing.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    models = {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir}
+    cfg = write_workflow_config(
+        workdir, models,
+        questionnaires={q: str(ROOT / "resources" / "questionnaires" / f"{q}.yaml") for q in SHARED_QUESTIONNAIRES},
+        probes={"yesno": {"kind": "yesno_probe", "instrument": str(ROOT / "resources/questionnaires/stai_s.yaml")}},
+        conditions=SHARED_CONDITIONS, contrasts=SHARED_CONTRASTS)
+    config = yaml.safe_load(cfg.read_text())
+    config["stimuli"]["classes"]["soothing"] = str(workdir / "soothing.yaml")
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    run = run_snakemake(workdir, cfg)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return SharedRun(workdir, cfg, models, run.stderr)

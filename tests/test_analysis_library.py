@@ -311,26 +311,3 @@ def test_instrument_table_errors_name_file_and_column(tmp_path, caplog):
 # --------------------------------------------------------------------------- the workflow's wiring
 
 @pytest.mark.slow
-def test_workflow_passes_the_instrument_table_to_the_analysis(tmp_path, tiny_llama_dir):
-    from conftest import run_snakemake, write_workflow_config
-
-    chosen = ("stai_s", "gad7", "rses")
-    cfg = write_workflow_config(tmp_path, {"tiny-llama": tiny_llama_dir}, questionnaires={
-        q: str(ROOT / "resources" / "questionnaires" / f"{q}.yaml") for q in chosen})
-    run = run_snakemake(tmp_path, cfg)
-    assert run.returncode == 0, run.stderr[-4000:]
-    res = tmp_path / "results"
-    inst = pd.read_csv(res / "scores" / "instruments.csv")
-    assert inst["questionnaire"].tolist() == list(chosen) and list(inst.columns) == list(INSTRUMENT_COLUMNS)
-    assert inst["construct"].tolist() == ["anxiety", "anxiety", "self-esteem"]
-    assert inst["n_items"].tolist() == [20, 7, 10]  # the files' items, whatever limit_items scores
-    cmap = pd.read_csv(res / "analysis" / "construct_map.csv", keep_default_na=False)
-    assert len(cmap) == 3 and set(cmap["scope"]) == {"within model"}  # one model: no across-model rows
-    assert dict(zip(cmap["questionnaire_a"] + "~" + cmap["questionnaire_b"], cmap["expected_sign"])) == {
-        "stai_s~gad7": "+", "stai_s~rses": "-", "gad7~rses": "-"}
-    assert (cmap["n"] == 5).all()  # vanilla + 2 stress + 2 neutral contexts
-    for name in LIBRARY:
-        assert (res / "analysis" / "figures" / f"{name}.png").stat().st_size > 1000
-    assert json.loads((res / "analysis" / "run_info.json").read_text())["instruments"] == \
-        "results/scores/instruments.csv"
-    assert "Instrument library:" in (res / "analysis" / "overview.md").read_text()

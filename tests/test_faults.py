@@ -22,10 +22,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, load_dir, write_workflow_config
+from conftest import ROOT, likert_cell, load_dir, loaded_model, write_workflow_config
 from qclm.engine import BoundaryError, tokenize_requests
 from qclm.parquet import write_parquet
-from qclm.probes.likert.cells import NumericalError, score_condition
+from qclm.engine.backend import NumericalError
+from qclm.jobs.score_model import score_cell
 from qclm.models.loading import ModelLoadError, load_model
 from qclm.models.table import parse_model_row
 from qclm.contexts import Protocol
@@ -133,8 +134,8 @@ def test_nan_model_fails_with_the_first_variant(tiny_llama_dir):
         model.model.norm.weight.fill_(float("nan"))
     spec = spec_for(tiny_llama_dir)
     with pytest.raises(NumericalError) as err:
-        score_condition(spec, STAI_S, "vanilla", [], Protocol(limit_items=1, templates="first"), {"method": "full"},
-                        model_and_tokenizer=(model, tok, {}))
+        score_cell(loaded_model(spec, model, tok, {"method": "full"}), likert_cell(STAI_S),
+                   Protocol(limit_items=1, templates="first"))
     n = len(tok(" not at all", add_special_tokens=False)["input_ids"])
     assert str(err.value) == (f"non-finite log-probability {[float('nan')] * n} for {STAI_S}: item S01: "
                               "cterm 'agitated', intensifier 'not at all', template question")
@@ -143,7 +144,7 @@ def test_nan_model_fails_with_the_first_variant(tiny_llama_dir):
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monkeypatch, bad):
     """One poisoned log-prob deep inside the second stimulus's context: the job fails naming exactly it."""
-    import qclm.probes.likert.cells
+    import qclm.engine.backend
     from qclm.engine import make_scorer
 
     model, tok = load_dir(tiny_llama_dir)
@@ -154,19 +155,18 @@ def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monke
             self.inner = make_scorer(*args)
             self.stats = self.inner.stats
 
-        def score(self, requests, progress=None):
-            out = self.inner.score(requests, progress)
+        def score_with_greedy(self, requests, progress=None):
+            out, greedy = self.inner.score_with_greedy(requests, progress)
             calls.append(len(out))
             if len(calls) == 2:  # the second stimulus
                 out[13] = out[13].copy()
                 out[13][-1] = bad
-            return out
+            return out, greedy
 
-    monkeypatch.setattr(qclm.probes.likert.cells, "make_scorer", Poisoned)
+    monkeypatch.setattr(qclm.engine.backend, "make_scorer", Poisoned)
     with pytest.raises(NumericalError) as err:
-        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS],
-                        Protocol(limit_items=1, limit_stimuli=3, templates="first"),
-                        {"method": "full"}, model_and_tokenizer=(model, tok, {}))
+        score_cell(loaded_model(spec_for(tiny_llama_dir), model, tok, {"method": "full"}),
+                   likert_cell(STAI_S, "stress", [STRESS]), Protocol(limit_items=1, limit_stimuli=3, templates="first"))
     # variant 13 of item S01: S+ term 2 (perturbed; 8 phrases per term), phrase 6 (to a moderate degree)
     assert re.fullmatch(rf"non-finite log-probability \[(-?[0-9.e-]+, )*{bad}\] for {re.escape(str(STAI_S))}: "
                         r"item S01: cterm 'perturbed', intensifier 'to a moderate degree', template question, stimulus stress02",
@@ -199,9 +199,9 @@ class MergingTokenizer:
 def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
     model, tok = load_dir(tiny_llama_dir)
     with pytest.raises(BoundaryError) as err:
-        score_condition(spec_for(tiny_llama_dir), STAI_S, "stress", [STRESS],
-                       Protocol(limit_items=1, limit_stimuli=1, templates="first"),
-                        {"method": "full", "boundary": "error"}, model_and_tokenizer=(model, MergingTokenizer(tok), {}))
+        score_cell(loaded_model(spec_for(tiny_llama_dir), model, MergingTokenizer(tok),
+                                {"method": "full", "boundary": "error"}),
+                   likert_cell(STAI_S, "stress", [STRESS]), Protocol(limit_items=1, limit_stimuli=1, templates="first"))
     message = str(err.value)
     assert message.startswith(f"{STAI_S}: item S01: cterm 'agitated', intensifier 'extremely', template question, "
                               "stimulus stress01: "
@@ -213,9 +213,9 @@ def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
 def test_boundary_split_scores_the_continuation_alone_and_says_so(tiny_llama_dir, caplog):
     model, tok = load_dir(tiny_llama_dir)
     with caplog.at_level(logging.WARNING, logger="qclm.engine"):
-        df, meta = score_condition(spec_for(tiny_llama_dir), STAI_S, "vanilla", [],
-                                   Protocol(limit_items=1, templates="first"), {"method": "full", "boundary": "split"},
-                                   model_and_tokenizer=(model, MergingTokenizer(tok), {}))
+        df, meta = score_cell(loaded_model(spec_for(tiny_llama_dir), model, MergingTokenizer(tok),
+                                           {"method": "full", "boundary": "split"}),
+                              likert_cell(STAI_S), Protocol(limit_items=1, templates="first"))
     warned = [m for m in caplog.messages if m.startswith("boundary fallback")]
     assert len(warned) == 6  # every S+ and S- term of item S01, with ' extremely'
     assert warned[0].startswith(f"boundary fallback (continuation tokenized alone): {STAI_S}: item S01: cterm "

@@ -307,7 +307,8 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
     from qclm.probes.likert.cells import score_condition
     from qclm.models.table import load_model_table
     from qclm.prompts import PromptBuilder, PromptFormat
-    from qclm.contexts import Protocol, condition_contexts
+    from qclm.contexts import Protocol
+from qclm.probes.likert.kind import item_contexts
     from qclm.probes.likert.equations import condition_tables
     from qclm.stimuli import load_stimuli
 
@@ -328,7 +329,7 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
         tokens, _ = score_condition(spec, STAI_S, condition, files, protocol, scoring, model_and_tokenizer=smollm2)
         variants, items = condition_tables(tokens, scoring["aggregation"], scoring["item_score"],
                                            scoring["normalization_epsilon"])
-        [ctx] = condition_contexts(q, condition, [load_stimuli(f, "stress") for f in files] or None, protocol)
+        [ctx] = item_contexts(q, condition, [load_stimuli(f, "stress") for f in files] or None, protocol)
         texts, continuations = builder.build(ctx.stimulus, ctx.variants)
 
         item = q.items[0]

@@ -9,15 +9,16 @@ import shutil
 import numpy as np
 import pytest
 import yaml
-from conftest import MODEL_TABLE_HEADER, ROOT, load_dir, write_workflow_config
+from conftest import MODEL_TABLE_HEADER, ROOT, likert_cell, likert_requests, load_dir, write_workflow_config
 from transformers import AutoTokenizer
 
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
 from qclm.parquet import read_metadata, write_parquet
-from qclm.probes.likert.cells import context_requests, score_condition
+from qclm.jobs.score_model import load, score_cell
 from qclm.models.table import parse_model_row
 from qclm.prompts import ChatTemplateError, PromptBuilder, PromptFormat
-from qclm.contexts import Protocol, condition_contexts
+from qclm.contexts import Protocol
+from qclm.probes.likert.kind import item_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.commands.render import render
 from qclm.stimuli import load_stimuli
@@ -45,7 +46,7 @@ def gemma_chat_tok(gemma3_tokenizer_dir):
 
 def _contexts(limit_stimuli=1):
     q = load_questionnaire(STAI_S)
-    stress = condition_contexts(q, "stress", [load_stimuli(STRESS)], Protocol(limit_items=2, limit_stimuli=limit_stimuli,
+    stress = item_contexts(q, "stress", [load_stimuli(STRESS)], Protocol(limit_items=2, limit_stimuli=limit_stimuli,
                                                                               templates="first"))
     return q, stress
 
@@ -55,7 +56,7 @@ def test_chat_context_ids_equal_apply_chat_template(request, tok_name):
     tok = request.getfixturevalue(tok_name)
     q, [ctx] = _contexts()
     builder = PromptBuilder(tok, PromptFormat("chat"))
-    requests, _ = context_requests(builder, q, ctx)
+    requests = likert_requests(builder, q, ctx)
     for v, r in list(zip(ctx.variants, requests))[:: 17]:
         want = tok.apply_chat_template([{"role": "user", "content": ctx.stimulus + v.prefix}], tokenize=True,
                                        add_generation_prompt=True)["input_ids"]
@@ -97,7 +98,7 @@ def test_engine_equals_full_sequences_in_chat_mode_and_shares_the_chat_header(re
     if template:
         tok.chat_template = template
     q, [ctx] = _contexts()
-    requests, _ = context_requests(PromptBuilder(tok, PromptFormat("chat")), q, ctx)
+    requests = likert_requests(PromptBuilder(tok, PromptFormat("chat")), q, ctx)
     tree = PrefixTreeScorer(model, pack_tokens=512)
     full = FullSequenceScorer(model, batch_size=8)
     a, b = tree.score(requests), full.score(requests)
@@ -110,9 +111,9 @@ def test_scoring_records_the_prompt_format_in_the_provenance(tmp_path, tiny_llam
     spec = parse_model_row({"name": "tiny", "source": str(tiny_llama_dir), "revision": "", "params_b": "0.001",
                             "type": "instruct", "family": "t", "dtype": "float32", "prompt_format": "chat_preamble"},
                            "test", 0)
-    df, meta = score_condition(spec, STAI_S, "stress", [STRESS], Protocol(limit_items=1, limit_stimuli=1,
-                                                                          templates="first"),
-                               {"method": "auto", "stimulus_placement": "prefix", "answer_preamble": "I'd say"})
+    engine = {"method": "auto", "stimulus_placement": "prefix", "answer_preamble": "I'd say"}
+    df, meta = score_cell(load(spec, None, engine), likert_cell(STAI_S, "stress", [STRESS]),
+                          Protocol(limit_items=1, limit_stimuli=1, templates="first"))
     write_parquet(df, tmp_path / "x.parquet", meta)
     back = read_metadata(tmp_path / "x.parquet")
     assert (back["prompt_format"], back["stimulus_placement"], back["answer_preamble"]) == ("chat_preamble",
@@ -136,7 +137,7 @@ def test_render_shows_the_raw_and_the_chat_prompts(tmp_path, tiny_llama_dir, tin
     out = io.StringIO()
     assert render(str(cfg), "tiny-llama", "stai_s", "stress", item="S02", stimulus="stress02", limit=2, out=out) == 0
     text = out.getvalue()
-    assert text.count("### variant") == 2 and "stimulus stress02" in text and "item S02" in text
+    assert text.count("### request") == 2 and "stimulus stress02" in text and "item S02" in text
     assert "<|im_start|>user\n" + load_stimuli(STRESS).stimuli[1].text("long") in text
     assert "Answer:<|im_end|>\n<|im_start|>assistant\n\n--- continuation ---\n'not at all'" in text
     out = io.StringIO()
@@ -151,7 +152,7 @@ def test_render_uses_the_scoring_jobs_requests(tmp_path, tiny_llama_dir, tiny_ge
     cfg = _render_config(tmp_path, tiny_llama_dir, tiny_gemma_dir)
     model, tok = load_dir(tiny_llama_dir)
     q, [ctx] = _contexts()
-    requests, _ = context_requests(PromptBuilder(tok, PromptFormat("chat")), q, ctx)
+    requests = likert_requests(PromptBuilder(tok, PromptFormat("chat")), q, ctx)
     out = io.StringIO()
     render(str(cfg), "tiny-llama", "stai_s", "stress", stimulus="stress01", limit=1, out=out)
     prompt = out.getvalue().split("as the model sees them ---\n", 1)[1].split("\n--- continuation ---")[0]
@@ -197,8 +198,8 @@ def test_extra_templates_are_scored_on_vanilla_and_the_first_stimuli_only():
     q = load_questionnaire(STAI_S)
     stress = load_stimuli(STRESS)
     protocol = Protocol(limit_items=1, limit_stimuli=3, templates="all", extra_limit_stimuli=1)
-    [vanilla] = condition_contexts(q, "vanilla", None, protocol)
-    contexts = condition_contexts(q, "stress", [stress], protocol)
+    [vanilla] = item_contexts(q, "vanilla", None, protocol)
+    contexts = item_contexts(q, "stress", [stress], protocol)
     assert sorted({v.template for v in vanilla.variants}) == ["interview", "question", "statement"]
     assert [sorted({v.template for v in c.variants}) for c in contexts] == [
         ["interview", "question", "statement"], ["question"], ["question"]]

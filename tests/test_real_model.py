@@ -9,10 +9,13 @@ import pytest
 
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
 from qclm.parquet import read_metadata, write_parquet
-from qclm.probes.likert.cells import COLUMNS, score_condition
+from qclm.jobs.score_model import score_cell
+from qclm.probes.likert.kind import COLUMNS
 from qclm.models.loading import load_model
 from qclm.models.table import parse_model_row
-from qclm.contexts import Protocol, condition_contexts
+from conftest import likert_cell, loaded_model
+from qclm.contexts import Protocol
+from qclm.probes.likert.kind import item_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.probes.likert.equations import condition_tables
 from qclm.stimuli import load_stimuli
@@ -33,7 +36,7 @@ def test_engine_equals_full_sequences_on_the_real_model(smollm2):
     model, tok, _ = smollm2
     q = load_questionnaire(ROOT / "resources/questionnaires/stai_t.yaml")
     stress = load_stimuli(ROOT / "resources/stimuli/stress.yaml")
-    [ctx] = condition_contexts(q, "stress", stress, Protocol(limit_items=2, limit_stimuli=1, templates="first"))
+    [ctx] = item_contexts(q, "stress", stress, Protocol(limit_items=2, limit_stimuli=1, templates="first"))
     reqs = tokenize_requests(tok, ctx.texts, [v.continuation for v in ctx.variants])
     assert len(reqs) == 2 * 6 * 8 and len(reqs[0].context) > 200
     assert any(len(r.continuation) > 1 for r in reqs)
@@ -46,9 +49,10 @@ def test_engine_equals_full_sequences_on_the_real_model(smollm2):
 
 def test_scoring_job_writes_tokens_with_provenance(smollm2, tmp_path, smollm2_prepared_dir):
     spec = parse_model_row(ROW, "test", 0)
-    df, meta = score_condition(spec, ROOT / "resources/questionnaires/stai_s.yaml", "neutral",
-                               [ROOT / "resources/stimuli/neutral.yaml"], Protocol(limit_items=2, limit_stimuli=2),
-                               {"method": "auto"}, model_and_tokenizer=smollm2)
+    model, tok, provenance = smollm2
+    df, meta = score_cell(loaded_model(spec, model, tok, {"method": "auto"}, provenance),
+                          likert_cell(ROOT / "resources/questionnaires/stai_s.yaml", "neutral",
+                                      [ROOT / "resources/stimuli/neutral.yaml"]), Protocol(limit_items=2, limit_stimuli=2))
     out = tmp_path / "neutral.parquet"
     write_parquet(df, out, meta)
     back = pd.read_parquet(out)

@@ -9,7 +9,7 @@ from qclm.jobs import score_model as scoring_job
 from qclm.models.table import parse_model_row
 from qclm.contexts import Protocol
 from qclm.jobs.score_model import Cell, run_scoring_job
-from conftest import ROOT
+from conftest import ROOT, likert_cell
 
 
 def _spec(path):
@@ -19,9 +19,8 @@ def _spec(path):
 
 def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llama_dir, monkeypatch, caplog):
     spec = _spec(tiny_llama_dir)
-    cells = [Cell("stai_s", "vanilla", str(ROOT / "resources/questionnaires/stai_s.yaml")),
-             Cell("stai_s", "stress", str(ROOT / "resources/questionnaires/stai_s.yaml"),
-                  (str(ROOT / "resources/stimuli/stress.yaml"),))]
+    cells = [likert_cell(ROOT / "resources/questionnaires/stai_s.yaml"),
+             likert_cell(ROOT / "resources/questionnaires/stai_s.yaml", "stress", [ROOT / "resources/stimuli/stress.yaml"])]
     outputs = [str(tmp_path / "out" / f"{c.condition}.parquet") for c in cells]
     logs = [str(tmp_path / f"{c.condition}.log") for c in cells]
     protocol = Protocol(limit_items=1, limit_stimuli=1)
@@ -35,8 +34,8 @@ def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llam
     def no_load(*a, **k):
         raise AssertionError("the model was loaded although every cell was cached")
 
-    monkeypatch.setattr(scoring_job, "load_model", no_load)
-    with caplog.at_level(logging.INFO, logger="qclm.jobs.score_model"):
+    monkeypatch.setattr(scoring_job, "load", no_load)
+    with caplog.at_level(logging.INFO, logger="qclm.jobs"):
         assert run_scoring_job(*args) == 0
     assert caplog.text.count("computed before") == 2
     for p, df in zip(outputs, first):
@@ -45,11 +44,16 @@ def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llam
 
 def test_a_changed_setting_invalidates_the_cache(tmp_path, tiny_llama_dir):
     spec = _spec(tiny_llama_dir)
-    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"))
+    cell = likert_cell(ROOT / "resources/questionnaires/stai_t.yaml")
     a = scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 1})
     assert a == scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 8})
     assert a != scoring_job.cell_key(spec, cell, Protocol(limit_items=2), {"method": "auto"})
     assert a != scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "full"})
+    # a probe's scoring settings are in the key; another probe id is another cell
+    assert a != scoring_job.cell_key(spec, Cell(**{**cell.__dict__, "settings": {"questionnaire": "x"}}),
+                                     Protocol(limit_items=1), {"method": "auto"})
+    assert a != scoring_job.cell_key(spec, Cell(**{**cell.__dict__, "probe": "other"}), Protocol(limit_items=1),
+                                     {"method": "auto"})
 
 
 def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd, monkeypatch):
@@ -60,7 +64,7 @@ def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd, monkeypat
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
-    cell = Cell("stai_t", "vanilla", str(ROOT / "resources/questionnaires/stai_t.yaml"))
+    cell = likert_cell(ROOT / "resources/questionnaires/stai_t.yaml")
     code = run_scoring_job(_spec(broken), [cell], [str(tmp_path / "o.parquet")], [str(tmp_path / "c.log")],
                            Protocol(limit_items=1), {}, tmp_path, tmp_path / "cache")
     assert code == 1

@@ -1,59 +1,61 @@
-"""Snakemake end to end on tiny random models: every stage's files, in the documented shape."""
+"""Snakemake end to end on tiny random models, one shared run (conftest.shared_run): every stage's files in the
+documented shape, a class unknown to the code and a composed condition, a probe kind written in the tests
+(tests/yesno_probe.py) under every condition and through `qclm probe`, and settings by stage (a changed scoring
+math setting reruns no scoring job)."""
 
 import json
-from pathlib import Path
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import run_snakemake, write_workflow_config
+from conftest import ROOT, SHARED_CONDITIONS, SHARED_QUESTIONNAIRES, workflow_env
 
 from qclm.parquet import read_metadata
-from qclm.probes.likert.cells import COLUMNS
+from qclm.probes.likert.kind import COLUMNS
+from qclm.questionnaire import INSTRUMENT_COLUMNS
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+#: contexts per model under the shared run's conditions: vanilla + 2 stimuli x 4 stimulus conditions
+CONTEXTS = 1 + 2 * 4
 
 
-def test_workflow_end_to_end_on_tiny_models(tmp_path, tiny_llama_dir, tiny_gemma_dir):
-    models = {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir}
-    cfg = write_workflow_config(tmp_path, models)
-    run = run_snakemake(tmp_path, cfg)
-    assert run.returncode == 0, run.stderr[-4000:]
-    res = tmp_path / "results"
-    for model in models:
-        for q in ("stai_s", "stai_t"):
-            for cond in ("vanilla", "stress", "neutral"):
+def test_every_stage_writes_its_tables(shared_run):
+    res = shared_run.results
+    for model in shared_run.models:
+        for q in SHARED_QUESTIONNAIRES:
+            for cond in SHARED_CONDITIONS:
                 path = res / "logprobs" / model / q / f"{cond}.parquet"
                 assert pq.read_schema(path).names == COLUMNS
                 meta = read_metadata(path)
-                assert meta["model"] == model and meta["condition"] == cond
-                assert meta["source"] == str(models[model]) and meta["scoring_method"] == "prefix-tree"
-            log = (tmp_path / "logs" / "score" / model / q / "stress.log").read_text()
-            assert "2 contexts" in log and "tokens computed" in log
+                assert meta["model"] == model and meta["condition"] == cond and meta["kind"] == "likert"
+                assert meta["source"] == str(shared_run.models[model]) and meta["scoring_method"] == "prefix-tree"
+        log = (shared_run.workdir / "logs" / "score" / model / "stai_s" / "stress.log").read_text()
+        assert "2 contexts" in log and "tokens computed" in log
     items = pd.read_parquet(res / "scores" / "item_scores.parquet")
-    # 2 models x 2 questionnaires x 2 items x (vanilla + 2 stress + 2 neutral) x 3 templates (config.yaml scores
-    # every template on vanilla and the first 2 stimuli of each class: here all of them)
-    assert len(items) == 2 * 2 * 2 * 5 * 3
-    assert items.groupby("template")["default_template"].first().to_dict() == {
+    # 2 models x 2 items x 9 contexts x templates (the STAI files have 3, scored everywhere here; GAD-7 and RSES 1)
+    assert len(items) == 2 * 2 * CONTEXTS * (3 + 3 + 1 + 1)
+    stai = items[items["questionnaire"].isin(["stai_s", "stai_t"])]
+    assert stai.groupby("template")["default_template"].first().to_dict() == {
         "question": True, "statement": False, "interview": False}
     assert set(items.columns) >= {"model", "questionnaire", "item_id", "condition", "stimulus_id", "score", "params_b"}
     assert items.loc[items.condition == "vanilla", "stimulus_id"].eq("").all()
     conds = pd.read_csv(res / "scores" / "condition_means.csv")
-    assert len(conds) == 2 * 2 * 3
+    assert len(conds) == 2 * len(SHARED_QUESTIONNAIRES) * len(SHARED_CONDITIONS)
     first = items[items["default_template"]].groupby(["model", "questionnaire", "condition"])["score"].mean()
     got = conds.set_index(["model", "questionnaire", "condition"])["score"]
     np.testing.assert_allclose(got.loc[first.index], first, rtol=1e-12)  # questionnaire scores: first template
     wording = pd.read_csv(res / "analysis" / "wording.csv")
-    assert set(wording["questionnaire"]) == {"stai_s", "stai_t"} and set(wording["n_templates"]) == {3}
+    assert set(wording.loc[wording["n_templates"] == 3, "questionnaire"]) == {"stai_s", "stai_t"}
     assert set(pd.read_csv(res / "scores" / "silhouette.csv").columns) == {
         "model", "questionnaire", "template", "default_template", "item_id", "silhouette"}
     assert (res / "analysis" / "paired_tests.csv").exists()
     assert (res / "analysis" / "figures" / "fig3_condition_means.png").stat().st_size > 10_000
     info = json.loads((res / "analysis" / "run_info.json").read_text())
-    assert info["contrasts"] == [["vanilla", "stress"], ["vanilla", "neutral"], ["neutral", "stress"]]
+    assert info["contrasts"] == [list(c) for c in yaml.safe_load(shared_run.config.read_text())["contrasts"]]
     for name in ("per_model_state_trait", "per_model_interaction"):
         assert len(pd.read_csv(res / "analysis" / f"{name}.csv")) > 0
     overview = (res / "analysis" / "overview.md").read_text()
@@ -62,33 +64,119 @@ def test_workflow_end_to_end_on_tiny_models(tmp_path, tiny_llama_dir, tiny_gemma
     assert "float32, raw" in overview
 
 
-def test_a_class_name_unknown_to_the_code_and_a_composed_condition(tmp_path, tiny_llama_dir):
-    """An experiment with a class that appears nowhere in the code ("soothing") and the composed condition
-    stress+soothing runs end to end; the composed contexts are the two stimuli joined by the separator."""
-    data = yaml.safe_load((ROOT / "resources/stimuli/neutral.yaml").read_text())
-    data["class"] = "soothing"
-    for s in data["stimuli"]:
-        s["id"] = s["id"].replace("neutral", "soothing")
-    (tmp_path / "soothing.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    cfg = write_workflow_config(
-        tmp_path, {"tiny-llama": tiny_llama_dir}, questionnaires={"stai_s": str(ROOT / "resources/questionnaires/stai_s.yaml")},
-        conditions=["vanilla", "stress", "soothing", "stress+soothing"],
-        contrasts=[["vanilla", "stress"], ["stress", "stress+soothing"], ["soothing", "stress"]])
-    config = yaml.safe_load(cfg.read_text())
-    config["stimuli"]["classes"] = {"stress": str(ROOT / "resources/stimuli/stress.yaml"),
-                                    "soothing": str(tmp_path / "soothing.yaml")}
-    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
-    run = run_snakemake(tmp_path, cfg)
-    assert run.returncode == 0, run.stderr[-4000:]
-    res = tmp_path / "results"
+def test_a_class_name_unknown_to_the_code_and_a_composed_condition(shared_run):
+    """A class that appears nowhere in the code ("soothing") and the composed condition stress+soothing: the
+    composed contexts are the two stimuli joined by the separator, and each contrast gets its design."""
+    res = shared_run.results
     composed = pd.read_parquet(res / "logprobs" / "tiny-llama" / "stai_s" / "stress+soothing.parquet")
     assert sorted(set(composed["stimulus_id"])) == ["stress01+soothing01", "stress02+soothing02"]
     meta = read_metadata(res / "logprobs" / "tiny-llama" / "stai_s" / "stress+soothing.parquet")
-    assert meta["stimuli_files"] == [str(ROOT / "resources/stimuli/stress.yaml"), str(tmp_path / "soothing.yaml")]
+    assert meta["stimuli_files"] == [str(ROOT / "resources/stimuli/stress.yaml"),
+                                     str(shared_run.workdir / "soothing.yaml")]
     st = pd.read_csv(res / "analysis" / "per_model_state_trait.csv")
     assert dict(zip(st["contrast"], st["design"])) == {
-        "vanilla vs stress": "vanilla", "stress vs stress+soothing": "paired", "soothing vs stress": "independent"}
+        "vanilla vs stress": "vanilla", "vanilla vs neutral": "vanilla", "neutral vs stress": "independent",
+        "stress vs stress+soothing": "paired", "soothing vs stress": "independent"}
     tests = pd.read_csv(res / "analysis" / "paired_tests.csv")
-    assert list(tests["contrast"]) == ["vanilla vs stress", "stress vs stress+soothing", "soothing vs stress"]
+    assert list(tests["contrast"].unique()) == ["vanilla vs stress", "vanilla vs neutral", "neutral vs stress",
+                                                "stress vs stress+soothing", "soothing vs stress"]
     overview = (res / "analysis" / "overview.md").read_text()
     assert "stress+soothing (2 stimuli)" in overview and "UNDERPOWERED" in overview
+
+
+def test_the_instrument_table_reaches_the_analysis(shared_run):
+    res = shared_run.results
+    inst = pd.read_csv(res / "scores" / "instruments.csv")
+    assert inst["questionnaire"].tolist() == list(SHARED_QUESTIONNAIRES) and list(inst.columns) == list(
+        INSTRUMENT_COLUMNS)
+    assert inst["construct"].tolist() == ["anxiety", "anxiety", "anxiety", "self-esteem"]
+    assert inst["n_items"].tolist() == [20, 20, 7, 10]  # the files' items, whatever limit_items scores
+    cmap = pd.read_csv(res / "analysis" / "construct_map.csv", keep_default_na=False)
+    within = cmap[cmap["scope"] == "within model"]
+    assert set(cmap["scope"]) == {"within model"}  # two tiny models: no across-model rows
+    pairs = dict(zip(within["questionnaire_a"] + "~" + within["questionnaire_b"], within["expected_sign"]))
+    assert pairs["stai_s~gad7"] == "+" and pairs["stai_s~rses"] == "-" and pairs["gad7~rses"] == "-"
+    assert (within["n"] == CONTEXTS).all()
+    assert json.loads((res / "analysis" / "run_info.json").read_text())["instruments"] == \
+        "results/scores/instruments.csv"
+    assert "Instrument library:" in (res / "analysis" / "overview.md").read_text()
+
+
+def test_a_probe_kind_written_in_the_tests_runs_under_every_condition(shared_run):
+    """tests/yesno_probe.py (one module) and its config section: P(Yes) after every item, under every condition,
+    collected across models, and the per-model state-trait decomposition of its per-item numbers."""
+    res = shared_run.results
+    for model in shared_run.models:
+        for cond in SHARED_CONDITIONS:
+            raw = pd.read_parquet(res / "logprobs" / model / "yesno" / f"{cond}.parquet")
+            assert len(raw) == 2 * (1 if cond == "vanilla" else 2)  # limit_items 2, limit_stimuli 2
+            assert raw["p_yes"].between(0, 1).all() and (raw["logp_yes"] < 0).all()
+            p = np.exp(raw["logp_yes"]) / (np.exp(raw["logp_yes"]) + np.exp(raw["logp_no"]))
+            np.testing.assert_allclose(raw["p_yes"], p, rtol=1e-9)
+            meta = read_metadata(res / "logprobs" / model / "yesno" / f"{cond}.parquet")
+            assert meta["kind"] == "yesno_probe" and meta["options"] == ["Yes", "No"]
+    items = pd.read_parquet(res / "scores" / "yesno_items.parquet")
+    assert len(items) == 2 * 2 * CONTEXTS and set(items["instrument"]) == {"yesno"}
+    st = pd.read_csv(res / "analysis" / "yesno_state_trait.csv")
+    assert len(st) == 2 * 5 and set(st["model"]) == set(shared_run.models)
+    assert st["eta2_condition"].between(0, 1).all() and st["underpowered"].all()  # 2 stimuli per condition
+
+
+def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):
+    """`qclm probe KIND` on one model: the same raw cells and collected items as the workflow's."""
+    out = tmp_path / "probe"
+    cmd = [sys.executable, "-m", "qclm.commands", "probe", "yesno_probe", "--model", "tiny-llama",
+           "--models", str(shared_run.workdir / "models.tsv"), "--out", str(out), "--config", str(shared_run.config),
+           "--id", "yesno", "--conditions", "vanilla,stress+soothing"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for cond in ("vanilla", "stress+soothing"):
+        mine = pd.read_parquet(out / "logprobs" / "tiny-llama" / "yesno" / f"{cond}.parquet")
+        theirs = pd.read_parquet(shared_run.results / "logprobs" / "tiny-llama" / "yesno" / f"{cond}.parquet")
+        pd.testing.assert_frame_equal(mine, theirs)
+    items = pd.read_parquet(out / "scores" / "yesno_items.parquet")
+    assert set(items["condition"]) == {"vanilla", "stress+soothing"} and set(items["model"]) == {"tiny-llama"}
+    assert (out / "analysis" / "yesno_state_trait.csv").exists()
+
+
+def _dry_run(shared_run, tmp_path, change) -> str:
+    config = yaml.safe_load(shared_run.config.read_text())
+    change(config)
+    cfg = tmp_path / "changed.yaml"
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(shared_run.workdir), "--cores", "2", "--resources", "gpu=1", "--configfile", str(cfg),
+           "--replace-workflow-config", "--rerun-triggers", "mtime", "params", "input", "software-env"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def _jobs(dry_run_output: str) -> set[str]:
+    """The rules of a dry run's job table ("Job stats:", then "job count", dashes, one line per rule, "total")."""
+    if "Job stats:" not in dry_run_output:
+        return set()
+    jobs = set()
+    for line in dry_run_output.split("Job stats:", 1)[1].splitlines()[3:]:
+        if not line.strip() or line.split()[0] == "total":
+            break
+        jobs.add(line.split()[0])
+    return jobs
+
+
+def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_path):
+    """Settings by stage: the scoring math (config `scoring`) is not in the scoring jobs' params, the engine
+    settings are."""
+    out = _dry_run(shared_run, tmp_path, lambda c: c["scoring"].update(aggregation="geometric"))
+    math = _jobs(out)
+    assert "score" not in math and {"cells_likert", "collect_likert", "analyze"} <= math, math
+    assert "collect_yesno_probe" not in math, out  # its tables do not depend on the scoring math
+    engine = _jobs(_dry_run(shared_run, tmp_path, lambda c: c["engine"].update(boundary="split")))
+    assert "score" in engine, engine
+    nothing = _dry_run(shared_run, tmp_path, lambda c: c["engine"].update(threads=1))
+    assert "Nothing to be done" in nothing, nothing[-2000:]
+
+
+def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):
+    assert "Nothing to be done" in _dry_run(shared_run, tmp_path, lambda c: None)
+

@@ -19,9 +19,13 @@ from typing import Any
 
 import yaml
 
-from qclm.experiment import SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, classes_of, condition_problems, contrast_problems, default_contrasts, stimulus_classes
 from qclm.errors import InputError, Problem
+from qclm.experiment import (
+    SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, classes_of, condition_problems, contrast_problems,
+    default_contrasts, stimulus_classes,
+)
 from qclm.inputs import CONDITION_PATTERN, read_yaml, schema_problems
+from qclm.questionnaire import load_questionnaire
 from qclm.settings import config_schema, migrate
 
 DEFAULT_CONFIG = "config/config.yaml"
@@ -61,9 +65,8 @@ def _file_field(config_file: str, field: str, value: Any, problems: list[Problem
 def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
                     schema: dict | str | Path | None = None) -> list[Problem]:
     """Every problem of a loaded config and of the files it names, as (file, location, problem)."""
-    from qclm.models.loading import chat_template_problem
-    from qclm.models.table import load_model_table
-    from qclm.questionnaire import load_questionnaire
+    from qclm import probes
+    from qclm.models.table import chat_template_problem, load_model_table
 
     cf = str(config_file)
     if not isinstance(config, dict):
@@ -79,6 +82,9 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     for k in unknown_keys:
         problems.append((cf, f"field stimuli.{k}", f"unknown field; a stimulus class goes under stimuli.classes "
                          f"({k}: FILE); other keys: {', '.join(STIMULUS_SETTINGS)}"))
+    if "questionnaires" not in config and "probes" not in config:
+        problems.append((cf, "field probes", "missing: give the probes to run (probes:, or questionnaires: for "
+                         "Likert questionnaires)"))
 
     # the model table, and each chat-format row's tokenizer where it is on this machine
     table = _file_field(cf, "models", config.get("models"), problems)
@@ -89,20 +95,17 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         if problem:
             problems.append((table, f"line {spec.line} (model {spec.name}): column prompt_format", problem))
 
-    # questionnaires: each file valid, and its id is the key the workflow uses in file names
-    questionnaires = config.get("questionnaires")
-    loaded = {}
-    for key, value in (questionnaires.items() if isinstance(questionnaires, dict) else []):
-        path = _file_field(cf, f"questionnaires.{key}", value, problems)
-        if path is None:
-            continue
-        q = _collect(problems, load_questionnaire, path)
-        if q is not None and q.id != key:
-            problems.append((cf, f"field questionnaires.{key}",
-                             f"{value} has id '{q.id}'; the key must be the same ('{q.id}: {value}')"))
-        if q is not None:
-            loaded[key] = q
-    problems.extend(_template_problems(config, cf, loaded))
+    # probe instances (questionnaires: the Likert kind's): kind, settings, material files, conditions, unique ids
+    conditions = [c for c in config.get("conditions") or [] if isinstance(c, str)] \
+        if isinstance(config.get("conditions"), list) else []
+    found = probes.problems(config, cf, conditions)
+    problems.extend(found)
+    likert = {}
+    for ident, kind, entry, where in probes.declared(config):
+        if kind == probes.LIKERT and not any(loc.startswith(where) for _, loc, _ in found):
+            likert[ident] = _collect(problems, load_questionnaire, probes.settings_of(
+                probes.kind_class(kind), entry)["questionnaire"])
+    problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
 
     problems.extend(_experiment_problems(config, cf, stimuli))
     return list(dict.fromkeys(problems))  # a file named twice reports its problems once

@@ -1,9 +1,9 @@
-"""The experimental protocol (method.md section 2): which contexts each condition scores.
+"""The experimental protocol (method.md section 2): the contexts of each condition, shared by every probe kind.
 
-vanilla: the item prefix alone. A stimulus condition (one class, or classes joined by ``+``,
-:mod:`qclm.experiment`): for each stimulus position i, the i-th stimulus of each class, each
-followed by the separator, then the item prefix. The config chooses the stimulus version (long or
-brief), the separator, and may limit items or stimuli (per class) for quick runs.
+vanilla: what the probe asks, alone. A stimulus condition (one class, or classes joined by ``+``,
+:mod:`qclm.experiment`): for each stimulus position i, the i-th stimulus of each class, each followed by the
+separator, then what the probe asks. The config chooses the stimulus version (long or brief), the separator, and may
+limit items or stimuli (per class) for quick runs.
 
 Wordings (method.md section 1b): a questionnaire's templates are scored as ``templates.score`` says
 (all, the first, or a list of ids; the first is always scored); with ``templates.extra_limit_stimuli``
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qclm.experiment import COMPOSE, TEMPLATE_DEFAULTS, VANILLA, classes_of, template_settings
-from qclm.questionnaire import Questionnaire, Variant
+from qclm.questionnaire import Questionnaire
 from qclm.stimuli import StimulusSet
 from qclm.errors import InputError
 
@@ -63,22 +63,22 @@ class Protocol:
 
 @dataclass(frozen=True)
 class Context:
-    """All variants of one questionnaire under one stimulus (or none: vanilla)."""
+    """One context of a condition: the stimulus texts before whatever a probe asks (``lead``: each stimulus
+    followed by the separator; empty for vanilla), the stimulus id (composed ids joined by ``+``; "" for vanilla)
+    and the stimulus position (0-based; None for vanilla)."""
 
-    stimulus_id: str
-    variants: list[Variant]
-    texts: list[str]  # context text per variant: stimulus + separator + item prefix
-    stimulus: str = ""  # the stimulus text and its separator(s) before the item prefix
+    condition: str
+    stimulus_id: str = ""
+    lead: str = ""
+    position: int | None = None
 
 
-def condition_contexts(q: Questionnaire, condition: str, stimuli: list[StimulusSet] | StimulusSet | None,
+def condition_contexts(condition: str, stimuli: list[StimulusSet] | StimulusSet | None,
                        protocol: Protocol) -> list[Context]:
-    """The contexts of one condition: one for vanilla, else one per stimulus position; ``stimuli``
-    holds the stimulus set of each class of the condition, in the condition's order."""
-    items = [i.id for i in q.items][: protocol.limit_items] if protocol.limit_items else None
+    """The contexts of one condition: one for vanilla, else one per stimulus position; ``stimuli`` holds the
+    stimulus set of each class of the condition, in the condition's order."""
     if condition == VANILLA:
-        variants = q.variants(items, protocol.templates_at(q, None))
-        return [Context("", variants, [v.prefix for v in variants])]
+        return [Context(VANILLA)]
     sets = [stimuli] if isinstance(stimuli, StimulusSet) else list(stimuli or [])
     wanted = classes_of(condition)
     if [s.stimulus_class for s in sets] != wanted:
@@ -90,9 +90,6 @@ def condition_contexts(q: Questionnaire, condition: str, stimuli: list[StimulusS
         raise ValueError(f"condition {condition}: its classes have different numbers of stimuli "
                          f"({', '.join(f'{s.stimulus_class} {len(c)}' for s, c in zip(sets, chosen))}); "
                          "a composed condition pairs the classes' stimuli by position")
-    out = []
-    for position, parts in enumerate(zip(*chosen)):
-        lead = "".join(s.text(protocol.version) + protocol.separator for s in parts)
-        variants = q.variants(items, protocol.templates_at(q, position))
-        out.append(Context(COMPOSE.join(s.id for s in parts), variants, [lead + v.prefix for v in variants], lead))
-    return out
+    return [Context(condition, COMPOSE.join(s.id for s in parts),
+                    "".join(s.text(protocol.version) + protocol.separator for s in parts), position)
+            for position, parts in enumerate(zip(*chosen))]

@@ -19,7 +19,7 @@ ANALYSIS_HEATMAP_ITEM = ANALYSIS_CONFIG.get("heatmap_item")
 ANALYSIS_CONTRASTS = (
     format_contrast_args(Experiment.from_config(config).contrasts) if "conditions" in config else ""
 )
-ANALYSIS_INSTRUMENTS = f"{ANALYSIS_RESULTS}/scores/instruments.csv" if config.get("questionnaires") else []
+ANALYSIS_INSTRUMENTS = f"{ANALYSIS_RESULTS}/scores/instruments.csv" if globals().get("QUESTIONNAIRES") else []
 ANALYSIS_TABLES = [t for names in TABLE_CATEGORIES.values() for t in names]
 ANALYSIS_FIGURES = [f for names in FIGURE_CATEGORIES.values() for f in names]
 ANALYSIS_TARGETS = (

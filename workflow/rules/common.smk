@@ -1,17 +1,18 @@
-# Config validation, the model table, wildcard constraints and input functions.
+# Config validation, the model table, the probe instances, wildcard constraints and input functions.
 # Every rule names its software, environment.yml (a conda directive), which Snakemake uses with
 # --software-deployment-method conda; `make env` installs the same packages into .venv (CPU).
+# Nothing imported here loads torch: building the DAG is light (tests/test_torch_free.py).
 import re
 import sys
 
-from qclm.experiment import Experiment, output_dirs, template_settings
-from qclm.models.table import load_model_table
-from qclm import settings
+from qclm import probes, settings
 from qclm.config import validate_config
 from qclm.errors import format_problems
+from qclm.experiment import Experiment, output_dirs, template_settings
+from qclm.models.table import load_model_table
 
 # Input validation before the DAG is built: the same checks as `qclm validate` (config schema,
-# referenced files, model table, questionnaires, stimulus files), all problems at once, one
+# referenced files, model table, probes and their material, stimulus files), all problems at once, one
 # FILE: LOCATION: PROBLEM line each, and no traceback (docs/validation.md).
 _CONFIG_NAME = " + ".join(map(str, workflow.overwrite_configfiles or [])) or "config/config.yaml"
 _MIGRATED, _NOTES = settings.migrate(config)  # engine keys that configs before the split had under scoring
@@ -23,11 +24,10 @@ if _NOTES:
 _PROBLEMS = validate_config(config, _CONFIG_NAME)
 if _PROBLEMS:
     sys.exit("qclm: invalid input (run `qclm validate` to check again)\n" + "\n".join(format_problems(_PROBLEMS)))
+# settings by stage (qclm.settings): the engine's reach the scoring jobs, the scoring math the CPU stages only
 ENGINE = settings.section(config, settings.ENGINE)
 SCORING = settings.section(config, settings.SCORING)
 MODELS = load_model_table(config["models"])
-
-QUESTIONNAIRES = dict(config["questionnaires"])
 EXPERIMENT = Experiment.from_config(config)
 CONDITIONS = list(EXPERIMENT.conditions)
 TEMPLATES = template_settings(config)
@@ -35,15 +35,27 @@ MODELS_DIR = config["models_dir"]
 RESULTS, LOGS = output_dirs(config)
 SCORES = f"{RESULTS}/scores"
 
+# probe instances (questionnaires: the Likert kind's shorthand) and the conditions each runs under
+INSTANCES = {i.id: i for i in probes.instances(config, _CONFIG_NAME)}
+KINDS = list(dict.fromkeys(i.kind for i in INSTANCES.values()))
+INSTANCE_CONDITIONS = {i.id: probes.instance_conditions(i, CONDITIONS) for i in INSTANCES.values()}
+QUESTIONNAIRES = {
+    i.id: i.settings["questionnaire"] for i in INSTANCES.values() if i.kind == probes.LIKERT
+}
+
 
 def _alternatives(names):
-    return "|".join(re.escape(n) for n in names)
+    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 wildcard_constraints:
     model=_alternatives(MODELS),
-    questionnaire=_alternatives(QUESTIONNAIRES),
+    probe=_alternatives(INSTANCES),
     condition=_alternatives(CONDITIONS),
+
+
+def instances_of(kind):
+    return [i for i in INSTANCES.values() if i.kind == kind]
 
 
 def model_row(wildcards):
@@ -73,18 +85,14 @@ def protocol_settings(wildcards):
     }
 
 
-def condition_outputs(kind):
-    return [
-        f"{SCORES}/{m}/{q}/{c}.{kind}.parquet"
-        for m in MODELS
-        for q in QUESTIONNAIRES
-        for c in CONDITIONS
-    ]
+def raw_table(model, probe, condition):
+    return f"{RESULTS}/logprobs/{model}/{probe}/{condition}.parquet"
+
+
+def cell_table(model, probe, condition, table):
+    return f"{SCORES}/{model}/{probe}/{condition}.{table}.parquet"
 
 
 def score_targets():
-    return [
-        f"{SCORES}/item_scores.parquet",
-        f"{SCORES}/questionnaire_scores.csv",
-        f"{SCORES}/condition_means.csv",
-    ]
+    """The score tables of every probe kind of the run."""
+    return [f"{SCORES}/{path}" for kind in KINDS for path in probes.kind_class(kind).score_tables.values()]

@@ -1,44 +1,64 @@
-# From token log-probabilities to variant probabilities, item scores and summary tables.
+# The CPU stages after scoring, per probe kind of the run (qclm.jobs.stages): per-cell tables from each raw table
+# (the Likert kind: variant probabilities, eq. 1 and the normalization, and item scores, eq. 2), then the kind's
+# tables across models and conditions under {SCORES}/ (the Likert kind: item, questionnaire and condition scores,
+# silhouettes, the instrument table). Their params are the config sections the kind reads (the Likert kind: the
+# scoring math and the wordings): changing one reruns these rules of that kind and no scoring job.
 
+for _kind in KINDS:
+    _cls = probes.kind_class(_kind)
+    _ids = [i.id for i in instances_of(_kind)]
 
-rule condition_scores:
-    conda:
-        "../../environment.yml"
-    input:
-        f"{RESULTS}/logprobs/{{model}}/{{questionnaire}}/{{condition}}.parquet",
-    output:
-        variants=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.variants.parquet",
-        item_table=f"{SCORES}/{{model}}/{{questionnaire}}/{{condition}}.items.parquet",
-    params:
-        aggregation=SCORING["aggregation"],
-        item_score=SCORING["item_score"],
-        normalization_epsilon=SCORING["normalization_epsilon"],
-    log:
-        f"{LOGS}/condition_scores/{{model}}/{{questionnaire}}/{{condition}}.log",
-    script:
-        "../scripts/condition_scores.py"
+    if _cls.cell_tables:
 
+        rule:
+            name:
+                f"cells_{_kind}"
+            conda:
+                "../../environment.yml"
+            input:
+                raw_table("{model}", "{probe}", "{condition}"),
+            output:
+                # named table_NAME: output names such as `items` are reserved by Snakemake
+                **{f"table_{t}": cell_table("{model}", "{probe}", "{condition}", t) for t in _cls.cell_tables},
+            params:
+                config=_cls.stage_config(config),
+                instance=lambda wildcards: INSTANCES[wildcards.probe],
+            wildcard_constraints:
+                probe=_alternatives(_ids),
+            log:
+                f"{LOGS}/cells/{{model}}/{{probe}}/{{condition}}.log",
+            script:
+                "../scripts/cell_tables.py"
 
-rule aggregate_scores:
-    conda:
-        "../../environment.yml"
-    input:
-        item_tables=condition_outputs("items"),
-        variant_tables=condition_outputs("variants"),
-        models=config["models"],
-        questionnaires=sorted(set(QUESTIONNAIRES.values())),
-    output:
-        item_scores=f"{SCORES}/item_scores.parquet",
-        item_scores_csv=f"{SCORES}/item_scores.csv",
-        questionnaires=f"{SCORES}/questionnaire_scores.csv",
-        conditions=f"{SCORES}/condition_means.csv",
-        variants=f"{SCORES}/variant_probs.parquet",
-        silhouette=f"{SCORES}/silhouette.csv",
-        instruments=f"{SCORES}/instruments.csv",
-    params:
-        questionnaires=QUESTIONNAIRES,
-        select=TEMPLATES["select"],
-    log:
-        f"{LOGS}/aggregate_scores.log",
-    script:
-        "../scripts/aggregate_scores.py"
+    rule:
+        name:
+            f"collect_{_kind}"
+        conda:
+            "../../environment.yml"
+        input:
+            cells=[
+                cell_table(m, i, c, t) if t != "raw" else raw_table(m, i, c)
+                for m in MODELS
+                for i in _ids
+                for c in INSTANCE_CONDITIONS[i]
+                for t in ("raw",) + _cls.cell_tables
+            ],
+            models=config["models"],
+            material=sorted({f for i in instances_of(_kind) for f in probes.probe(i).files()}),
+        output:
+            **{f"table_{name}": f"{SCORES}/{path}" for name, path in _cls.score_tables.items()},
+        params:
+            kind=_kind,
+            instances=instances_of(_kind),
+            cells=[
+                (m, i, c)
+                for m in MODELS
+                for i in _ids
+                for c in INSTANCE_CONDITIONS[i]
+            ],
+            tables=("raw",) + _cls.cell_tables,
+            config=_cls.stage_config(config),
+        log:
+            f"{LOGS}/collect_{_kind}.log",
+        script:
+            "../scripts/collect.py"

@@ -1,16 +1,20 @@
-# One job per model: the weights are loaded once and every questionnaire x condition is scored
-# with them (a 16B model takes minutes to load); each cell still gets its own Parquet table of
-# raw token log-probabilities, {RESULTS}/logprobs/{model}/{questionnaire}/{condition}.parquet.
+# One job per model: the weights are loaded once and every probe instance x condition (a cell) is scored with
+# them (a 16B model takes minutes to load); each cell still gets its own Parquet table, the probe kind's raw
+# table, {RESULTS}/logprobs/{model}/{probe}/{condition}.parquet. The params hold exactly what changes the
+# numbers: the cells (probe kind, its scoring settings, material and stimulus files), the protocol and the engine
+# settings (qclm.settings.engine_numbers); the scoring math and the analysis settings are not here.
 
 SCORING_CELLS = [
     {
-        "questionnaire": q,
+        "probe": i.id,
+        "kind": i.kind,
         "condition": c,
-        "questionnaire_file": QUESTIONNAIRES[q],
+        "settings": probes.kind_class(i.kind).scoring_settings(i.settings),
+        "files": probes.probe(i).files(),
         "stimuli_files": EXPERIMENT.files_of(c),
     }
-    for q in QUESTIONNAIRES
-    for c in CONDITIONS
+    for i in INSTANCES.values()
+    for c in INSTANCE_CONDITIONS[i.id]
 ]
 
 
@@ -18,14 +22,11 @@ rule score:
     conda:
         "../../environment.yml"
     input:
-        questionnaires=sorted(set(QUESTIONNAIRES.values())),
+        material=sorted({f for cell in SCORING_CELLS for f in cell["files"]}),
         stimuli=sorted({f for cell in SCORING_CELLS for f in cell["stimuli_files"]}),
         prepared=prepared_model,
     output:
-        [
-            f"{RESULTS}/logprobs/{{model}}/{cell['questionnaire']}/{cell['condition']}.parquet"
-            for cell in SCORING_CELLS
-        ],
+        [raw_table("{model}", cell["probe"], cell["condition"]) for cell in SCORING_CELLS],
     params:
         model=model_row,
         cells=SCORING_CELLS,
@@ -37,10 +38,7 @@ rule score:
     log:
         # the whole job (loading, GPU binding, failures); each cell's scoring also in its own file
         main=f"{LOGS}/score/{{model}}.log",
-        cells=[
-            f"{LOGS}/score/{{model}}/{cell['questionnaire']}/{cell['condition']}.log"
-            for cell in SCORING_CELLS
-        ],
+        cells=[f"{LOGS}/score/{{model}}/{cell['probe']}/{cell['condition']}.log" for cell in SCORING_CELLS],
     benchmark:
         f"{RESULTS}/benchmarks/score/{{model}}.tsv"
     threads: ENGINE["threads"]

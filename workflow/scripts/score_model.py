@@ -1,20 +1,19 @@
-"""Thin wrapper: one model, loaded once -> one Parquet of token log-probabilities per
-questionnaire x condition (the rule's outputs, in the order of params.cells)."""
+"""Thin wrapper: one model, loaded once -> one raw Parquet table per probe instance x condition (the rule's
+outputs, in the order of params.cells; qclm.jobs.score_model)."""
 import sys
 from pathlib import Path
 
-from qclm.logs import configure_logging
 from qclm.jobs.gpu import bind_one_gpu
-from qclm.jobs.score_model import Cell
+from qclm.logs import configure_logging
 
 configure_logging(snakemake.log.main)
 gpu_lock = bind_one_gpu(str(snakemake.params.engine["device"]))  # before torch starts CUDA
 
 import torch  # noqa: E402
 
-from qclm.models.table import parse_model_row  # noqa: E402
 from qclm.contexts import Protocol  # noqa: E402
-from qclm.jobs.score_model import run_scoring_job  # noqa: E402
+from qclm.jobs.score_model import Cell, run_scoring_job  # noqa: E402
+from qclm.models.table import parse_model_row  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 spec = parse_model_row(snakemake.params.model, "config model table", 0)
@@ -27,4 +26,5 @@ sys.exit(run_scoring_job(
     snakemake.params.engine,
     prepared_dir=Path(snakemake.params.models_dir) / spec.name,
     cache_dir=Path(snakemake.params.cache_dir),
+    seed=snakemake.params.engine["seed"],
 ))

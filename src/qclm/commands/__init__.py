@@ -8,7 +8,7 @@ import importlib
 import sys
 
 #: command name -> module of qclm.commands that defines it (imported only when its parser is built)
-COMMANDS = ("analyze", "validate", "render", "loglik")
+COMMANDS = ("analyze", "validate", "render", "loglik", "probe")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from qclm.engine.scorers import make_scorer
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
     LoglikResult, Request, choice_result, tokenize_requests,
@@ -44,8 +45,6 @@ class LocalBackend:
     """The engine on a loaded model (``engine``: the run's engine settings, qclm.settings)."""
 
     def __init__(self, model, tokenizer, engine: dict):
-        from qclm.engine.scorers import make_scorer
-
         self.model = model
         self.tokenizer = tokenizer
         self.engine = engine

@@ -1,63 +1,78 @@
-"""One scoring job of the workflow: one model, loaded once, scores every questionnaire x
-condition cell; each cell is one Parquet table of token log-probabilities.
+"""One scoring job of the workflow: one model, loaded once, scores every cell of that model, a probe instance x
+condition of any probe kind; each cell is one Parquet table (the kind's raw table) with provenance.
 
-Cells already computed survive a killed job: each finished cell is first written to a cache
-(outside the job's declared outputs, which Snakemake deletes when it reruns an incomplete job)
-under a key of everything that determines its numbers (the model row, the questionnaire and
-stimulus file contents, the protocol, the scoring settings, the package version), and a rerun
-links a cell whose key matches instead of scoring it again. A job whose cells are all cached
-does not load the model at all.
+Cells already computed survive a killed job: each finished cell is first written to a cache (outside the job's
+declared outputs, which Snakemake deletes when it reruns an incomplete job) under a key of everything that
+determines its numbers (:func:`cell_key`: the model row, the probe kind and its scoring settings, the contents of
+its material and stimulus files, the protocol, the engine settings that change numbers, the package version), and
+a rerun links a cell whose key matches instead of scoring it again. A job whose cells are all cached does not load
+the model at all.
 
 A failure ends the job with one line, in its log and on the terminal, and no traceback:
-``model NAME: cannot load: CAUSE``, or ``model NAME: QUESTIONNAIRE/CONDITION: CAUSE`` for a
-non-finite log-prob, a continuation that tokenizes differently at the boundary, or a chat prompt
-format for a tokenizer without a chat template.
+``model NAME: cannot load: CAUSE``, or ``model NAME: PROBE/CONDITION: CAUSE`` for a non-finite log-prob, a
+continuation that tokenizes differently at the boundary, a chat prompt format for a tokenizer without a chat
+template, or bad probe material.
 """
 
 from __future__ import annotations
 
-import fcntl
-import glob
 import hashlib
 import json
 import logging
 import os
 import shutil
 import sys
-import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import qclm
-from qclm.engine import BoundaryError
-from qclm.parquet import read_metadata, write_parquet
-from qclm.probes.likert.cells import NumericalError, score_condition
+from qclm.contexts import Protocol, condition_contexts
+from qclm.errors import InputError
+from qclm.experiment import classes_of
 from qclm.inputs import sha256_file
-from qclm.models.loading import ModelLoadError, load_model
+from qclm.logs import formatter
 from qclm.models.table import ModelSpec
-from qclm.prompts import ChatTemplateError
+from qclm.parquet import read_metadata, write_parquet
+from qclm.probes import kind_class
+from qclm.probes.base import Instance, ScoringCell
 from qclm.settings import RUN_ONLY
-from qclm.contexts import Protocol
+from qclm.stimuli import load_stimuli
 
-log = logging.getLogger("qclm.jobs.score_model")
-
+log = logging.getLogger("qclm.jobs")
 
 
 @dataclass(frozen=True)
 class Cell:
-    questionnaire: str
+    """One cell of a model's job: a probe instance (id, kind, the settings that change its numbers, its material
+    files) under one condition (the stimulus file of each of its classes, in order; none for vanilla)."""
+
+    probe: str
+    kind: str
     condition: str
-    questionnaire_file: str
-    stimuli_files: tuple[str, ...] = ()  # one per class of the condition, in order; none for vanilla
+    settings: dict[str, Any] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    stimuli_files: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "files", tuple(self.files))
+        object.__setattr__(self, "stimuli_files", tuple(self.stimuli_files))
+
+    @property
+    def label(self) -> str:
+        return f"{self.probe}/{self.condition}"
 
 
 def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> str:
     """Hash of everything that determines a cell's numbers."""
     parts = {
         "model": spec.as_row(),
-        "questionnaire": cell.questionnaire,
+        "probe": cell.probe,
+        "kind": cell.kind,
         "condition": cell.condition,
-        "questionnaire_sha256": sha256_file(Path(cell.questionnaire_file)),
+        "settings": cell.settings,
+        "files_sha256": [sha256_file(Path(f)) for f in cell.files],
         "stimuli_sha256": [sha256_file(Path(f)) for f in cell.stimuli_files],
         "protocol": protocol.__dict__,
         "engine": {k: v for k, v in sorted(engine.items()) if k not in RUN_ONLY},
@@ -66,10 +81,72 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> s
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class Loaded:
+    """A model loaded once for a whole job: the weights, the tokenizer, their provenance and one backend (the
+    engine's self-check runs once per job)."""
+
+    def __init__(self, spec: ModelSpec, model, tokenizer, provenance: dict, engine: dict):
+        from qclm.engine.backend import LocalBackend
+        from qclm.prompts import PromptBuilder, PromptFormat
+
+        self.spec = spec
+        self.model = model
+        self.tokenizer = tokenizer
+        self.provenance = provenance
+        self.engine = engine
+        self.backend = LocalBackend(model, tokenizer, engine)
+        self.format = PromptFormat.from_settings(spec.prompt_format, engine)
+        self.prompts = PromptBuilder(tokenizer, self.format)
+
+
+def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict) -> Loaded:
+    from qclm.models.loading import load_model
+
+    model, tokenizer, provenance = load_model(spec, prepared_dir, engine.get("device", "auto"))
+    return Loaded(spec, model, tokenizer, provenance, engine)
+
+
+def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) -> tuple[Any, dict]:
+    """The raw table of one cell and its provenance: the shared part (model, engine, prompt format, condition and
+    stimuli, protocol, work done) and the kind's own."""
+    from tqdm import tqdm
+
+    spec = loaded.spec
+    kind = kind_class(cell.kind)
+    probe = kind(Instance(cell.probe, cell.kind, {**kind.defaults(), **cell.settings}))
+    stimuli = [load_stimuli(path, expected_class=cls)
+               for path, cls in zip(cell.stimuli_files, classes_of(cell.condition), strict=True)]
+    contexts = condition_contexts(cell.condition, stimuli, protocol)
+    stats = loaded.backend.stats
+    tokens_before, t0 = stats.tokens_computed, time.perf_counter()
+    with tqdm(desc=f"{spec.name}/{cell.label}", unit="request", mininterval=5) as bar:
+        df, own = probe.score(ScoringCell(spec.name, cell.condition, contexts, loaded.backend, loaded.prompts,
+                                          protocol, seed, bar.update))
+    seconds = time.perf_counter() - t0
+    tokens = stats.tokens_computed - tokens_before
+    log.info("%s/%s: %d rows, %d contexts, %d tokens computed, %.1f s (%s)", spec.name, cell.label, len(df),
+             len(contexts), tokens, seconds, stats.method)
+    metadata = {
+        **loaded.provenance, "qclm": qclm.__version__, "probe": cell.probe, "kind": cell.kind,
+        "probe_settings": cell.settings, "probe_files": list(cell.files),
+        "probe_files_sha256": [sha256_file(Path(f)) for f in cell.files],
+        "condition": cell.condition, "stimuli_files": [str(p) for p in cell.stimuli_files],
+        "stimuli_sha256": [s.sha256 for s in stimuli], "stimulus_version": protocol.version,
+        "separator": protocol.separator, "limit_items": protocol.limit_items,
+        "limit_stimuli": protocol.limit_stimuli, **loaded.format.provenance(),
+        "scoring_method": stats.method, "scoring_notes": list(stats.notes),
+        "boundary": loaded.engine.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
+        "family": spec.family, "tokens_computed": tokens, "seconds": round(seconds, 3), **own,
+    }
+    return df, metadata
+
+
 def _one_line(err: BaseException) -> str:
+    from qclm.models.loading import ModelLoadError
+
     text = " ".join(str(err).split()) or "(no message)"
     text = text if len(text) <= 400 else text[:397] + "..."
-    return text if isinstance(err, ModelLoadError) else f"{type(err).__name__}: {text}"
+    return text if isinstance(err, (ModelLoadError, InputError)) else f"{type(err).__name__}: {text}"
 
 
 def _fail(line: str) -> int:
@@ -88,8 +165,17 @@ def _place(cached: Path, output: Path) -> None:
         shutil.copy2(cached, output)
 
 
+#: errors a cell can end with that are the input's or the model's, not the code's: one line, no traceback
+def _cell_errors() -> tuple[type[BaseException], ...]:
+    from qclm.engine.backend import NumericalError
+    from qclm.engine.requests import BoundaryError
+    from qclm.prompts import ChatTemplateError
+
+    return NumericalError, BoundaryError, ChatTemplateError, InputError
+
+
 def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell_logs: list[str],
-                    protocol: Protocol, engine: dict, prepared_dir: Path, cache_dir: Path) -> int:
+                    protocol: Protocol, engine: dict, prepared_dir: Path, cache_dir: Path, seed: int = 0) -> int:
     """Score every cell of one model; returns the process exit code (0, or 1 after one line)."""
     for output in map(Path, outputs):
         # write_parquet writes .NAME.PID.tmp and renames it; a killed job may leave one behind
@@ -99,25 +185,24 @@ def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell
     root = logging.getLogger()
     for cell, output, cell_log in zip(cells, map(Path, outputs), cell_logs, strict=True):
         key = cell_key(spec, cell, protocol, engine)
-        cached = cache_dir / spec.name / cell.questionnaire / f"{cell.condition}.parquet"
+        cached = cache_dir / spec.name / cell.probe / f"{cell.condition}.parquet"
         if cached.exists() and read_metadata(cached).get("cell_key") == key:
-            log.info("%s/%s: computed before (cache %s), not scored again", cell.questionnaire, cell.condition, cached)
+            log.info("%s: computed before (cache %s), not scored again", cell.label, cached)
             Path(cell_log).write_text(f"cell computed before: {cached}\n")
             _place(cached, output)
             continue
         if loaded is None:
             try:
-                loaded = load_model(spec, prepared_dir, engine.get("device", "auto"))
+                loaded = load(spec, prepared_dir, engine)
             except Exception as err:  # noqa: BLE001 - any cause: fail this model's job with one line
                 return _fail(f"model {spec.name}: cannot load: {_one_line(err)}")
         handler = logging.FileHandler(cell_log, mode="w")
-        handler.setFormatter(root.handlers[0].formatter if root.handlers else None)
+        handler.setFormatter(formatter())
         root.addHandler(handler)
         try:
-            df, metadata = score_condition(spec, cell.questionnaire_file, cell.condition, list(cell.stimuli_files),
-                                           protocol, engine, prepared_dir=prepared_dir, model_and_tokenizer=loaded)
-        except (NumericalError, BoundaryError, ChatTemplateError) as err:
-            return _fail(f"model {spec.name}: {cell.questionnaire}/{cell.condition}: {_one_line(err)}")
+            df, metadata = score_cell(loaded, cell, protocol, seed)
+        except _cell_errors() as err:
+            return _fail(f"model {spec.name}: {cell.label}: {_one_line(err)}")
         finally:
             root.removeHandler(handler)
             handler.close()

@@ -152,23 +152,6 @@ def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, loca
                                          trust_remote_code=spec.trust_remote_code, local_files_only=local_only)
 
 
-def chat_template_problem(spec: ModelSpec, prepared_dir: str | Path | None = None) -> str | None:
-    """Why a row's chat prompt format cannot work (its tokenizer has no chat template), or None. A tokenizer
-    that is not available offline is not checked here; the scoring job checks it when it loads the model."""
-    from qclm.prompts import has_chat_template
-
-    if spec.prompt_format == "raw":
-        return None
-    try:
-        tokenizer = load_tokenizer(spec, prepared_dir, local_only=True)
-    except Exception:  # noqa: BLE001 - not here (hub model not cached): checked at load time
-        return None
-    if has_chat_template(tokenizer):
-        return None
-    return (f"{spec.prompt_format} needs a chat template, and the tokenizer of {spec.source} has none "
-            "(a base model?): use raw")
-
-
 def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: str = "auto"):
     """Load tokenizer and model for scoring, safely: remote code only when the row turns it on,
     safetensors only unless the row allows pickle checkpoints, bitsandbytes only on CUDA.

@@ -228,3 +228,47 @@ def gguf_path(spec: ModelSpec, cache_dir: Path) -> Path:
     return Path(spec.source).expanduser()
 
 
+def chat_template_available(spec: ModelSpec, prepared_dir: str | Path | None = None) -> bool | None:
+    """Whether the model's tokenizer has a chat template, read from its files without loading it (no torch: the
+    workflow checks this while building its DAG): a prepared or local checkpoint's tokenizer_config.json (or
+    chat_template.jinja), a GGUF file's ``tokenizer.chat_template``, a hub model's files in the local hub cache.
+    None when the files are not on this machine (a hub model not downloaded): the scoring job checks it then."""
+    import json
+
+    def from_dir(d: Path) -> bool | None:
+        if (d / "chat_template.jinja").is_file() or (d / "chat_template.json").is_file():
+            return True
+        cfg = d / "tokenizer_config.json"
+        if not cfg.is_file():
+            return None
+        return bool(json.loads(cfg.read_text(encoding="utf-8")).get("chat_template"))
+
+    if prepared_dir is not None and (Path(prepared_dir) / PREPARED_MARKER).exists():
+        return from_dir(Path(prepared_dir))
+    if spec.needs_preparation:
+        import gguf
+
+        cache = Path(prepared_dir).parent / "_gguf" if prepared_dir is not None else Path(".cache") / "_gguf"
+        try:
+            reader = gguf.GGUFReader(str(gguf_path(spec, cache)))
+        except (OSError, ValueError):
+            return None
+        return reader.fields.get("tokenizer.chat_template") is not None
+    if spec.kind == "local":
+        return from_dir(Path(spec.source).expanduser())
+    from huggingface_hub import try_to_load_from_cache
+
+    found = [try_to_load_from_cache(spec.source, name, revision=spec.revision or None)
+             for name in ("chat_template.jinja", "tokenizer_config.json")]
+    if isinstance(found[0], str):
+        return True
+    return from_dir(Path(found[1]).parent) if isinstance(found[1], str) else None
+
+
+def chat_template_problem(spec: ModelSpec, prepared_dir: str | Path | None = None) -> str | None:
+    """Why a row's chat prompt format cannot work (its tokenizer has no chat template), or None (also when the
+    tokenizer's files are not on this machine: the scoring job checks it when it loads the model)."""
+    if spec.prompt_format == "raw" or chat_template_available(spec, prepared_dir) is not False:
+        return None
+    return (f"{spec.prompt_format} needs a chat template, and the tokenizer of {spec.source} has none "
+            "(a base model?): use raw")

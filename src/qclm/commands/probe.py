@@ -1,0 +1,166 @@
+"""``qclm probe KIND``: run one probe kind on one model from the command line, writing the same tables the workflow
+writes (raw cells under DIR/logprobs/, per-cell and collected tables under DIR/scores/, the kind's analysis under
+DIR/analysis/).
+
+    qclm probe KIND --model MODEL --out DIR [--config CONFIG] [--conditions vanilla,stress] [--id ID]
+                    [--device auto] [kind-specific options: qclm probe KIND --help]
+
+MODEL is a model-table name (``--models``, default config/models.tsv), ``embedded:NAME``, a .gguf file, a local
+checkpoint directory or a hub id, as for ``qclm loglik``. With ``--config``, the experiment (stimuli, conditions,
+prompt-format and engine settings, limits) and, if the config has an instance with this id, its settings come
+from the config; the options given here override them. Without it, the probe runs under vanilla with the
+defaults. KIND is a built-in kind or an importable module that defines ``KIND``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from qclm import probes, settings
+from qclm.errors import InputError
+from qclm.logs import configure_logging
+from qclm.models.table import DTYPES
+
+log = logging.getLogger("qclm.probe")
+
+DEFAULT_MODELS = "config/models.tsv"
+DEFAULT_MODELS_DIR = "resources/models"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("probe", help="run one probe kind on one model (the workflow's tables for that model)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    p.add_argument("kind", help=f"a probe kind ({', '.join(probes.KINDS)}) or an importable module defining KIND")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="--model, --out and the kind's options")
+    p.set_defaults(func=run)
+
+
+def kind_parser(cls) -> argparse.ArgumentParser:
+    """The options of ``qclm probe KIND``: the common ones, then the kind's own."""
+    p = argparse.ArgumentParser(prog=f"qclm probe {cls.name}", description=f"{cls.summary}. " + (__doc__ or ""),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True,
+                   help="a name in --models, embedded:NAME, a .gguf file, a checkpoint directory or a hub id")
+    p.add_argument("--out", required=True, help="output directory (the workflow's results layout)")
+    p.add_argument("--config", default=None, help="a workflow config: experiment, engine settings, the instance")
+    p.add_argument("--conditions", default=None, help="conditions, comma-separated (default: the config's, else vanilla)")
+    p.add_argument("--id", default=None, help=f"the instance id (default: the kind's name, {cls.name})")
+    p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
+    p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
+                   help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
+    p.add_argument("--dtype", default=None, choices=DTYPES, help="default: the model table's, else auto")
+    p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N (default: the config's engine.device)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's default)")
+    cls.add_arguments(p)
+    return p
+
+
+def _config(path: str | None) -> dict:
+    if path is None:
+        return {"conditions": ["vanilla"], "stimuli": {"version": "long"}}
+    from qclm.config import validate_config
+    from qclm.inputs import read_yaml
+
+    config, notes = settings.migrate(read_yaml(path))
+    for note in notes:
+        log.warning("%s: %s", path, note)
+    problems = validate_config(config, path)
+    if problems:
+        raise InputError(problems)
+    return config
+
+
+def probe_run(kind_name: str, argv: list[str]) -> int:
+    from qclm.contexts import Protocol
+    from qclm.experiment import Experiment
+    from qclm.jobs import stages
+    from qclm.jobs.score_model import Cell, load, score_cell
+    from qclm.models.loading import ensure_prepared
+    from qclm.models.table import resolve_model
+    from qclm.parquet import write_parquet
+    from qclm.probes.base import Instance
+
+    if kind_name in ("-h", "--help"):
+        print(__doc__ + "\nkinds: " + ", ".join(f"{name} ({probes.kind_class(name).summary})" for name in probes.KINDS))
+        return 0
+    try:
+        cls = probes.kind_class(kind_name)
+    except probes.UnknownKind as err:
+        raise InputError(f"qclm probe: {err}") from None
+    args = kind_parser(cls).parse_args(argv)
+    config = _config(args.config)
+    ident = args.id or cls.name
+    declared = {i.id: i for i in probes.instances(config, args.config or "")} if args.config else {}
+    base = declared[ident].settings if ident in declared else {}
+    entry = {"kind": kind_name, **{k: v for k, v in base.items()}, **cls.settings_from_args(args)}
+    experiment = Experiment.from_config(config)
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions \
+        else list(experiment.conditions)
+    check = {**config, "probes": {ident: entry}}
+    check.pop("questionnaires", None)
+    problems = probes.problems(check, args.config or "command line", list(experiment.conditions))
+    unknown = [c for c in conditions if c not in experiment.conditions]
+    if unknown:
+        problems.append((args.config or "command line", "--conditions",
+                         f"condition(s) {', '.join(unknown)} not in the experiment ({', '.join(experiment.conditions)})"))
+    if problems:
+        raise InputError(problems)
+    instance = Instance(ident, kind_name, probes.settings_of(cls, entry), None, args.config or "command line",
+                        f"probe {ident}")
+    engine = settings.section(config, settings.ENGINE)
+    if args.device:
+        engine["device"] = args.device
+    protocol = Protocol.from_config(config)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    spec = resolve_model(args.model, args.models, args.dtype)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    loaded = load(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), engine)
+    log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0,
+             loaded.provenance.get("dtype"), loaded.provenance.get("device"))
+    obj = cls(instance)
+    cells: dict[tuple[str, str, str], dict[str, Path]] = {}
+    stage_config = cls.stage_config(config)
+    for condition in conditions:
+        cell = Cell(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
+                    tuple(experiment.files_of(condition)))
+        df, meta = score_cell(loaded, cell, protocol, engine["seed"])
+        raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
+        write_parquet(df, raw, meta)
+        files = {"raw": raw}
+        if cls.cell_tables:
+            paths = {t: out / "scores" / spec.name / ident / f"{condition}.{t}.parquet" for t in cls.cell_tables}
+            stages.cell_tables(instance, raw, stage_config, {t: str(p) for t, p in paths.items()})
+            files.update(paths)
+        cells[(spec.name, ident, condition)] = files
+    models = stages.model_info({spec.name: spec}, [f["raw"] for f in cells.values()])
+    score_files = {name: out / "scores" / path for name, path in cls.score_tables.items()}
+    analysis_config = {**config, **stage_config}
+    stages.collect(kind_name, [instance], cells, models, analysis_config, {k: str(v) for k, v in score_files.items()})
+    (out / "analysis").mkdir(parents=True, exist_ok=True)
+    written = cls.analyze(score_files, out / "analysis", analysis_config)
+    log.info("%s on %s: %d condition(s) scored; tables in %s%s", ident, spec.name, len(conditions), out / "scores",
+             f"; analysis: {', '.join(str(p) for p in written)}" if written else "")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging()
+    try:
+        return probe_run(args.kind, list(args.rest))
+    except InputError as err:
+        print("\n".join(err.lines), file=sys.stderr)
+        return 2
+    except ValueError as err:  # a model that cannot be resolved, a boundary error, a chat format without template
+        print(f"qclm probe: {err}", file=sys.stderr)
+        return 2
+

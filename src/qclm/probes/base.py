@@ -1,0 +1,208 @@
+"""What a probe kind is (docs/probes.md): the contract every measurement of qclm implements.
+
+A **probe kind** (a subclass of :class:`ProbeKind`) declares
+
+- its **settings** (``schema``: a JSON Schema of the keys of its config entry, with defaults) and which of them
+  change what the scoring job computes (``scoring_keys``; the others only change the CPU stages after it);
+- the **material** it reads (``files``, checked by ``problems`` at DAG time as ``FILE: LOCATION: PROBLEM``);
+- the **requests** it needs in one context, a condition x stimulus (``requests``: log-likelihoods, forced
+  choices, chains of forced choices, generations, all built through the prompt builder), and how the backend's
+  results become its raw per-cell table (``score``);
+- the CPU stages after scoring: per-cell tables (``cell_scores``), the tables across models and conditions
+  (``collect``), and its analysis (``analyze``).
+
+A **probe instance** is one config entry (``probes: {ID: {kind: KIND, ...}}``; ``questionnaires: {ID: FILE}`` is
+the Likert kind's shorthand). The conditions, stimuli, composed conditions, prompt formats, the per-model scoring
+job (weights loaded once), its cell cache and the Parquet provenance are shared by every kind: a kind only says
+what to ask in one context and what its answers mean. The workflow fans out model x instance x condition.
+
+Nothing here imports torch: the workflow builds its DAG, and the CPU stages run, with these classes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from qclm.errors import Problem
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from qclm.contexts import Context, Protocol
+    from qclm.engine.backend import Backend
+    from qclm.prompts import PromptBuilder
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One probe instance: its id (used in file names and tables), its kind, its settings (the kind's schema's
+    defaults filled in), the conditions it runs under (None: all of the experiment's) and where it was declared
+    (for messages)."""
+
+    id: str
+    kind: str
+    settings: dict[str, Any]
+    conditions: tuple[str, ...] | None = None
+    # where it was declared: for messages only, not part of what a rule's params compare
+    source: str = field(default="", compare=False, repr=False)
+    where: str = field(default="", compare=False, repr=False)
+
+
+@dataclass
+class ScoringCell:
+    """What a kind's :meth:`ProbeKind.score` works with: one model, one condition and its contexts, the backend
+    (the loaded model) and the prompt builder of the model's prompt format."""
+
+    model: str
+    condition: str
+    contexts: list[Context]
+    backend: Backend
+    prompts: PromptBuilder
+    protocol: Protocol
+    seed: int = 0
+    progress: Callable[[int], None] | None = None
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A request with what identifies it (``key``: the values its rows carry; ``item_id`` where it has an item),
+    how an error names it (``describe``: file, item, field) and a one-line label (``qclm render``)."""
+
+    key: dict[str, Any]
+    request: Any
+    describe: str = ""
+    label: str = ""
+
+
+@dataclass
+class CollectInput:
+    """The per-cell tables of one kind's instances, across models and conditions, for :meth:`ProbeKind.collect`:
+    ``cells[(model, instance, condition)][table name]`` (``raw`` is the scoring job's table), the model table's
+    rows as a frame (model, params_b, model_type, family, dtype, prompt_format) and the instances."""
+
+    cells: dict[tuple[str, str, str], dict[str, Any]]
+    models: Any
+    instances: list[Instance]
+    config: dict = field(default_factory=dict)
+
+
+class ProbeKind:
+    """Base class of every probe kind; see the module docstring. Subclasses set the class attributes and implement
+    ``files``, ``requests`` and ``score``; the CPU stages have defaults (no per-cell tables; collect concatenates
+    the raw tables)."""
+
+    #: the kind's name in configs (``kind: NAME``) and on the command line (``qclm probe NAME``)
+    name: ClassVar[str] = ""
+    #: one line for ``qclm probe --help`` and the docs
+    summary: ClassVar[str] = ""
+    #: JSON Schema (draft 2020-12) of the instance's own keys (``kind`` and ``conditions`` are common), defaults
+    #: included; ``additionalProperties: false`` so a misspelt key is reported
+    schema: ClassVar[dict] = {"type": "object", "properties": {}, "additionalProperties": False}
+    #: the settings that change the scoring job's numbers (its params and cell-cache key); the rest are CPU-stage
+    #: settings, and changing them reruns no scoring job
+    scoring_keys: ClassVar[tuple[str, ...]] = ()
+    #: the settings that name material files (checked to exist, hashed into the cell-cache key, inputs of the job)
+    file_keys: ClassVar[tuple[str, ...]] = ()
+    #: the per-cell tables ``cell_scores`` derives from the raw table (file suffixes under scores/MODEL/ID/)
+    cell_tables: ClassVar[tuple[str, ...]] = ()
+    #: the config sections the CPU stages read (``scoring``, ``templates``, ...): the params of those stages, so a
+    #: change reruns them, and only for the kinds that read it
+    config_sections: ClassVar[tuple[str, ...]] = ()
+    #: the tables ``collect`` writes, name -> file under the results' scores/ directory (a kind's files start with
+    #: its name, so two kinds never write the same file)
+    score_tables: ClassVar[dict[str, str]] = {}
+    #: the score table, if any, that holds per-item numbers in the item-score shape (model, instrument, item_id,
+    #: condition, stimulus_id, score): the per-model state-trait decomposition (items as subjects, stimuli as
+    #: replications, method.md section 6b) applies to it, as to Likert questionnaires
+    item_table: ClassVar[str | None] = None
+
+    def __init__(self, instance: Instance):
+        self.instance = instance
+        self.settings = instance.settings
+
+    # -- declared material (DAG time; no torch) ----------------------------------------------------------------
+    def files(self) -> list[str]:
+        """The material files this instance reads (their contents are in the cell-cache key)."""
+        out: list[str] = []
+        for key in self.file_keys:
+            value = self.settings.get(key)
+            out.extend([value] if isinstance(value, str) else list(value or []))
+        return out
+
+    def problems(self) -> list[Problem]:
+        """Every problem of this instance's material and settings beyond its schema (FILE: LOCATION: PROBLEM)."""
+        return []
+
+    # -- scoring (the per-model job; the backend holds the model) ----------------------------------------------
+    def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol) -> list[Labelled]:
+        """The requests of one context, as the model will see them (``qclm render`` prints them); ``protocol``:
+        the run's limits (``limit_items``) and wordings."""
+        raise NotImplementedError
+
+    def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
+        """The raw table of one cell (every context of the condition) and the kind's own provenance."""
+        raise NotImplementedError
+
+    # -- CPU stages after scoring (no torch) -------------------------------------------------------------------
+    def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
+        """Per-cell tables derived from the raw table (``config``: the sections :attr:`config_sections` names, with
+        their defaults)."""
+        return {}
+
+    @classmethod
+    def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
+        """The kind's tables across models and conditions (names of :attr:`score_tables`)."""
+        import pandas as pd
+
+        frames = [tables["raw"] for tables in data.cells.values()]
+        return {name: pd.concat(frames, ignore_index=True) for name in cls.score_tables}
+
+    @classmethod
+    def analysis_files(cls) -> list[str]:
+        """The files :meth:`analyze` writes, relative to the analysis directory (the workflow declares them)."""
+        return [f"{cls.name}_state_trait.csv"] if cls.item_table else []
+
+    @classmethod
+    def analyze(cls, tables: dict[str, Path], out: Path, config: dict) -> list[Path]:
+        """The kind's analysis: tables and figures in ``out`` from its score tables (``tables``: name -> file);
+        returns the files written. The default: the per-model state-trait decomposition of :attr:`item_table`."""
+        if not cls.item_table:
+            return []
+        from qclm.probes.items import state_trait
+
+        path = Path(out) / f"{cls.name}_state_trait.csv"
+        state_trait(tables[cls.item_table], config).to_csv(path, index=False)
+        return [path]
+
+    # -- the command line (qclm probe KIND) --------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """The kind's own options of ``qclm probe KIND``."""
+
+    @classmethod
+    def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        """The instance settings the kind's options give (validated against :attr:`schema` afterwards)."""
+        return {}
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+    @classmethod
+    def scoring_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """The settings that change the scoring job's numbers."""
+        return {k: settings[k] for k in sorted(cls.scoring_keys) if k in settings}
+
+    @classmethod
+    def stage_config(cls, config: dict) -> dict[str, Any]:
+        """The config sections the CPU stages of this kind read, defaults filled in."""
+        from qclm import settings
+
+        return {name: settings.section(config, name) for name in cls.config_sections}
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        import copy
+
+        return {k: copy.deepcopy(v["default"]) for k, v in cls.schema.get("properties", {}).items() if "default" in v}

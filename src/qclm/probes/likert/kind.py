@@ -1,0 +1,210 @@
+"""The Likert questionnaire probe kind: the paper's QCLM (method.md sections 1-5, 7).
+
+Each variant of a questionnaire (template x item x cterm x intensifier phrase) is scored as the log-probability of
+its intensifier phrase after its item prefix, under every context of a condition (the stimulus lead, then the item
+prefix): a log-likelihood request per variant. The raw table has one row per continuation token
+(:data:`COLUMNS`); the CPU stages turn it into variant probabilities (eq. 1, the two-way normalization) and item
+scores (eq. 2) per cell, then the score tables of results/scores/ (questionnaire and condition scores, eqs. 3 and
+5, silhouettes), which ``qclm analyze`` reads.
+
+Config: ``questionnaires: {ID: FILE}`` (the shorthand) or ``probes: {ID: {kind: likert, questionnaire: FILE}}``;
+the wordings scored are the config's ``templates`` section, the items ``limit_items`` (the protocol).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qclm import settings
+from qclm.contexts import Context, Protocol, condition_contexts
+from qclm.errors import InputError, Problem
+from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.questionnaire import Questionnaire, Variant, load_questionnaire
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from qclm.prompts import PromptBuilder
+
+#: the raw table of a Likert cell: one row per continuation token
+COLUMNS = ["model", "questionnaire", "condition", "stimulus_id", "template", "item_id", "cterm", "polarity",
+           "intensifier", "level", "weight", "token_index", "token_id", "token", "logprob"]
+
+
+@dataclass(frozen=True)
+class ItemContext:
+    """The variants of one questionnaire under one context (the templates the protocol scores there)."""
+
+    context: Context
+    variants: list[Variant]
+
+    @property
+    def stimulus_id(self) -> str:
+        return self.context.stimulus_id
+
+    @property
+    def stimulus(self) -> str:
+        return self.context.lead
+
+    @property
+    def texts(self) -> list[str]:
+        return [self.context.lead + v.prefix for v in self.variants]
+
+
+def item_contexts(q: Questionnaire, condition: str, stimuli, protocol: Protocol) -> list[ItemContext]:
+    """The contexts of a condition (:func:`qclm.contexts.condition_contexts`) with the questionnaire's variants in
+    each: the first ``limit_items`` items, the templates the protocol scores at that stimulus position."""
+    return [variants_in(q, ctx, protocol) for ctx in condition_contexts(condition, stimuli, protocol)]
+
+
+def variants_in(q: Questionnaire, ctx: Context, protocol: Protocol) -> ItemContext:
+    items = [i.id for i in q.items][: protocol.limit_items] if protocol.limit_items else None
+    return ItemContext(ctx, q.variants(items, protocol.templates_at(q, ctx.position)))
+
+
+def describe_variant(q: Questionnaire, v: Variant, stimulus_id: str) -> str:
+    """How an error names a variant: file, item, cterm, intensifier (template and stimulus where they matter)."""
+    return (f"{q.path}: item {v.item_id}: cterm {v.cterm!r}, intensifier {v.intensifier!r}"
+            + (f", template {v.template}" if len(q.templates) > 1 else "")
+            + (f", stimulus {stimulus_id}" if stimulus_id else ""))
+
+
+class LikertProbe(ProbeKind):
+    name = "likert"
+    summary = "Likert questionnaire items scored by their intensifiers' probabilities (the paper's QCLM)"
+    schema = {
+        "type": "object",
+        "required": ["questionnaire"],
+        "properties": {"questionnaire": {"type": "string", "minLength": 1,
+                                         "description": "the questionnaire file (resources/questionnaires/README.md)"}},
+        "additionalProperties": False,
+    }
+    scoring_keys = ("questionnaire",)
+    file_keys = ("questionnaire",)
+    cell_tables = ("variants", "items")
+    config_sections = (settings.SCORING, settings.TEMPLATES)
+    score_tables = {"items": "item_scores.parquet", "items_csv": "item_scores.csv",
+                    "questionnaires": "questionnaire_scores.csv", "conditions": "condition_means.csv",
+                    "variants": "variant_probs.parquet", "silhouette": "silhouette.csv",
+                    "instruments": "instruments.csv"}
+
+    def __init__(self, instance):
+        super().__init__(instance)
+        self._q: Questionnaire | None = None
+
+    @property
+    def questionnaire(self) -> Questionnaire:
+        if self._q is None:
+            self._q = load_questionnaire(self.settings["questionnaire"])
+        return self._q
+
+    def problems(self) -> list[Problem]:
+        try:
+            q = self.questionnaire
+        except InputError as err:
+            return err.problems
+        if q.id != self.instance.id:
+            file = self.settings["questionnaire"]
+            return [(self.instance.source, self.instance.where,
+                     f"{file} has id '{q.id}'; the key must be the same ('{q.id}: {file}')")]
+        return []
+
+    # -- scoring ----------------------------------------------------------------------------------------------
+    def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol) -> list[Labelled]:
+        from qclm.engine.requests import LoglikRequest
+
+        q = self.questionnaire
+        ictx = variants_in(q, context, protocol)
+        texts, continuations = prompts.build(context.lead, ictx.variants)
+        return [Labelled({"variant": v, "item_id": v.item_id}, LoglikRequest(t, c),
+                         describe_variant(q, v, context.stimulus_id),
+                         f"template {v.template}, item {v.item_id}, cterm {v.cterm!r} (S{v.polarity}), intensifier "
+                         f"{v.intensifier!r} (level {v.level}, weight {v.weight:g})")
+                for v, t, c in zip(ictx.variants, texts, continuations)]
+
+    def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
+        import numpy as np
+        import pandas as pd
+
+        q = self.questionnaire
+        frames = []
+        for ctx in cell.contexts:
+            labelled = self.requests(ctx, cell.prompts, cell.protocol)
+            results = cell.backend.loglikelihood([r.request for r in labelled],
+                                                 describe=lambda i: labelled[i].describe, progress=cell.progress)
+            cols: dict[str, list] = {c: [] for c in COLUMNS}
+            tokenizer = cell.backend.tokenizer
+            for item, res in zip(labelled, results):
+                v: Variant = item.key["variant"]
+                n = len(res.token_ids)
+                for name, value in (("model", cell.model), ("questionnaire", q.id), ("condition", cell.condition),
+                                    ("stimulus_id", ctx.stimulus_id), ("template", v.template),
+                                    ("item_id", v.item_id), ("cterm", v.cterm), ("polarity", v.polarity),
+                                    ("intensifier", v.intensifier), ("level", v.level), ("weight", v.weight)):
+                    cols[name].extend([value] * n)
+                cols["token_index"].extend(range(n))
+                cols["token_id"].extend(res.token_ids)
+                cols["token"].extend(tokenizer.convert_ids_to_tokens(list(res.token_ids)))
+                cols["logprob"].extend(res.token_logprobs)
+            frames.append(pd.DataFrame(cols).astype({"token_index": "int32", "token_id": "int64",
+                                                      "weight": "float64", "logprob": "float64"}))
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+        assert np.isfinite(df["logprob"]).all()  # the backend raises naming the request first
+        protocol = cell.protocol
+        return df, {"questionnaire": q.id, "questionnaire_sha256": q.sha256, "templates": list(q.templates),
+                    "templates_scored": protocol.template_ids(q),
+                    "templates_extra_limit_stimuli": protocol.extra_limit_stimuli}
+
+    # -- CPU stages -------------------------------------------------------------------------------------------
+    def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
+        from qclm.probes.likert.equations import condition_tables
+
+        scoring = config[settings.SCORING]
+        variants, items = condition_tables(raw, scoring["aggregation"], scoring["item_score"],
+                                           scoring["normalization_epsilon"])
+        return {"variants": variants, "items": items}
+
+    @classmethod
+    def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
+        import pandas as pd
+
+        from qclm.experiment import template_settings
+        from qclm.probes.likert.equations import collect_tables
+        from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
+
+        files = {i.id: i.settings["questionnaire"] for i in data.instances}
+        default_templates = {q: load_questionnaire(path).templates[0] for q, path in files.items()}
+        keys = sorted(data.cells)
+        tables = collect_tables([data.cells[k]["items"] for k in keys], [data.cells[k]["variants"] for k in keys],
+                                data.models, default_templates, template_settings(data.config)["select"])
+        tables["items_csv"] = tables["items"]
+        tables["instruments"] = pd.DataFrame(instrument_rows(files), columns=INSTRUMENT_COLUMNS)
+        return tables
+
+    @classmethod
+    def analyze(cls, tables: dict[str, Any], out, config: dict) -> list:
+        """The Likert analysis (``qclm analyze``: method.md sections 6-8) on the collected score tables."""
+        from qclm.analysis.stage import analyze
+        from qclm.experiment import Experiment
+
+        analysis = settings.section(config, settings.ANALYSIS)
+        contrasts = list(Experiment.from_config(config).contrasts) if config.get("conditions") else None
+        analyze(tables["items"], out, analysis["bootstrap"], analysis["seed"], analysis["size_classes"],
+                silhouette=tables["silhouette"], variant_probs=tables["variants"],
+                heatmap_item=analysis["heatmap_item"], contrasts=contrasts, min_models=analysis["min_models"],
+                min_stimuli=analysis["min_stimuli"], templates=settings.section(config, settings.TEMPLATES)["select"],
+                instruments=tables["instruments"])
+        return sorted(p for p in Path(out).rglob("*") if p.is_file())
+
+    # -- the command line -------------------------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--questionnaire", help="the questionnaire file (resources/questionnaires/*.yaml)")
+
+    @classmethod
+    def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        return {"questionnaire": args.questionnaire} if args.questionnaire else {}
+
