@@ -125,17 +125,21 @@ def test_stop_strings_and_end_of_sequence_cut_the_text(tiny_llama_dir):
     assert ended.text == tok.decode(list(full.token_ids[:2]))
 
 
-def test_groups_and_the_plain_path_give_the_same_tokens(tiny):
-    """A node budget of one request per session, and the full-sequence method (the model's own forward, one
-    request at a time): the same greedy and sampled tokens."""
+def test_groups_and_the_plain_path_give_the_same_tokens(tiny, monkeypatch):
+    """A node budget of one request per session with the LM head over one request's row at a time, and the
+    full-sequence method (the model's own forward, one request at a time): the same greedy and sampled tokens."""
+    from qclm.engine import generation
+
     model, tok = tiny
     reqs = _requests(GREEDY) + _requests(SAMPLED)
     one = LocalBackend(model, tok, {"method": "prefix-tree"}).generate(reqs)
     prompts = [tuple(tok(r.context)["input_ids"]) for r in reqs]
     tree = PrefixTreeScorer(model)
+    monkeypatch.setattr(generation, "LOGITS_BYTES", 1)
     grouped = run_generation(tree, prompts, [r.settings for r in reqs], [r.seed for r in reqs], set(),
                              lambda ids: tok.decode(ids), node_budget=1)
     assert [tuple(g.token_ids) for g in grouped] == [g.token_ids for g in one]
+    assert tree.stats.head_positions == sum(len(g.token_ids) for g in one)  # one row per request and step
     plain = LocalBackend(model, tok, {"method": "full"}).generate(reqs)
     assert [g.token_ids for g in plain] == [g.token_ids for g in one]
     assert max(abs(a - b) for p, o in zip(plain, one) for a, b in zip(p.token_logprobs, o.token_logprobs)) <= 1e-4

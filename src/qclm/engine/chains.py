@@ -86,6 +86,7 @@ def run_chains(scorer, chains: Sequence[TokenChain], node_budget: int | None = N
     prefix_len = common_prefix([c.context for c in chains])
     order = sorted(range(len(chains)), key=lambda i: chains[i].context)  # chains that share stems are neighbours
     budget = node_budget or session_budget(scorer.model)
+    scorer.head.check(chains[0].context)  # once per model: the head alone against the model's own logits
     session = TreeSession(scorer, chains[0].context[:prefix_len])
     for g, group in enumerate(groups_within([chains[i].nodes(prefix_len) for i in order], budget)):
         if g:

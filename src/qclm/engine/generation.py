@@ -26,6 +26,9 @@ import torch
 from qclm.engine.requests import GenerationSettings
 from qclm.engine.session import ROOT, TreeSession, common_prefix, groups_within, session_budget
 
+#: float32 logits (bytes) one generation step holds at once: the rows of more requests go through the head in turns
+LOGITS_BYTES = 256 * 2**20
+
 
 @dataclass
 class Generated:
@@ -127,6 +130,7 @@ def run_generation(scorer, prompts: Sequence[tuple[int, ...]], settings: Sequenc
     prefix_len = common_prefix(prompts)
     budget = node_budget or session_budget(scorer.model)
     sizes = [len(p) - prefix_len + max(s.max_new_tokens, 0) for p, s in zip(prompts, settings)]
+    scorer.head.check(prompts[0])  # once per model: the head alone against the model's own logits
     session = TreeSession(scorer, prompts[0][:prefix_len])
     for g, group in enumerate(groups_within(sizes, budget)):
         if g:
@@ -135,17 +139,27 @@ def run_generation(scorer, prompts: Sequence[tuple[int, ...]], settings: Sequenc
         active = [r for r in group if not states[r].done]
         while active:
             source, rows = session.compute([tips[r] for r in active])
-            logits = session.logits(source)
-            lse = torch.logsumexp(logits, dim=-1)
-            greedy = logits.argmax(dim=-1).tolist()
-            for j, r in enumerate(active):
-                state = states[r]
-                row = int(rows[j])
-                token = greedy[row] if is_greedy(state.settings) else choose_token(logits[row], state.settings,
-                                                                                    state.generator)
-                state.add(token, float(logits[row, token] - lse[row]))
-                if not state.done:
-                    tips[r] = session.node(tips[r], token)
+            rows = rows.tolist()
+            step = max(1, LOGITS_BYTES // (4 * scorer.head.vocab))
+            for r0 in range(0, source.n, step):  # logits of at most LOGITS_BYTES at once
+                r1 = min(r0 + step, source.n)
+                logits = session.logits(source.select(torch.arange(r0, r1, device=session.device)))
+                lse = torch.logsumexp(logits, dim=-1)
+                greedy = logits.argmax(dim=-1).tolist()
+                mine = [j for j, row in enumerate(rows) if r0 <= row < r1]
+                tokens = []
+                for j in mine:
+                    state, row = states[active[j]], rows[j] - r0
+                    tokens.append(greedy[row] if is_greedy(state.settings) else
+                                  choose_token(logits[row], state.settings, state.generator))
+                local = torch.tensor([rows[j] - r0 for j in mine], device=logits.device)
+                picked = torch.tensor(tokens, device=logits.device)
+                lps = (logits[local, picked] - lse[local]).tolist()
+                for j, token, lp in zip(mine, tokens, lps):
+                    r = active[j]
+                    states[r].add(token, lp)
+                    if not states[r].done:
+                        tips[r] = session.node(tips[r], token)
             active = [r for r in active if not states[r].done]
     return [s.finish() for s in states]
 

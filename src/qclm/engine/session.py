@@ -193,6 +193,8 @@ class TreeSession:
                 out = logits.reshape(-1, logits.shape[-1])
             else:
                 out = self.model.base_model(**kwargs).last_hidden_state[0][local]
+                if self.head.own_logits:  # no output wanted from this pass
+                    out = out.new_empty(0, self.head.vocab, dtype=torch.float32)
         self.stats.tokens_computed += layout.n
         self.stats.attended_pairs += layout.attended_pairs
         self.stats.forward_calls += 1
