@@ -121,7 +121,7 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
     tokens_before, t0 = stats.tokens_computed, time.perf_counter()
     with tqdm(desc=f"{spec.name}/{cell.label}", unit="request", mininterval=5) as bar:
         df, own = probe.score(ScoringCell(spec.name, cell.condition, contexts, loaded.backend, loaded.prompts,
-                                          protocol, seed, bar.update))
+                                          protocol, seed, bar.update, spec.type))
     seconds = time.perf_counter() - t0
     tokens = stats.tokens_computed - tokens_before
     log.info("%s/%s: %d rows, %d contexts, %d tokens computed, %.1f s (%s)", spec.name, cell.label, len(df),

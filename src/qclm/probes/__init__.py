@@ -20,6 +20,7 @@ from qclm.probes.base import Instance, ProbeKind
 #: built-in probe kinds: name -> "module:class"
 KINDS = {
     "likert": "qclm.probes.likert.kind:LikertProbe",
+    "csi": "qclm.probes.csi.kind:CSIProbe",
 }
 #: the Likert kind, whose instances ``questionnaires:`` declares
 LIKERT = "likert"

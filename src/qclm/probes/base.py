@@ -55,7 +55,9 @@ class Instance:
 @dataclass
 class ScoringCell:
     """What a kind's :meth:`ProbeKind.score` works with: one model, one condition and its contexts, the backend
-    (the loaded model) and the prompt builder of the model's prompt format."""
+    (the loaded model) and the prompt builder of the model's prompt format; ``model_type``: the model table's
+    type (``base``, ``instruct``), for requests that only make sense for one type (generation from an
+    instruction)."""
 
     model: str
     condition: str
@@ -65,6 +67,7 @@ class ScoringCell:
     protocol: Protocol
     seed: int = 0
     progress: Callable[[int], None] | None = None
+    model_type: str = ""
 
 
 @dataclass(frozen=True)

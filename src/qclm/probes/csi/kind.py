@@ -1,0 +1,274 @@
+"""The Core Sentiment Inventory probe kind (issue 18, docs/csi.md).
+
+Per context of a condition (vanilla, or one stimulus), every list of every repetition of the word list (and of the
+valence control list) is one chain of forced choices (``list`` mode; :mod:`.prompts`), all of the context's chains
+in one backend call, so each list's prompt and its answers so far are a growing shared prefix; ``single`` mode asks
+each word alone (a forced choice; a repetition differs from another only by its label order, so each distinct
+prompt is scored once). At each word the choice is between the two labels and ``other``; the chosen one is the
+argmax of the options' log-probabilities, so every answer parses. Under vanilla, for instruct models, the story
+test (:mod:`.story`) follows.
+
+The raw table (:data:`ANSWER_COLUMNS` and :data:`STORY_COLUMNS`, ``part`` telling which: ``words``, ``control``
+or ``story``) becomes, across models and conditions (:meth:`CSIProbe.collect`), ``csi_answers.parquet`` (every
+answer), ``csi_words.csv`` (per word), ``csi_items.parquet`` (the item-score shape: the per-model state-trait
+decomposition applies) and ``csi_stories.csv``; the analysis (:mod:`.analysis`) writes ``csi_scores.csv`` and
+the rest under analysis/.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from qclm.errors import Problem
+from qclm.experiment import VANILLA
+from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.csi import prompts as P
+from qclm.probes.csi.words import WordList, load_words, word_problems
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from qclm.contexts import Context, Protocol
+
+#: the raw table's columns for answers (part ``words`` or ``control``): one row per word x repetition
+ANSWER_COLUMNS = ["model", "probe", "condition", "stimulus_id", "part", "repetition", "label_order", "list_index",
+                  "position", "list_size", "word", "pos", "freq_rank", "valence", "label_a", "label_b", "label_other",
+                  "logp_a", "logp_b", "logp_other", "p_a", "p_b", "p_other", "choice", "chosen"]
+#: and for the story test (part ``story``): one row per story
+STORY_COLUMNS = ["story_k", "story_sample", "story_words", "story_pool", "story_text", "story_finish",
+                 "rating_expected", "rating_argmax"]
+COLUMNS = ANSWER_COLUMNS + STORY_COLUMNS
+#: the answer a choice index stands for
+CHOICES = ("a", "b", "other")
+#: the story test's settings: words per story, the comedy/tragedy pools' minimum size
+STORY_WORDS = 5
+POOL_MIN = 10
+
+
+class CSIProbe(ProbeKind):
+    name = "csi"
+    summary = ("Core Sentiment Inventory: word-by-word forced choices between two labels (comedy/tragedy) over "
+               "shuffled lists; optimism, pessimism, consistency, reluctancy, with a valence control and a story test")
+    schema = {
+        "type": "object",
+        "properties": {
+            "words": {"type": "string", "minLength": 1, "default": "resources/csi/words.tsv",
+                      "description": "the word list: one word per line, or a TSV with a word column (optional pos, "
+                                     "freq_rank, valence)"},
+            "limit_words": {"type": ["integer", "null"], "minimum": 1, "default": 1000,
+                            "description": "the first N words of the list (null: all; 5000 is the paper's size)"},
+            "control": {"type": ["string", "null"], "minLength": 1, "default": "resources/csi/valence_control.tsv",
+                        "description": "the valence control list (a word list with a valence column), scored the "
+                                       "same way in lists of its own; null: none"},
+            "mode": {"enum": ["list", "single"], "default": "list",
+                     "description": "list: n shuffled words per prompt, answered line by line (the paper's); "
+                                    "single: one word per prompt"},
+            "list_size": {"type": "integer", "minimum": 1, "default": 30, "description": "words per list"},
+            "repetitions": {"type": "integer", "minimum": 1, "default": 5,
+                            "description": "shuffled repetitions of the whole list"},
+            "labels": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": "^\\S+$"},
+                       "minItems": 2, "maxItems": 2, "uniqueItems": True, "default": ["comedy", "tragedy"],
+                       "description": "the two labels, optimism's first ([good, bad] is the paper's ablation)"},
+            "other": {"type": "string", "minLength": 1, "pattern": "^\\S+$", "default": "other",
+                      "description": "the third option at each position (reluctancy: answers that are neither label)"},
+            "swap_labels": {"enum": list(P.SWAP_MODES), "default": "alternate",
+                            "description": "alternate: even repetitions name the labels in swapped order (the "
+                                           "control for first-label bias); none: always the configured order"},
+            "story_test": {"type": "boolean", "default": True,
+                           "description": "instruct models, under vanilla: stories from k of 5 words of the model's "
+                                          "own tragedy list (k = 0..5), rated 1-10 by the model"},
+            "story_samples": {"type": "integer", "minimum": 1, "default": 4,
+                              "description": "stories per k (6 values of k)"},
+            "story_tokens": {"type": "integer", "minimum": 8, "default": 96,
+                             "description": "the most tokens a story may have"},
+        },
+        "additionalProperties": False,
+    }
+    scoring_keys = ("words", "limit_words", "control", "mode", "list_size", "repetitions", "labels", "other",
+                    "swap_labels", "story_test", "story_samples", "story_tokens")
+    file_keys = ("words", "control")
+    config_sections = ()
+    score_tables = {"answers": "csi_answers.parquet", "words": "csi_words.csv", "items": "csi_items.parquet",
+                    "stories": "csi_stories.csv"}
+    item_table = "items"
+
+    def __init__(self, instance):
+        super().__init__(instance)
+        self._lists: dict[str, WordList] = {}
+
+    # -- material ---------------------------------------------------------------------------------------------
+    def word_list(self, key: str) -> WordList:
+        if key not in self._lists:
+            self._lists[key] = load_words(self.settings[key])
+        return self._lists[key]
+
+    def problems(self) -> list[Problem]:
+        out = []
+        for key in self.file_keys:
+            if self.settings.get(key):
+                out.extend(word_problems(self.settings[key]))
+        if not out and self.settings.get("control"):
+            rated = [w for w in self.word_list("control").words if w.valence]
+            if len({w.valence > 0 for w in rated}) < 2:
+                out.append((self.settings["control"], "column valence",
+                            "the valence control needs words of both signs in its valence column"))
+        return out
+
+    def parts(self) -> list[tuple[str, tuple]]:
+        """(part, words) of what is scored: the word list's first ``limit_words`` and the control list."""
+        out = [("words", self.word_list("words").head(self.settings["limit_words"]))]
+        if self.settings.get("control"):
+            out.append(("control", self.word_list("control").words))
+        return out
+
+    def lists(self, seed: int) -> list[P.WordList]:
+        s = self.settings
+        size = s["list_size"] if s["mode"] == "list" else 1
+        return [wl for part, words in self.parts()
+                for wl in P.shuffled_lists([w.word for w in words], part, s["repetitions"], size, seed,
+                                           self.instance.id, s["swap_labels"])]
+
+    # -- scoring ----------------------------------------------------------------------------------------------
+    def requests(self, context: Context, prompts, protocol: Protocol, seed: int = 0) -> list[Labelled]:
+        s = self.settings
+        labels, other = s["labels"], s["other"]
+        out = []
+        if s["mode"] == "list":
+            for wl in self.lists(seed):
+                out.append(Labelled({"list": wl}, P.chain(prompts, context.lead, wl, labels, other),
+                                    f"{self._file(wl.part)}: {wl.part} list {wl.index} of repetition {wl.repetition}",
+                                    f"{wl.part} list {wl.index}, repetition {wl.repetition} ({wl.order}), "
+                                    f"{len(wl.words)} words"))
+            return out
+        seen = set()
+        for wl in self.lists(seed):
+            word = wl.words[0]
+            if (wl.part, word, wl.order) in seen:
+                continue
+            seen.add((wl.part, word, wl.order))
+            out.append(Labelled({"part": wl.part, "word": word, "order": wl.order},
+                                P.single(prompts, context.lead, word, labels, other, wl.order),
+                                f"{self._file(wl.part)}: word {word!r}", f"{wl.part} word {word!r} ({wl.order})"))
+        return out
+
+    def _file(self, part: str) -> str:
+        return self.settings["words" if part == "words" else "control"]
+
+    def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
+        import pandas as pd
+
+        s = self.settings
+        info = {part: {w.word: w for w in words} for part, words in self.parts()}
+        frames, stories = [], []
+        for ctx in cell.contexts:
+            labelled = self.requests(ctx, cell.prompts, cell.protocol, cell.seed)
+            describe = lambda i: labelled[i].describe  # noqa: E731
+            rows = []
+            if s["mode"] == "list":
+                results = cell.backend.choose_chain([r.request for r in labelled], describe=describe)
+                for item, res in zip(labelled, results):
+                    wl = item.key["list"]
+                    for position, (word, choice) in enumerate(zip(wl.words, res.steps), start=1):
+                        rows.append(self._row(cell, ctx, wl, position, word, choice, info))
+                    if cell.progress:
+                        cell.progress(len(wl.words))
+            else:
+                results = cell.backend.choose([r.request for r in labelled], describe=describe)
+                by_prompt = {(r.key["part"], r.key["word"], r.key["order"]): res for r, res in zip(labelled, results)}
+                for wl in self.lists(cell.seed):
+                    rows.append(self._row(cell, ctx, wl, 1, wl.words[0], by_prompt[(wl.part, wl.words[0], wl.order)],
+                                          info))
+                if cell.progress:
+                    cell.progress(len(results))
+            answers = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+            frames.append(answers)
+            if s["story_test"] and cell.condition == VANILLA and _instruct(cell):
+                from qclm.probes.csi.story import story_test
+
+                stories.append(story_test(self, cell, ctx, answers))
+        df = pd.concat(frames + stories, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+        df = df.reindex(columns=COLUMNS)
+        own = {"csi_words_sha256": self.word_list("words").sha256,
+               "csi_control_sha256": self.word_list("control").sha256 if s.get("control") else None,
+               "csi_n_words": len(info["words"]), "csi_n_control": len(info.get("control", {})),
+               "csi_labels": list(s["labels"]), "csi_other": s["other"], "csi_mode": s["mode"],
+               "csi_repetitions": s["repetitions"], "csi_list_size": s["list_size"],
+               "csi_swap_labels": s["swap_labels"], "csi_story_test": bool(stories),
+               "csi_instruction": P.INSTRUCTION}
+        return _typed(df), own
+
+    def _row(self, cell: ScoringCell, ctx, wl: P.WordList, position: int, word: str, choice, info) -> dict:
+        w = info[wl.part][word]
+        s = self.settings
+        k = choice.argmax
+        return {"model": cell.model, "probe": self.instance.id, "condition": cell.condition,
+                "stimulus_id": ctx.stimulus_id, "part": wl.part, "repetition": wl.repetition,
+                "label_order": wl.order, "list_index": wl.index, "position": position, "list_size": len(wl.words),
+                "word": word, "pos": w.pos, "freq_rank": w.freq_rank, "valence": w.valence,
+                "label_a": s["labels"][0], "label_b": s["labels"][1], "label_other": s["other"],
+                "logp_a": choice.option_logprobs[0], "logp_b": choice.option_logprobs[1],
+                "logp_other": choice.option_logprobs[2], "p_a": choice.probs[0], "p_b": choice.probs[1],
+                "p_other": choice.probs[2], "choice": CHOICES[k], "chosen": (*s["labels"], s["other"])[k]}
+
+    # -- CPU stages -------------------------------------------------------------------------------------------
+    @classmethod
+    def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
+        from qclm.probes.csi.scores import collect_tables
+
+        return collect_tables([t["raw"] for _, t in sorted(data.cells.items())])
+
+    @classmethod
+    def analysis_files(cls) -> list[str]:
+        from qclm.probes.csi.analysis import FILES
+
+        return list(FILES)
+
+    @classmethod
+    def analyze(cls, tables: dict[str, Any], out, config: dict) -> list:
+        from qclm.probes.csi.analysis import analyze
+
+        return analyze(tables, out, config)
+
+    # -- the command line -------------------------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--words", help="word list: a text file (one word per line) or a TSV with a word column")
+        parser.add_argument("--limit-words", type=int, help="the first N words (default 1000)")
+        parser.add_argument("--control", help="valence control list ('none': no control)")
+        parser.add_argument("--mode", choices=["list", "single"], help="list (default) or single")
+        parser.add_argument("--list-size", type=int, help="words per list (default 30)")
+        parser.add_argument("--repetitions", type=int, help="shuffled repetitions (default 5)")
+        parser.add_argument("--labels", help="the two labels, comma-separated (default comedy,tragedy)")
+        parser.add_argument("--no-story-test", action="store_true", help="skip the story test")
+
+    @classmethod
+    def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in ("words", "limit_words", "mode", "list_size", "repetitions"):
+            if getattr(args, key) is not None:
+                out[key] = getattr(args, key)
+        if args.control is not None:
+            out["control"] = None if args.control.lower() == "none" else args.control
+        if args.labels is not None:
+            out["labels"] = [x.strip() for x in args.labels.split(",")]
+        if args.no_story_test:
+            out["story_test"] = False
+        return out
+
+
+def _instruct(cell: ScoringCell) -> bool:
+    return cell.model_type == "instruct"
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Stable dtypes for the mixed table (answers and stories; Parquet needs one type per column)."""
+    ints = ["repetition", "list_index", "position", "list_size", "freq_rank", "story_k", "story_sample",
+            "rating_argmax"]
+    floats = ["valence", "logp_a", "logp_b", "logp_other", "p_a", "p_b", "p_other", "rating_expected"]
+    strings = [c for c in COLUMNS if c not in ints + floats]
+    return df.astype({**{c: "Int64" for c in ints}, **{c: "float64" for c in floats},
+                      **{c: "string" for c in strings}})
+
+
+KIND = CSIProbe
