@@ -118,7 +118,8 @@ def test_stop_strings_and_end_of_sequence_cut_the_text(tiny_llama_dir):
     eos = full.token_ids[2]
     model.generation_config.eos_token_id = eos
     try:
-        [ended] = LocalBackend(model, tok, {"method": "prefix-tree"}).generate(_requests(GREEDY, questions=QUESTIONS[:1]))
+        backend = LocalBackend(model, tok, {"method": "prefix-tree"})
+        [ended] = backend.generate(_requests(GREEDY, questions=QUESTIONS[:1]))
     finally:
         model.generation_config.eos_token_id = tok.eos_token_id
     assert ended.finish_reason == "eos" and ended.token_ids == full.token_ids[:3]

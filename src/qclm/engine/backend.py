@@ -26,7 +26,19 @@ class NumericalError(RuntimeError):
 
 
 class Backend(Protocol):
-    """What every backend answers; results come back in request order."""
+    """What every backend answers; results come back in request order.
+
+    Contexts are whole prompt strings (qclm.prompts renders them); a backend tokenizes them with the tokenizer's
+    special tokens and, for chains, each step's text and option on their own (qclm.engine.chains). Log-probabilities
+    are those of the model's own distribution (temperature 1, no filtering); ``choose`` with ``full=False`` may
+    leave the first position's log-sum-exp out (``ChoiceResult.normalized``).
+
+    Serving engines as backends (docs/scaling.md, "Serving engines as backends"): a server can stand in for
+    :class:`LocalBackend` without losing the shared-prefix speed only if it returns prompt log-probabilities while
+    keeping its prefix cache. SGLang does (``/generate`` with ``return_logprob`` and ``logprob_start_len``: the
+    radix cache is matched up to ``logprob_start_len``); vLLM V1 skips its prefix cache for requests that ask for
+    ``prompt_logprobs`` and recomputes the whole prompt; the llama.cpp server returns log-probabilities of
+    generated tokens only, none for the prompt."""
 
     def loglikelihood(self, requests: Sequence[LoglikRequest], describe: Callable[[int], str] | None = None
                       ) -> list[LoglikResult]: ...
