@@ -178,7 +178,7 @@ def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900) -
 
 
 #: the shared run: Likert questionnaires (the paper's two, and two of the library for the construct map), a probe
-#: kind written in the tests, a class unknown to the code and a composed condition
+#: kind written in the tests, the CSI kind, a class unknown to the code and a composed condition
 SHARED_QUESTIONNAIRES = ("stai_s", "stai_t", "gad7", "rses")
 SHARED_CONDITIONS = ["vanilla", "stress", "neutral", "soothing", "stress+soothing"]
 SHARED_CONTRASTS = [["vanilla", "stress"], ["vanilla", "neutral"], ["neutral", "stress"], ["stress", "stress+soothing"],
@@ -208,10 +208,20 @@ def shared_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> SharedRun:
         s["id"] = s["id"].replace("neutral", "soothing")
     (workdir / "soothing.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     models = {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir}
+    control = (ROOT / "resources/csi/valence_control.tsv").read_text().splitlines()
+    header = next(i for i, line in enumerate(control) if line.startswith("word\t"))
+    rows = control[header + 1:]
+    positive = [r for r in rows if not r.split("\t")[3].startswith("-")][:6]
+    negative = [r for r in rows if r.split("\t")[3].startswith("-")][:6]
+    (workdir / "csi_control.tsv").write_text("\n".join(control[:header + 1] + positive + negative) + "\n")
     cfg = write_workflow_config(
         workdir, models,
         questionnaires={q: str(ROOT / "resources" / "questionnaires" / f"{q}.yaml") for q in SHARED_QUESTIONNAIRES},
-        probes={"yesno": {"kind": "yesno_probe", "instrument": str(ROOT / "resources/questionnaires/stai_s.yaml")}},
+        probes={"yesno": {"kind": "yesno_probe", "instrument": str(ROOT / "resources/questionnaires/stai_s.yaml")},
+                # the CSI kind (tests/test_csi.py), small: 12 words and 12 control words, 2 repetitions
+                "csi": {"kind": "csi", "words": str(ROOT / "resources/csi/words.tsv"),
+                        "control": str(workdir / "csi_control.tsv"), "limit_words": 12, "repetitions": 2,
+                        "list_size": 6}},
         conditions=SHARED_CONDITIONS, contrasts=SHARED_CONTRASTS)
     config = yaml.safe_load(cfg.read_text())
     config["stimuli"]["classes"]["soothing"] = str(workdir / "soothing.yaml")

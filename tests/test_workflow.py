@@ -180,3 +180,40 @@ def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_pa
 def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):
     assert "Nothing to be done" in _dry_run(shared_run, tmp_path, lambda c: None)
 
+
+
+def test_the_csi_kind_runs_under_every_condition(shared_run):
+    """The CSI kind (issue 18) in the workflow: every condition's cell on both tiny models (each stimulus a
+    context), its score tables, and its analysis: O + P + N = 1 and consistency >= O + P per model and condition,
+    the valence control, the condition contrasts paired over words, and the state-trait decomposition with words
+    as subjects."""
+    from qclm.probes.csi.analysis import FILES
+
+    res = shared_run.results
+    for model in shared_run.models:
+        for cond in SHARED_CONDITIONS:
+            raw = pd.read_parquet(res / "logprobs" / model / "csi" / f"{cond}.parquet")
+            contexts = 1 if cond == "vanilla" else 2
+            assert len(raw) == contexts * (12 + 12) * 2 and (raw["part"] != "story").all()  # base models
+            assert read_metadata(res / "logprobs" / model / "csi" / f"{cond}.parquet")["csi_mode"] == "list"
+    words = pd.read_csv(res / "scores" / "csi_words.csv", keep_default_na=False)
+    assert len(words) == 2 * len(SHARED_CONDITIONS) * (12 + 12)
+    items = pd.read_parquet(res / "scores" / "csi_items.parquet")
+    assert len(items) == 2 * 12 * CONTEXTS and set(items["instrument"]) == {"csi"}
+    for name in FILES:
+        assert (res / "analysis" / name).exists(), name
+    scores = pd.read_csv(res / "analysis" / "csi_scores.csv")
+    assert len(scores) == 2 * len(SHARED_CONDITIONS)
+    np.testing.assert_allclose(scores["O"] + scores["P"] + scores["N"], 1)
+    assert (scores["consistency"] >= scores["O"] + scores["P"] - 1e-12).all()
+    assert (scores["consistency_random"] == 0.5).all()  # 2 x 0.5^2
+    validity = pd.read_csv(res / "analysis" / "csi_validity.csv")
+    control = validity[validity["set"] == "control"]
+    assert len(control) == 2 * len(SHARED_CONDITIONS) and control["auc"].between(0, 1).all()
+    contrasts = pd.read_csv(res / "analysis" / "csi_contrasts.csv")
+    assert len(contrasts) == 2 * 5 and contrasts["underpowered"].all()  # 2 stimuli per condition
+    assert (contrasts["n_words"] == 12).all()
+    st = pd.read_csv(res / "analysis" / "csi_state_trait.csv")
+    assert len(st) == 2 * 5 and (st["n_items"] == 12).all() and st["underpowered"].all()
+    overview = (res / "analysis" / "overview.csi.md").read_text()
+    assert "Implicit sentiment" in overview and "not interpretable" in overview

@@ -67,6 +67,11 @@ def analyze(tables: dict, out, config: dict) -> list[Path]:
     return written
 
 
+def interpretable(value) -> bool:
+    """The ``interpretable`` mark as read back from a table (bool, numpy bool, "True", or empty)."""
+    return str(value) == "True"
+
+
 # -- the figure -------------------------------------------------------------------------------------------------------
 
 O_COLOR, N_COLOR, P_COLOR = "#009E73", "#D9D9D9", "#D55E00"
@@ -100,7 +105,7 @@ def figure(scores: pd.DataFrame, stories: pd.DataFrame, story: pd.DataFrame, out
                     label="consistency" if i == 0 else None)
             ax.plot([i - 0.35, i + 0.35], [r.consistency_random] * 2, color="black", lw=0.8, ls=":",
                     label="random consistency" if i == 0 else None)
-            if r.interpretable is not True and r.interpretable != "True":
+            if not interpretable(r.interpretable):
                 ax.text(i, 0.5, "O/P not\ninterpretable", rotation=90, ha="center", va="center", fontsize=5.5,
                         color=UNDERPOWERED_COLOR, fontweight="bold")
             labels.append(f"{r.model}\n{r.condition}" + (f"\n{r.probe}" if scores["probe"].nunique() > 1 else ""))
@@ -117,7 +122,7 @@ def figure(scores: pd.DataFrame, stories: pd.DataFrame, story: pd.DataFrame, out
                 continue
             lo = r.valence_auc_ci_low if np.isfinite(r.valence_auc_ci_low) else r.valence_auc
             hi = r.valence_auc_ci_high if np.isfinite(r.valence_auc_ci_high) else r.valence_auc
-            ok = r.interpretable is True or r.interpretable == "True"
+            ok = interpretable(r.interpretable)
             ax.errorbar(r.valence_auc, i, xerr=[[r.valence_auc - lo], [hi - r.valence_auc]], fmt="o",
                         color="black" if ok else UNDERPOWERED_COLOR, ms=3, lw=0.6, capsize=1.5)
         ax.axvline(0.5, color="grey", ls="--", lw=0.6)
@@ -176,7 +181,7 @@ def overview(scores: pd.DataFrame, validity: pd.DataFrame, contrasts: pd.DataFra
              "| model | probe | condition | O | P | consistency (random) | reluctancy | valence AUC |",
              "|---|---|---|---|---|---|---|---|"]
     for r in scores.itertuples(index=False):
-        flag = "" if r.interpretable is True or r.interpretable == "True" else " *not interpretable*"
+        flag = "" if interpretable(r.interpretable) else " *not interpretable*"
         lines.append(f"| {r.model} | {r.probe} | {r.condition} | {_fmt(r.O)} [{_fmt(r.O_ci_low)}, {_fmt(r.O_ci_high)}]"
                      f"{flag} | {_fmt(r.P)} [{_fmt(r.P_ci_low)}, {_fmt(r.P_ci_high)}]{flag} | {_fmt(r.consistency)} "
                      f"({_fmt(r.consistency_random, 3)}) | {_fmt(r.reluctancy)} | {_fmt(r.valence_auc)} |")

@@ -1,0 +1,369 @@
+"""The Core Sentiment Inventory probe kind (issue 18): word files and their problems, the shuffles, the prompts in
+every prompt format, the numbers (O + P + N = 1, consistency >= O + P, the random-consistency constant against a
+simulation), a tiny model trained to prefer one label for some words, list and single mode on one prompt, and
+the story test's path. The workflow wiring is in tests/test_workflow.py (the shared run)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT, load_dir, loaded_model
+
+from qclm.contexts import Context, Protocol
+from qclm.errors import InputError
+from qclm.models.table import ModelSpec
+from qclm.probes.base import Instance, ScoringCell
+from qclm.probes.csi import prompts as P
+from qclm.probes.csi import scores as S
+from qclm.probes.csi.kind import ANSWER_COLUMNS, CSIProbe
+from qclm.probes.csi.words import load_words, parse_words, word_problems
+
+WORDS = ROOT / "resources" / "csi" / "words.tsv"
+CONTROL = ROOT / "resources" / "csi" / "valence_control.tsv"
+
+
+def probe(**settings) -> CSIProbe:
+    return CSIProbe(Instance("csi", "csi", {**CSIProbe.defaults(), "words": str(WORDS), "control": str(CONTROL),
+                                            **settings}))
+
+
+# -- word files ------------------------------------------------------------------------------------------------------
+
+def test_the_shipped_lists_load_with_their_attribution():
+    words = load_words(WORDS)
+    assert len(words.words) == 5000 and len({w.word for w in words.words}) == 5000
+    ranks = [w.freq_rank for w in words.words]
+    assert ranks == sorted(ranks)  # frequency order: limit_words takes the most frequent
+    assert {w.pos for w in words.words} == {"noun", "verb", "noun|verb"}
+    head = WORDS.read_text().split("\nword\t")[0]
+    assert "CC BY-SA 4.0" in head and "wordfreq" in head and "VADER" in head and "lemminflect" in head
+    first = [w.word for w in words.head(300)]
+    for word in ("time", "people", "love", "death", "music"):
+        assert word in first
+    for not_a_head in ("the", "good", "very", "years", "found", "or"):  # function words, modifiers, inflections
+        assert not_a_head not in first
+    control = load_words(CONTROL)
+    signs = [np.sign(w.valence) for w in control.words]
+    assert signs.count(1) == signs.count(-1) == 50
+    assert "CC BY-SA 4.0" in CONTROL.read_text().split("\nword\t")[0]
+
+
+def test_a_plain_list_and_a_tsv(tmp_path):
+    plain = tmp_path / "mine.txt"
+    plain.write_text("# my words\nsun\n\nrain\nice cream\n")
+    assert [w.word for w in load_words(plain).words] == ["sun", "rain", "ice cream"]
+    tsv = tmp_path / "mine.tsv"
+    tsv.write_text("extra\tword\tvalence\nx\tsun\t2.5\ny\train\t\n")
+    words = load_words(tsv).words
+    assert [(w.word, w.valence, w.line) for w in words] == [("sun", 2.5, 2), ("rain", None, 3)]
+
+
+def test_bad_word_files_are_named_by_file_and_line(tmp_path):
+    tsv = tmp_path / "bad.tsv"
+    tsv.write_text("# header comment\nword\tfreq_rank\tvalence\nsun\t1\t2\nsun\t2\t1\nrain\tzero\t1\n"
+                   "snow\t3\tlots\nwind\t4\n\t5\t1\n")
+    lines = InputError(word_problems(tsv)).lines
+    assert lines == [f"{tsv}: line 4, field word: 'sun' is also on line 3",
+                     f"{tsv}: line 5, field freq_rank: 'zero' is not a positive integer",
+                     f"{tsv}: line 6, field valence: 'lots' is not a finite number",
+                     f"{tsv}: line 7: 2 tab-separated fields, the header has 3",
+                     f"{tsv}: line 8, field word: empty word"]
+    _, problems = parse_words("pos\tvalence\nnoun\t1\n", "x.tsv")
+    assert problems == [("x.tsv", "line 1", "the header (pos, valence) has no 'word' column")]
+    _, problems = parse_words("# only a comment\n\n", "empty.txt")
+    assert problems == [("empty.txt", "file", "has no words (one word per line, or a TSV with a word column)")]
+    with pytest.raises(InputError, match="does not exist"):
+        load_words(tmp_path / "missing.txt")
+
+
+def test_the_config_check_reports_the_word_file(tmp_path):
+    from qclm import probes
+
+    bad = tmp_path / "w.txt"
+    bad.write_text("sun\nsun\n")
+    one_sign = tmp_path / "c.tsv"
+    one_sign.write_text("word\tvalence\nsun\t2\nhope\t1.5\n")
+    config = {"probes": {"csi": {"kind": "csi", "words": str(bad), "control": str(one_sign), "list_sise": 3}}}
+    found = probes.problems(config, "run.yaml", ["vanilla"])
+    assert [p[:2] for p in found] == [("run.yaml", "field probes.csi.list_sise")]  # the misspelt key, alone
+    del config["probes"]["csi"]["list_sise"]
+    found = probes.problems(config, "run.yaml", ["vanilla"])
+    assert found == [(str(bad), "line 2, field word", "'sun' is also on line 1")]
+    bad.write_text("sun\nrain\n")
+    found = probes.problems(config, "run.yaml", ["vanilla"])
+    assert found == [(str(one_sign), "column valence",
+                      "the valence control needs words of both signs in its valence column")]
+
+
+# -- shuffles and prompts ----------------------------------------------------------------------------------------------
+
+def test_shuffles_are_seeded_and_stable_under_additions():
+    words = [f"w{i}" for i in range(100)]
+    lists = P.shuffled_lists(words, "words", 3, 30, seed=0, probe="csi")
+    assert [len(wl.words) for wl in lists if wl.repetition == 1] == [25, 25, 25, 25]  # sizes within one
+    for r in (1, 2, 3):
+        assert sorted(w for wl in lists if wl.repetition == r for w in wl.words) == sorted(words)
+    assert [wl.order for wl in lists if wl.index == 1] == ["AB", "BA", "AB"]
+    order = [w for wl in lists if wl.repetition == 1 for w in wl.words]
+    assert order != words and order != [w for wl in lists if wl.repetition == 2 for w in wl.words]
+    assert lists == P.shuffled_lists(words, "words", 3, 30, seed=0, probe="csi")
+    assert lists != P.shuffled_lists(words, "words", 3, 30, seed=1, probe="csi")
+    # a fourth repetition leaves the first three as they were
+    assert P.shuffled_lists(words, "words", 4, 30, seed=0, probe="csi")[:len(lists)] == lists
+    # a new word keeps every other word's order relative to the rest
+    more = [w for wl in P.shuffled_lists(words + ["new"], "words", 1, 30, 0, "csi") for w in wl.words]
+    assert [w for w in more if w != "new"] == order
+
+
+def test_prompts_in_every_format(smollm2_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    tok = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
+    wl = P.WordList("words", 2, "BA", 1, ("time", "music"))
+    raw = P.chain(PromptBuilder(tok, PromptFormat("raw")), "A story.\n\n", wl, ["comedy", "tragedy"], "other")
+    assert raw.context.startswith("A story.\n\nFor each word in the list below, decide whether it makes you think "
+                                  "of tragedy or of comedy.")  # BA: the labels named in swapped order
+    assert raw.context.endswith("Words:\ntime\nmusic\n\nAnswers:")
+    assert [s.text for s in raw.steps] == ["\ntime:", "\nmusic:"]
+    assert raw.steps[0].options == (" comedy", " tragedy", " other")  # options keep their order: a, b, other
+    chat = P.chain(PromptBuilder(tok, PromptFormat("chat")), "", wl, ["comedy", "tragedy"], "other")
+    assert chat.context.endswith("music<|im_end|>\n<|im_start|>assistant\n")
+    assert [s.text for s in chat.steps] == ["time:", "\nmusic:"]  # the answer's first line starts bare
+    single = P.single(PromptBuilder(tok, PromptFormat("raw")), "", "time", ["good", "bad"], "other", "AB")
+    assert single.context.endswith("think of good or of bad. Go through the words in the order given and answer "
+                                   "one word per line: the word, a colon and your choice.\n\nWords:\ntime\n\n"
+                                   "Answers:\ntime:")
+    rating = P.rating_request(PromptBuilder(tok, PromptFormat("raw")), "", "Once upon a time.")
+    assert rating.options[0] == " 1/10" and rating.options[-1] == " 10/10" and rating.values[-1] == 10.0
+
+
+# -- the numbers --------------------------------------------------------------------------------------------------------
+
+def answers_frame(choices: np.ndarray, bias: np.ndarray | None = None, condition: str = "vanilla",
+                  stimulus: str = "") -> pd.DataFrame:
+    """An answers table of words x repetitions choices ('a', 'b', 'other')."""
+    n_words, reps = choices.shape
+    bias = np.zeros_like(choices, dtype=float) if bias is None else bias
+    rows = []
+    for w in range(n_words):
+        for r in range(reps):
+            rows.append({"model": "m", "probe": "csi", "condition": condition, "stimulus_id": stimulus,
+                         "part": "words", "repetition": r + 1, "label_order": "AB" if r % 2 == 0 else "BA",
+                         "list_index": 1, "position": 1 + (w + r) % 30, "list_size": 30, "word": f"w{w}",
+                         "label_a": "comedy", "label_b": "tragedy", "label_other": "other",
+                         "logp_a": -1.0 + bias[w, r], "logp_b": -1.0, "logp_other": -5.0,
+                         "choice": choices[w, r]})
+    return pd.DataFrame(rows).reindex(columns=ANSWER_COLUMNS)
+
+
+def test_random_consistency_matches_a_simulation():
+    """2 x 0.5^R is what coin flips between the two labels give, through the kind's own computation."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    for reps in (1, 2, 3, 5):
+        choices = np.where(rng.random((n, reps)) < 0.5, "a", "b")
+        table = S.score_table(answers_frame(choices), n_boot=0, seed=0)
+        expected = S.random_consistency(reps)
+        se = np.sqrt(expected * (1 - expected) / n)
+        assert abs(table["consistency"].iloc[0] - expected) < 4 * se + 1e-12, (reps, table["consistency"].iloc[0])
+        assert table["consistency_random"].iloc[0] == expected
+        # the independence baseline with the model's own answer rates is the same for fair coins
+        assert abs(table["consistency_independent"].iloc[0] - expected) < 0.02
+    assert S.random_consistency(5) == 0.0625
+
+
+def test_o_p_n_consistency_and_reluctancy_by_hand():
+    choices = np.array([["a"] * 3, ["b"] * 3, ["other"] * 3, ["a", "b", "a"], ["a", "other", "a"]])
+    table = S.score_table(answers_frame(choices), n_boot=50, seed=0).iloc[0]
+    assert (table["O"], table["P"], table["N"]) == pytest.approx((0.2, 0.2, 0.6))
+    assert table["consistency"] == pytest.approx(0.6)  # the all-other word is consistent, not O or P
+    assert table["reluctancy"] == pytest.approx(4 / 15)
+    assert table["O_ci_low"] <= table["O"] <= table["O_ci_high"]
+    words = S.word_table(answers_frame(choices)).set_index("word")
+    assert words["consistent_label"].tolist() == ["comedy", "tragedy", "other", "", ""]
+
+
+def test_the_valence_auc_and_the_interpretability_mark():
+    assert S.auc([2, 3], [0, 1]) == 1.0 and S.auc([0, 1], [2, 3]) == 0.0 and S.auc([1], [1]) == 0.5
+    rng = np.random.default_rng(1)
+    valence = np.repeat([2.0, -2.0], 40)
+    rows = []
+    for name, bias in (("separates", valence + rng.normal(0, 1, 80)), ("noise", rng.normal(0, 1, 80))):
+        rows.append(pd.DataFrame({"model": name, "probe": "csi", "condition": "vanilla", "part": "control",
+                                  "word": [f"w{i}" for i in range(80)], "valence": valence, "mean_bias": bias}))
+    v = S.validity_table(pd.concat(rows), n_boot=500, seed=0).set_index("model")
+    assert v.loc["separates", "auc"] > 0.9 and v.loc["separates", "interpretable"] == True  # noqa: E712
+    assert v.loc["noise", "auc_ci_low"] < 0.5 < v.loc["noise", "auc_ci_high"]
+    assert v.loc["noise", "interpretable"] == False  # noqa: E712
+
+
+def test_condition_contrasts_are_paired_over_words():
+    rng = np.random.default_rng(2)
+    n, reps = 60, 3
+    base = rng.normal(0, 1, (n, 1)).repeat(reps, axis=1)
+    choice_v = np.where(base > 0, "a", "b")
+    stress = []
+    for s in range(2):
+        shifted = base - 0.5 + rng.normal(0, 0.01, (n, reps))
+        stress.append(answers_frame(np.where(shifted > 0, "a", "b"), shifted, "stress", f"stress_{s}"))
+    answers = pd.concat([answers_frame(choice_v, base), *stress])
+    table = S.contrast_table(answers, [("vanilla", "stress")], n_boot=200, seed=0, min_stimuli=10).iloc[0]
+    assert table["bias_diff"] == pytest.approx(0.5, abs=0.01)  # first minus second
+    assert table["bias_diff_ci_low"] > 0.45 and table["p_wilcoxon"] < 1e-6
+    assert table["P_diff"] < 0 < table["O_diff"] and table["underpowered"]  # 2 stimuli < 10
+    assert table["n_stimuli_second"] == 2 and table["n_words"] == n
+
+
+# -- scoring on tiny models -----------------------------------------------------------------------------------------------
+
+def cell(loaded, contexts, condition="vanilla", model_type="base", seed=0) -> ScoringCell:
+    return ScoringCell(loaded.spec.name, condition, contexts, loaded.backend, loaded.prompts, Protocol(), seed,
+                       None, model_type)
+
+
+def tiny(tiny_llama_dir, engine=None):
+    model, tok = load_dir(tiny_llama_dir)
+    spec = ModelSpec("tiny-llama", str(tiny_llama_dir), "", 0.001, "base", "tiny", "float32")
+    return model, tok, loaded_model(spec, model, tok, engine or {"method": "auto"})
+
+
+def test_real_output_sums_to_one_and_consistency_covers_o_and_p(tiny_llama_dir, tmp_path):
+    """On a tiny model's real answers: every answer is one of the three options, O + P + N = 1 and consistency >=
+    O + P, per context and per word."""
+    _, _, loaded = tiny(tiny_llama_dir)
+    kind = probe(limit_words=24, repetitions=3, list_size=8)
+    raw, own = kind.score(cell(loaded, [Context("vanilla")]))
+    assert len(raw) == (24 + 100) * 3 and set(raw["choice"]) <= {"a", "b", "other"}
+    assert own["csi_n_words"] == 24 and own["csi_story_test"] is False  # a base model: no story test
+    np.testing.assert_allclose(raw[["p_a", "p_b", "p_other"]].sum(axis=1), 1, atol=1e-9)
+    assert (raw[["logp_a", "logp_b", "logp_other"]] < 0).all().all()  # normalized log-probabilities
+    tables = S.collect_tables([raw])
+    scores = S.score_table(tables["answers"], n_boot=100, seed=0).iloc[0]
+    assert scores["O"] + scores["P"] + scores["N"] == pytest.approx(1)
+    assert scores["consistency"] >= scores["O"] + scores["P"]
+    words = tables["words"]
+    assert (words["consistent_share"] >= words["o_share"] + words["p_share"] - 1e-12).all()
+    assert len(tables["items"]) == 24 and set(tables["items"]["instrument"]) == {"csi"}
+
+
+def test_list_and_single_mode_ask_the_same_first_question(tiny_llama_dir):
+    """A list of one word in list mode (a chain) and single mode (a forced choice) are one prompt: their numbers
+    agree, and single mode scores each distinct prompt once."""
+    _, _, loaded = tiny(tiny_llama_dir)
+    settings = dict(limit_words=6, repetitions=2, control=None)
+    chain, _ = probe(mode="list", list_size=1, **settings).score(cell(loaded, [Context("vanilla")]))
+    single, _ = probe(mode="single", **settings).score(cell(loaded, [Context("vanilla")]))
+    key = ["word", "repetition"]
+    a, b = chain.sort_values(key).reset_index(drop=True), single.sort_values(key).reset_index(drop=True)
+    np.testing.assert_allclose(a[["logp_a", "logp_b", "logp_other"]], b[["logp_a", "logp_b", "logp_other"]],
+                               atol=2e-4)
+    assert (a["choice"] == b["choice"]).all()
+    labelled = probe(mode="single", **settings).requests(Context("vanilla"), loaded.prompts, Protocol())
+    assert len(labelled) == 6 * 2  # per word: the two label orders, each once
+
+
+def train_to_prefer(model, tok, kind: CSIProbe, prefer: dict[str, int], steps: int = 40) -> None:
+    """A few steps of Adam on the kind's own chains: at each preferred word, its label (0: first, 1: second) is
+    the target; the answers appended are the preferred labels, and ``other`` elsewhere."""
+    import torch
+
+    from qclm.engine.chains import tokenize_chains
+
+    requests = [r.request for r in kind.requests(Context("vanilla"), loaded_prompts(tok), Protocol())]
+    chains = tokenize_chains(tok, requests)
+    seqs, targets = [], []
+    for req, ch in zip(requests, chains):
+        ids, tgt = list(ch.context), []
+        for step, (text, options) in zip(req.steps, ch.steps):
+            word = step.text.strip().rstrip(":")
+            ids += list(text)
+            k = prefer.get(word, 2)
+            if word in prefer:
+                tgt.append((len(ids) - 1, options[k][0]))
+            ids += list(options[k])
+        seqs.append(ids)
+        targets.append(tgt)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small ops: one thread is many times faster than two on a busy machine
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = 0
+        for ids, tgt in zip(seqs, targets):
+            hidden = model.model(torch.tensor([ids])).last_hidden_state[0]
+            logits = model.lm_head(hidden[torch.tensor([p for p, _ in tgt])])  # the head at the targets only
+            loss = loss + torch.nn.functional.cross_entropy(logits, torch.tensor([t for _, t in tgt]))
+        loss.backward()
+        opt.step()
+    torch.set_num_threads(threads)
+    model.eval()
+
+
+def loaded_prompts(tok):
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    return PromptBuilder(tok, PromptFormat("raw"))
+
+
+def test_a_tiny_model_trained_to_prefer_a_label_shows_those_words_as_consistent(tiny_llama_dir, tmp_path):
+    model, tok, loaded = tiny(tiny_llama_dir)
+    kind = probe(limit_words=12, repetitions=3, list_size=6, control=None)
+    words = [w.word for w in kind.parts()[0][1]]
+    prefer = {w: 0 for w in words[:3]} | {w: 1 for w in words[3:6]}
+
+    def label_of(raw):
+        table = S.word_table(S.collect_tables([raw])["answers"]).set_index("word")
+        return table["consistent_label"]
+
+    before = label_of(kind.score(cell(loaded, [Context("vanilla")]))[0])
+    assert [before[w] for w in words[:6]] != ["comedy"] * 3 + ["tragedy"] * 3
+    train_to_prefer(model, tok, kind, prefer)
+    trained = loaded_model(loaded.spec, model, tok, {"method": "auto"})
+    raw, _ = kind.score(cell(trained, [Context("vanilla")]))
+    after = label_of(raw)
+    assert [after[w] for w in words[:6]] == ["comedy"] * 3 + ["tragedy"] * 3
+    scores = S.score_table(S.collect_tables([raw])["answers"], n_boot=0, seed=0).iloc[0]
+    assert scores["O"] >= 3 / 12 and scores["P"] >= 3 / 12
+
+
+def test_the_story_test_runs_for_instruct_models_under_vanilla(tiny_llama_dir):
+    _, _, loaded = tiny(tiny_llama_dir)
+    kind = probe(limit_words=24, repetitions=2, list_size=12, control=None, story_samples=1, story_tokens=8)
+    raw, own = kind.score(cell(loaded, [Context("vanilla")], model_type="instruct", seed=3))
+    assert own["csi_story_test"] is True
+    stories = S.collect_tables([raw])["stories"]
+    assert stories["story_k"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert stories["rating_expected"].between(1, 10).all()
+    tragedy_words = stories["story_words"].str.split().map(len)
+    assert (tragedy_words == 5).all()
+    again, _ = kind.score(cell(loaded, [Context("vanilla")], model_type="instruct", seed=3))
+    pd.testing.assert_frame_equal(raw, again)  # seeded: the same words and stories
+    table = S.story_table(stories, n_boot=50, seed=0)
+    assert table["n_stories"].iloc[0] == 6 and table["underpowered"].iloc[0]
+    # under a stimulus condition, or for a base model: no stories
+    stimulus, _ = kind.score(cell(loaded, [Context("stress", "s1", "A story.\n\n", 0)], "stress", "instruct"))
+    assert (stimulus["part"] != "story").all()
+
+
+def test_requests_share_each_lists_prompt(tiny_llama_dir):
+    """Each list is one chain whose steps follow its own prompt (the growing shared prefix), under the context's
+    stimulus lead; all lists of a context are one backend call."""
+    _, _, loaded = tiny(tiny_llama_dir)
+    kind = probe(limit_words=60, repetitions=2, list_size=30)
+    labelled = kind.requests(Context("stress", "s1", "A hard day.\n\n", 0), loaded.prompts, Protocol())
+    assert len(labelled) == 2 * 2 + 2 * 4  # words: 2 lists x 2 repetitions; control: 4 lists of 25 x 2
+    first = labelled[0].request
+    assert first.context.startswith("A hard day.\n\n") and len(first.steps) == 30
+    assert labelled[0].describe.endswith("words list 1 of repetition 1")
+    calls = []
+    original = loaded.backend.choose_chain
+    loaded.backend.choose_chain = lambda reqs, describe=None: calls.append(len(reqs)) or original(reqs, describe)
+    kind = dataclasses.replace(kind.instance, settings={**kind.settings, "limit_words": 6, "control": None})
+    CSIProbe(kind).score(cell(loaded, [Context("vanilla"), Context("stress", "s1", "A.\n\n", 0)], "stress"))
+    assert calls == [2 * 1, 2 * 1]  # one call per context, every list of it
