@@ -94,28 +94,16 @@ def move_trailing_space(context: str, continuation: str) -> tuple[str, str]:
 
 def tokenize(tokenizer, path: str | Path, lines: list[int], contexts: list[str], continuations: list[str],
              boundary: str = "error"):
-    """Requests for the engine, lm-eval's way (see the module docstring)."""
-    from qclm.engine import Request, tokenize_requests
+    """Requests for the engine, lm-eval's way (see the module docstring; an empty context is the BOS token,
+    qclm.engine.requests.tokenize_requests)."""
+    from qclm.engine.requests import BoundaryError, tokenize_requests
 
     pairs = [move_trailing_space(c, k) for c, k in zip(contexts, continuations)]
-    empty = [i for i, (c, _) in enumerate(pairs) if not c]
-    full = [i for i, (c, _) in enumerate(pairs) if c]
-    out: list = [None] * len(pairs)
-    if full:
-        reqs = tokenize_requests(tokenizer, [pairs[i][0] for i in full], [pairs[i][1] for i in full], boundary,
-                                 describe=lambda j: f"{path}: line {lines[full[j]]}")
-        for i, r in zip(full, reqs):
-            out[i] = r
-    if empty:
-        prefix = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-        if prefix is None:
-            raise InputError.one(path, f"line {lines[empty[0]]}", "empty context, and the tokenizer has neither a "
-                                 "BOS nor an EOS token to stand for it")
-        for i in empty:
-            ids = tokenizer(pairs[i][1], add_special_tokens=False)["input_ids"]
-            if not ids:
-                raise InputError.one(path, f"line {lines[i]}", "the continuation has no tokens")
-            out[i] = Request((prefix,), tuple(ids))
+    try:
+        out = tokenize_requests(tokenizer, [c for c, _ in pairs], [k for _, k in pairs], boundary,
+                                describe=lambda j: f"{path}: line {lines[j]}")
+    except BoundaryError as err:
+        raise InputError(str(err)) from None
     for i, r in enumerate(out):
         if len(r.context) == 0:
             raise InputError.one(path, f"line {lines[i]}", "the context has no tokens")
