@@ -42,6 +42,7 @@ class InstrumentItem:
     keyword: str = ""
     keying: str = "direct"
     description: str = ""
+    number: int = 0  # its number in the published inventory (the file's ``number``, else ordinal or position)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ def load_instrument(path: str | Path) -> Instrument:
         found = _keyword_problem(keyword, text)
         if found:
             problems.append((str(path), f"{where}: field keyword", found))
-        items.append(InstrumentItem(str(it.get("id")), text, dim, keyword, it.get("keying") or "direct"))
+        number = it.get("number") if isinstance(it.get("number"), int) else n + 1
+        items.append(InstrumentItem(str(it.get("id")), text, dim, keyword, it.get("keying") or "direct", "", number))
     options, instruction = _options(data, path, problems)
     ident = data.get("id") if isinstance(data.get("id"), str) else path.stem
     if problems:
@@ -159,8 +161,9 @@ def _from_questionnaire(path: Path, data: dict) -> Instrument:
             problems.append((str(path), f"{where}: field keyword", found))
         if keyword and not text:
             problems.append((str(path), f"{where}: field keyword", "a keyword needs the item's text"))
+        number = it.get("number") or item.ordinal or n + 1
         items.append(InstrumentItem(item.id, text, it.get("dimension") or "", keyword, item.keying or "direct",
-                                    item.description))
+                                    item.description, int(number)))
     options, instruction = _options(data, path, problems)
     if problems:
         raise InputError(problems)

@@ -20,6 +20,7 @@ from qclm.probes.base import Instance, ProbeKind
 #: built-in probe kinds: name -> "module:class"
 KINDS = {
     "likert": "qclm.probes.likert.kind:LikertProbe",
+    "memorization": "qclm.probes.memorization.kind:MemorizationProbe",
 }
 #: the Likert kind, whose instances ``questionnaires:`` declares
 LIKERT = "likert"

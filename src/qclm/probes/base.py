@@ -81,13 +81,16 @@ class Labelled:
 @dataclass
 class CollectInput:
     """The per-cell tables of one kind's instances, across models and conditions, for :meth:`ProbeKind.collect`:
-    ``cells[(model, instance, condition)][table name]`` (``raw`` is the scoring job's table), the model table's
-    rows as a frame (model, params_b, model_type, family, dtype, prompt_format) and the instances."""
+    ``cells[(model, instance, condition)][table name]`` (``raw`` is the scoring job's table) and each raw table's
+    provenance, the model table's rows as a frame (model, params_b, model_type, family, dtype, prompt_format) and
+    the instances."""
 
     cells: dict[tuple[str, str, str], dict[str, Any]]
     models: Any
     instances: list[Instance]
     config: dict = field(default_factory=dict)
+    #: each cell's raw-table provenance (the Parquet metadata the scoring job wrote)
+    metadata: dict[tuple[str, str, str], dict] = field(default_factory=dict)
 
 
 class ProbeKind:
