@@ -1,5 +1,5 @@
 # qclm: measure psychological constructs in causal language models from next-token probabilities.
-# Run:  snakemake --workflow-profile workflow/profiles/default --cores 8 --resources gpu=1
+# Run:  snakemake --cores 8 --resources gpu=1   (the workstation profile, profiles/default, is found by itself)
 #       (make run does this on the default config)
 # Specification: docs in README.md; configuration: config/README.md.
 from snakemake.utils import min_version
