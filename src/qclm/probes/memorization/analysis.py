@@ -167,17 +167,14 @@ def _dimension(t, model, condition, n_perm, n_boot, seed) -> list[dict]:
     if t.empty:
         return []
     rows = []
-    # the raw rows carry the instrument of the item; an inventory is the set of items asked with the same labels
-    t = t.assign(labels=t.groupby(["instrument", "item_id"])["candidate"].transform(lambda c: "|".join(sorted(c))))
-    for labels, g in t.groupby("labels", sort=False):
-        dims = labels.split("|")
+    for name, g in t.groupby("inventory", sort=False):
+        dims = list(dict.fromkeys(g["candidate"]))
         gold, pred = [], []
         for _, item in g.groupby(["instrument", "item_id"], sort=False):
             gold.append(item.loc[item["is_true"], "candidate"].iloc[0])
             pred.append(item.loc[item["logprob"].idxmax(), "candidate"])
-        rng = rng_for(seed, "memorization", model, condition, labels)
+        rng = rng_for(seed, "memorization", model, condition, name)
         f1, null, p = m.macro_f1_permutation(gold, pred, dims, n_perm, rng)
-        name = "+".join(dict.fromkeys(g["instrument"]))
         correct = (np.asarray(gold) == np.asarray(pred)).astype(float)
         rows.append(_row(model, condition, name, "dimension", "macro_f1", f1, null, "permutation", len(gold),
                          _f1_ci(gold, pred, dims, n_boot, rng), p))

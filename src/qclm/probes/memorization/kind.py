@@ -38,7 +38,7 @@ TASKS = ("exposure", "recall", "cloze", "dimension", "option_score", "target")
 TARGETS = ("minimum", "middle", "maximum")
 MODES = ("logprob", "generate")
 #: the raw table: one row per task x instrument x item x candidate (or target)
-COLUMNS = ["model", "probe", "condition", "stimulus_id", "task", "instrument", "item_id", "option", "target",
+COLUMNS = ["model", "probe", "condition", "stimulus_id", "task", "instrument", "inventory", "item_id", "option", "target",
            "candidate", "candidate_value", "is_true", "logprob", "logprob_mean", "n_tokens", "token_logprobs", "text"]
 #: why a task does not apply (reported, never silently skipped)
 NEEDS_WORDING = "no item wording in the file (item_wording {wording})"
@@ -65,6 +65,7 @@ class Inventory:
     """Instruments read as one inventory whose dimensions are its instruments (or one instrument whose items say
     their dimension)."""
 
+    id: str  # the config's key, or the instrument's id (tables name the inventory by it)
     name: str
     items: tuple[tuple[str, str, str, str], ...]  # (instrument id, item id, text, dimension)
 
@@ -146,10 +147,11 @@ class MemorizationProbe(ProbeKind):
                 inst = by_id[ident]
                 label = inst.construct or inst.name
                 items.extend((inst.id, it.id, it.text, label) for it in inst.items if it.text)
-            out.append(Inventory(spec["name"], tuple(items)))
+            out.append(Inventory(key, spec["name"], tuple(items)))
         for inst in self.instruments():
             if len(inst.dimensions) > 1 and inst.has_wording:
-                out.append(Inventory(inst.name, tuple((inst.id, it.id, it.text, it.dimension) for it in inst.items)))
+                out.append(Inventory(inst.id, inst.name,
+                                     tuple((inst.id, it.id, it.text, it.dimension) for it in inst.items)))
         return out
 
     def problems(self) -> list[Problem]:
@@ -279,7 +281,7 @@ class MemorizationProbe(ProbeKind):
                 for inst_id, item_id, text, dim in inv.items:
                     user = DIMENSION.format(inventory=inv.name, text=text)
                     out.append(Labelled({"task": "dimension", "instrument": inst_id, "item_id": item_id,
-                                         "inventory": inv.name, "candidates": dims, "true": dim},
+                                         "inventory": inv.id, "candidates": dims, "true": dim},
                                         ChoiceRequest(ask(user), opts(dims), full=False),
                                         f"{inst_id}: item {item_id}: dimension", f"dimension, {inv.name} {item_id}"))
         return out
@@ -379,7 +381,8 @@ DEFAULT_DECOY = "resources/memorization/decoy.yaml"
 def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:
     """The raw rows of one result: one per candidate of a choice, one for a log-likelihood or a generation."""
     task = key["task"]
-    row = {**common, "task": task, "instrument": key["instrument"], "item_id": key["item_id"],
+    row = {**common, "task": task, "instrument": key["instrument"], "inventory": key.get("inventory", ""),
+           "item_id": key["item_id"],
            "target": key.get("target", ""), "text": key.get("text", "")}
     if hasattr(res, "option_logprobs"):  # a forced choice
         values = key.get("values")
