@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from qclm import settings
-from qclm.config import DEFAULT_CONFIG
+from qclm.commands.args import non_negative_int
+from qclm.config import DEFAULT_CONFIG, validate_config
 from qclm.errors import InputError
 from qclm.inputs import read_yaml
 
@@ -38,22 +39,26 @@ def render(config_file: str, model: str, questionnaire: str, condition: str, ite
     from qclm.questionnaire import load_questionnaire
     from qclm.stimuli import load_stimuli
 
-    config = read_yaml(config_file)
+    config, _ = settings.migrate(read_yaml(config_file))
+    problems = validate_config(config, config_file)  # the workflow's checks: render shows what a valid run scores
+    if problems:
+        raise InputError(problems)
     models = load_model_table(config["models"])
     if model not in models:
         return _fail(f"model {model!r} is not in {config['models']} (models: {', '.join(models)})")
-    if questionnaire not in config["questionnaires"]:
+    questionnaires = config.get("questionnaires") or {}
+    if questionnaire not in questionnaires:
         return _fail(f"questionnaire {questionnaire!r} is not in {config_file} "
-                     f"(questionnaires: {', '.join(config['questionnaires'])})")
+                     f"(questionnaires: {', '.join(questionnaires) or 'none'})")
     experiment = Experiment.from_config(config)
     if condition not in experiment.conditions:
         return _fail(f"condition {condition!r} is not in {config_file} (conditions: "
                      f"{', '.join(experiment.conditions)})")
     spec = models[model]
     tokenizer = load_tokenizer(spec, Path(config.get("models_dir", "resources/models")) / spec.name)
-    engine = settings.section(settings.migrate(config)[0], settings.ENGINE)
+    engine = settings.section(config, settings.ENGINE)
     builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine))
-    q = load_questionnaire(config["questionnaires"][questionnaire])
+    q = load_questionnaire(questionnaires[questionnaire])
     sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition),
                                                                  condition.split("+") if condition != "vanilla" else [])]
     contexts = condition_contexts(q, condition, sets, Protocol.from_config(config))
@@ -98,7 +103,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--condition", required=True, help="a condition of the config (vanilla, a class, a+b)")
     p.add_argument("--item", default=None, help="only this item id")
     p.add_argument("--stimulus", default=None, help="only this stimulus id (e.g. stress01, stress01+relaxation01)")
-    p.add_argument("--limit", type=int, default=8, help="at most this many variants (default 8; 0 = all)")
+    p.add_argument("--limit", type=non_negative_int, default=8,
+                   help="at most this many variants (default 8; 0 = all)")
     p.set_defaults(func=run)
 
 
