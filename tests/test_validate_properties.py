@@ -13,6 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from qclm.inputs import text_problem
 from qclm.questionnaire import load_questionnaire
 from qclm.errors import InputError
 
@@ -22,9 +23,10 @@ REQUIRED_ITEM = ["id", "ordinal", "description", "keying", "cterms"]
 
 word = st.text(alphabet=string.ascii_lowercase, min_size=2, max_size=7)
 phrase = st.lists(word, min_size=1, max_size=3).map(" ".join)
-#: template text: any printable character but braces (slots) and YAML-normalized line breaks
+#: template text: any printable character but braces (slots) and YAML-normalized line breaks, and not a text
+#: that shows nothing but invisible characters (a zero-width space alone: an error of its own)
 free_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"), blacklist_characters="{}")
-                    | st.just("\n"), max_size=30)
+                    | st.just("\n"), max_size=30).filter(lambda t: text_problem(t) is None)
 before_answer = free_text.filter(lambda t: not t[-1:].isspace())
 
 

@@ -81,9 +81,19 @@ def line_column(text: str, position: int) -> str:
     return f"line {line}, column {column}"
 
 
+#: the names of the C0 control characters and DEL (unicodedata has none for them)
+_CONTROL_NAMES = dict(enumerate((
+    "NULL", "START OF HEADING", "START OF TEXT", "END OF TEXT", "END OF TRANSMISSION", "ENQUIRY", "ACKNOWLEDGE",
+    "BELL", "BACKSPACE", "CHARACTER TABULATION", "LINE FEED", "LINE TABULATION", "FORM FEED", "CARRIAGE RETURN",
+    "SHIFT OUT", "SHIFT IN", "DATA LINK ESCAPE", "DEVICE CONTROL ONE", "DEVICE CONTROL TWO", "DEVICE CONTROL THREE",
+    "DEVICE CONTROL FOUR", "NEGATIVE ACKNOWLEDGE", "SYNCHRONOUS IDLE", "END OF TRANSMISSION BLOCK", "CANCEL",
+    "END OF MEDIUM", "SUBSTITUTE", "ESCAPE", "FILE SEPARATOR", "GROUP SEPARATOR", "RECORD SEPARATOR",
+    "UNIT SEPARATOR"))) | {0x7F: "DELETE"}
+
+
 def char_name(ch: str) -> str:
     """'U+0000 (NULL)', 'U+200B (ZERO WIDTH SPACE)': a character a reader cannot see."""
-    name = unicodedata.name(ch, "") or {"\x00": "NULL", "\x7f": "DELETE"}.get(ch, "")
+    name = unicodedata.name(ch, "") or _CONTROL_NAMES.get(ord(ch), "")
     if not name and unicodedata.category(ch) == "Cc":
         name = "control character"
     return f"U+{ord(ch):04X}" + (f" ({name})" if name else "")

@@ -229,16 +229,12 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
 
 
 def _wording_problems(wording, item: dict, f: str, where: str) -> list:
-    """``item_wording`` says whether the original item wording is in the file (field ``text``): reproduced,
-    every item has it; described (a copyrighted or unclear licence) and written (no original exists), none."""
-    has_text = isinstance(item.get("text"), str) and bool(item["text"].strip())
+    """``item_wording`` says whether the original item wording may be in the file (field ``text``): described (a
+    copyrighted or unclear licence: paraphrased in ``description``) and written (no original exists) carry none."""
     if wording in ("described", "written") and "text" in item:
         why = ("the original wording is not reproduced (paraphrase it in description)" if wording == "described"
                else "there is no original wording")
         return [(f, f"{where}: field text", f"item_wording is {wording}: {why}; remove text")]
-    if wording == "reproduced" and not has_text:
-        return [(f, f"{where}: field text", "item_wording is reproduced: every item gives its original wording in "
-                 "text (or set item_wording to described)")]
     return []
 
 
