@@ -226,7 +226,23 @@ def bad_ordinal(d, draw):
     return f"item {item['id']}: field ordinal", "must be"
 
 
-CORRUPTIONS = [drop_top_field, drop_item_field, unknown_item_field, unknown_top_field, weight_not_a_number,
+def invisible_term(d, draw):
+    _, item = _item(d, draw)
+    side = draw(st.sampled_from(["plus", "minus"]))
+    k = draw(st.integers(0, len(item["cterms"][side]) - 1))
+    item["cterms"][side][k] = draw(st.text(st.sampled_from("\u200b\u200c\u200d\u2060\ufeff\u00ad"), min_size=1,
+                                           max_size=3))
+    return f"item {item['id']}: field cterms.{side}, entry {k + 1}", "has only invisible characters"
+
+
+def control_character(d, draw):
+    field = draw(st.sampled_from(["name", "source", "licence", "template"]))
+    at = draw(st.integers(0, len(d[field])))
+    d[field] = d[field][:at] + draw(st.sampled_from(["\x00", "\x07", "\x1b", "\x7f", "\x85", "\r"])) + d[field][at:]
+    return f"field {field}", "has the control character"
+
+
+CORRUPTIONS = [invisible_term, control_character, drop_top_field, drop_item_field, unknown_item_field, unknown_top_field, weight_not_a_number,
                weight_not_finite, weight_repeated, too_few_levels, no_intensifiers, phrase_in_two_levels,
                duplicate_item_id, template_without_cterm, template_text_after_intensifier,
                template_space_before_intensifier, item_template_two_cterms, empty_terms, term_in_both, bad_framing,

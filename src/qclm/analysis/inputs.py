@@ -175,7 +175,7 @@ def load_item_scores(path: str | Path) -> pd.DataFrame:
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise InputError(f"{path}: column `params_b` must be a positive number (billions of parameters) or "
-                             f"empty, got {df['params_b'].iloc[row]!r} (data row {row + 1})")
+                             f"empty, got {float(df['params_b'].iloc[row])!r} (data row {row + 1})")
         n_sizes = df.dropna(subset=["params_b"]).groupby("model", sort=False)["params_b"].nunique()
         if (n_sizes > 1).any():
             raise InputError(f"{path}: column `params_b` has different values for model "
