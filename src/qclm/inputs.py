@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 import unicodedata
 from collections import Counter
@@ -385,10 +386,6 @@ class _Locations:
         return ": ".join(parts) if parts else "top level"
 
 
-def _location(data: Any, path: list, list_names: dict[str, str]) -> str:
-    return _Locations(data, list_names)(path)
-
-
 def _short_json(value: Any, limit: int) -> str:
     """JSON of a value, stopping once ``limit`` characters are written (a value may be huge)."""
     out: list[str] = []
@@ -581,17 +578,31 @@ def is_invisible(ch: str) -> bool:
     return unicodedata.category(ch) == "Cf" or ch in _INVISIBLE_EXTRA
 
 
-def text_problem(text: str, controls: bool = True) -> str | None:
-    """What makes a user text unfit to be read by a model, or None: a lone surrogate (half of a UTF-16 pair,
-    not a character), a control character other than newline and tab (``controls``), or nothing visible but
-    invisible characters (a text that is empty or only whitespace is left to the schema: a separator may be
-    whitespace by design)."""
-    for n, ch in enumerate(text):
-        cat = unicodedata.category(ch)
-        if cat == "Cs":
-            return f"has a lone surrogate {char_name(ch)} at character {n + 1}: not a character (broken UTF-16)"
-        if controls and cat == "Cc" and ch not in "\n\t":
-            return f"has the control character {char_name(ch)} at character {n + 1}: remove it"
+#: the control characters (category Cc) but newline and tab
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def surrogate_problem(text: str) -> str | None:
+    """A lone surrogate (half of a UTF-16 pair, from a JSON or YAML escape such as "\\ud83d"): not a character,
+    and no tokenizer can encode it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"has a lone surrogate {char_name(text[err.start])} at character {err.start + 1}: not a character "
+                "(broken UTF-16)")
+    return None
+
+
+def text_problem(text: str) -> str | None:
+    """What makes a user text unfit to be read by a model, or None: a lone surrogate, a control character other
+    than newline and tab, or nothing visible but invisible characters (a text that is empty or only whitespace
+    is left to the schema: a separator may be whitespace by design)."""
+    problem = surrogate_problem(text)
+    if problem:
+        return problem
+    control = _CONTROL.search(text)
+    if control:
+        return f"has the control character {char_name(control.group())} at character {control.start() + 1}: remove it"
     if text.strip() and all(ch.isspace() or is_invisible(ch) for ch in text):
         found = next(ch for ch in text if not ch.isspace())
         return f"has only invisible characters ({char_name(found)}): it is empty to a reader, not to a model"

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from qclm.commands.args import check_output, device as device_arg, non_negative_int, positive_int
 from qclm.errors import InputError
-from qclm.inputs import read_text, text_problem
+from qclm.inputs import read_text, surrogate_problem
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES, resolve_model
 from qclm.settings import BOUNDARY_MODES
@@ -87,8 +87,8 @@ def read_requests(path: str | Path) -> tuple[list[int], list[str], list[str]]:
             problems.append((str(path), where, "field 'continuation' is empty: there is nothing to score"))
             bad = True
         for key in ("context", "continuation") if not bad else ():
-            problem = text_problem(obj[key], controls=False)  # any text a benchmark holds, but a character
-            if problem and "surrogate" in problem:
+            problem = surrogate_problem(obj[key])  # a benchmark's text may hold anything, but characters
+            if problem:
                 problems.append((str(path), where, f"field {key!r} {problem}"))
                 bad = True
         if not bad:
