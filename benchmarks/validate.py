@@ -4,8 +4,9 @@ The issue that made labels linear: validating a 6.8 MB stimulus file took 17.5 s
 entries (each label counted its id among all entries: quadratic). This writes stimulus files of N and 4N
 stimuli (about 420 bytes each, so 4N = 16000 is the issue's 6.8 MB), validates each with
 ``qclm.stimuli.load_stimuli`` (YAML reading, schema, text checks, the rules), and prints, side by side in one
-run: the seconds of each stage, the ratio 4N / N (linear: about 4; quadratic: about 16), and the labels of the
-same entries built the old way (quadratic, kept here as the baseline) and the new way.
+run: the seconds of each stage, the ratio 4N / N (linear: about 4; quadratic: about 16), PyYAML's own
+``safe_load`` beside qclm's reader (keys given twice, aliases bounded), and the labels of the same entries built
+the old way (quadratic, kept here as the baseline) and the new way.
 
     .venv/bin/python benchmarks/validate.py [--n 4000] [--json benchmarks/out/validate.json]
 """
@@ -47,6 +48,9 @@ def measure(n: int, directory: Path) -> dict:
     path.write_text(yaml.safe_dump(data, width=10_000))
     row = {"stimuli": n, "megabytes": round(path.stat().st_size / 1e6, 2)}
     t0 = time.perf_counter()
+    yaml.safe_load(path.read_text(encoding="utf-8"))
+    row["yaml_safe_load_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     loaded = read_yaml(path)
     row["read_yaml_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [measure(args.n, Path(tmp)), measure(4 * args.n, Path(tmp))]
     small, large = rows
     print(f"{'stage':<20}{small['stimuli']:>10} stimuli{large['stimuli']:>10} stimuli{'ratio 4N/N':>14}")
-    for key in ("read_yaml_s", "schema_and_text_s", "load_stimuli_s", "labels_s", "labels_old_s"):
+    for key in ("yaml_safe_load_s", "read_yaml_s", "schema_and_text_s", "load_stimuli_s", "labels_s", "labels_old_s"):
         print(f"{key:<20}{small[key]:>16.3f}{large[key]:>18.3f}{large[key] / small[key]:>14.1f}")
     print(f"files: {small['megabytes']} MB and {large['megabytes']} MB; labels old / new at {large['stimuli']}: "
           f"{large['labels_old_s'] / large['labels_s']:.0f}x")
