@@ -236,9 +236,10 @@ def invisible_term(d, draw):
 
 
 def control_character(d, draw):
+    # (not U+0085: YAML reads a raw NEL as a line break, so it never reaches the loader as a character)
     field = draw(st.sampled_from(["name", "source", "licence", "template"]))
     at = draw(st.integers(0, len(d[field])))
-    d[field] = d[field][:at] + draw(st.sampled_from(["\x00", "\x07", "\x1b", "\x7f", "\x85", "\r"])) + d[field][at:]
+    d[field] = d[field][:at] + draw(st.sampled_from(["\x00", "\x07", "\x1b", "\x7f", "\x9b", "\r"])) + d[field][at:]
     return f"field {field}", "has the control character"
 
 
