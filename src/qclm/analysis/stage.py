@@ -24,6 +24,7 @@ import pandas as pd
 from qclm.analysis import library, overview, permodel, tables, wording
 from qclm.analysis.outputs import OVERVIEW, TABLES
 from qclm.analysis.inputs import load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item
+from qclm.config import size_class_problem
 from qclm.errors import InputError
 from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, contrast_label, contrast_problems, default_contrasts, parse_contrast_args
 from qclm.probes.likert.equations import condition_means, questionnaire_scores, select_templates, template_rows
@@ -41,8 +42,9 @@ def parse_size_classes(text: str | list | tuple) -> list[float]:
         bounds = [float(p) for p in parts]
     except (TypeError, ValueError):
         raise InputError(f"--size-classes: expected numbers separated by commas, got {text!r}") from None
-    if any(b <= 0 for b in bounds) or any(b2 <= b1 for b1, b2 in zip(bounds, bounds[1:])):
-        raise InputError(f"--size-classes: boundaries must be positive and increasing, got {bounds}")
+    problem = size_class_problem(bounds)  # positive, finite, increasing (one home: qclm.config)
+    if problem:
+        raise InputError(f"--size-classes: {problem}")
     return bounds
 
 

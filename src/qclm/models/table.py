@@ -13,7 +13,6 @@ A model's ``source`` is one of:
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import logging
 import math
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
-from qclm.inputs import read_text
+from qclm.inputs import read_tsv
 
 log = logging.getLogger("qclm.models")
 
@@ -163,23 +162,20 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
-    """Read config/models.tsv (tab-separated, one model per row, '#' lines are comments)."""
+    """Read config/models.tsv (tab-separated, one model per row, '#' lines are comments; a column named twice
+    or a byte-order mark are handled by :func:`qclm.inputs.read_tsv`)."""
     path = Path(path)
-    lines = read_text(path, "tab-separated table").splitlines()
-    numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
-    if not numbered:
-        raise InputError.one(path, "file", "no header and no models")
-    reader = csv.DictReader([ln for _, ln in numbered], delimiter="\t")
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    header_line, columns, rows = read_tsv(path, "tab-separated table")
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
-        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"missing column(s) {missing}")
-    unknown = [c for c in reader.fieldnames if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+        raise InputError.one(path, f"line {header_line} (header)", f"missing column(s) {missing}")
+    unknown = [c for c in columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
     if unknown:
-        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"unknown column(s) {unknown}")
+        raise InputError.one(path, f"line {header_line} (header)", f"unknown column(s) {unknown}")
     models: dict[str, ModelSpec] = {}
     first_line: dict[str, int] = {}
     problems = []
-    for (line, _), row in zip(numbered[1:], reader):
+    for line, row in rows:
         try:
             spec = parse_model_row(row, str(path), line)
         except InputError as err:
