@@ -13,6 +13,7 @@ working directory), which for ``qclm validate`` is the current directory.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from pathlib import Path
@@ -27,6 +28,8 @@ from qclm.experiment import (
 from qclm.inputs import CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems
 from qclm.questionnaire import load_questionnaire
 from qclm.settings import config_schema, migrate
+
+log = logging.getLogger("qclm.config")
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -300,9 +303,13 @@ def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:
 
 def validate_config_file(config_file: str | Path = DEFAULT_CONFIG,
                          schema: dict | str | Path | None = None) -> list[Problem]:
-    """``qclm validate --config FILE``: read the config (YAML errors with line numbers) and check all."""
+    """``qclm validate --config FILE``: read the config (YAML errors with line numbers), move the engine keys that
+    configs written before the split of settings had under ``scoring`` (as the workflow does; the notes go to the
+    log), and check all."""
     try:
-        config = read_yaml(config_file)
+        config, notes = migrate(read_yaml(config_file))
     except InputError as err:
         return err.problems
+    for note in notes:
+        log.warning("%s: %s", config_file, note)
     return validate_config(config, config_file, schema)

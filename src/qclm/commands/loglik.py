@@ -44,13 +44,15 @@ from qclm.errors import InputError
 from qclm.inputs import read_text, surrogate_problem
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES, resolve_model
-from qclm.settings import BOUNDARY_MODES
+from qclm.settings import BOUNDARY_MODES, ENGINE, METHODS, defaults
+
+#: this command's defaults are the workflow's engine defaults (the config schema)
+ENGINE_DEFAULTS = defaults(ENGINE)
 
 log = logging.getLogger("qclm.commands.loglik")
 
 DEFAULT_MODELS = "config/models.tsv"
 DEFAULT_MODELS_DIR = "resources/models"
-METHODS = ("auto", "prefix-tree", "full")
 
 
 def read_requests(path: str | Path) -> tuple[list[int], list[str], list[str]]:
@@ -299,7 +301,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a name in --models, embedded:NAME, a .gguf file, a checkpoint directory or a hub id")
     p.add_argument("--requests", required=True, help="JSON Lines: {\"context\": ..., \"continuation\": ...} per line")
     p.add_argument("--out", required=True, help="JSON Lines output, one line per request")
-    p.add_argument("--method", default="auto", choices=METHODS,
+    p.add_argument("--method", default=ENGINE_DEFAULTS["method"], choices=METHODS,
                    help="auto (prefix tree, self-checked against full sequences; default), prefix-tree, full")
     p.add_argument("--dtype", default=None, choices=DTYPES,
                    help="default: the model table's, else auto (float32 on CPU, bfloat16/float16 on GPU)")
@@ -308,12 +310,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
     p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
                    help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
-    p.add_argument("--boundary", default="error", choices=BOUNDARY_MODES,
+    p.add_argument("--boundary", default=ENGINE_DEFAULTS["boundary"], choices=BOUNDARY_MODES,
                    help="a token merged across context and continuation: error (default), split (the continuation "
                    "tokenized alone) or first_divergence (scored from the first differing token)")
-    p.add_argument("--batch-size", type=positive_int, default=16,
+    p.add_argument("--batch-size", type=positive_int, default=ENGINE_DEFAULTS["batch_size"],
                    help="full-sequence batch size (method full, self-check)")
-    p.add_argument("--pack-tokens", default="auto", type=_pack_tokens,
+    p.add_argument("--pack-tokens", default=ENGINE_DEFAULTS["pack_tokens"], type=_pack_tokens,
                    help="tokens per packed forward pass: auto (default) or a positive integer")
     p.add_argument("--threads", type=non_negative_int, default=0, help="CPU threads (default 0: torch's default)")
     p.set_defaults(func=run)

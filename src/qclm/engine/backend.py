@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from qclm.engine.scorers import make_scorer
+from qclm.settings import ENGINE, defaults
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
     LoglikResult, Request, choice_result, tokenize_requests,
@@ -47,10 +48,9 @@ class LocalBackend:
     def __init__(self, model, tokenizer, engine: dict):
         self.model = model
         self.tokenizer = tokenizer
-        self.engine = engine
-        self.boundary = engine.get("boundary", "error")
-        self.scorer = make_scorer(model, engine.get("method", "auto"), int(engine.get("batch_size", 16)),
-                                  engine.get("pack_tokens", "auto"))
+        self.engine = engine = {**defaults(ENGINE), **engine}
+        self.boundary = engine["boundary"]
+        self.scorer = make_scorer(model, engine["method"], int(engine["batch_size"]), engine["pack_tokens"])
 
     @property
     def stats(self):

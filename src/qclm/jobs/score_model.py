@@ -37,7 +37,7 @@ from qclm.models.table import ModelSpec
 from qclm.parquet import read_metadata, write_parquet
 from qclm.probes import kind_class
 from qclm.probes.base import Instance, ScoringCell
-from qclm.settings import RUN_ONLY
+from qclm.settings import ENGINE, RUN_ONLY, defaults
 from qclm.stimuli import load_stimuli
 
 log = logging.getLogger("qclm.jobs")
@@ -93,7 +93,7 @@ class Loaded:
         self.model = model
         self.tokenizer = tokenizer
         self.provenance = provenance
-        self.engine = engine
+        self.engine = engine = {**defaults(ENGINE), **engine}
         self.backend = LocalBackend(model, tokenizer, engine)
         self.format = PromptFormat.from_settings(spec.prompt_format, engine)
         self.prompts = PromptBuilder(tokenizer, self.format)
@@ -102,7 +102,8 @@ class Loaded:
 def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict) -> Loaded:
     from qclm.models.loading import load_model
 
-    model, tokenizer, provenance = load_model(spec, prepared_dir, engine.get("device", "auto"))
+    engine = {**defaults(ENGINE), **engine}
+    model, tokenizer, provenance = load_model(spec, prepared_dir, engine["device"])
     return Loaded(spec, model, tokenizer, provenance, engine)
 
 
@@ -135,7 +136,7 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
         "separator": protocol.separator, "limit_items": protocol.limit_items,
         "limit_stimuli": protocol.limit_stimuli, **loaded.format.provenance(),
         "scoring_method": stats.method, "scoring_notes": list(stats.notes),
-        "boundary": loaded.engine.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
+        "boundary": loaded.engine["boundary"], "params_b": spec.params_b, "model_type": spec.type,
         "family": spec.family, "tokens_computed": tokens, "seconds": round(seconds, 3), **own,
     }
     return df, metadata
