@@ -306,8 +306,3 @@ def test_instrument_table_errors_name_file_and_column(tmp_path, caplog):
     got = load_instruments(path, ["a", "c"])
     assert got["questionnaire"].tolist() == ["a", "c"] and got["construct"].tolist() == ["", ""]
     assert "no row for questionnaire(s) c" in caplog.text
-
-
-# --------------------------------------------------------------------------- the workflow's wiring
-
-@pytest.mark.slow
