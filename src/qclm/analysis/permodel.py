@@ -9,7 +9,8 @@ replications. How the two sides' stimulus contexts pair (:func:`qclm.experiment.
 - ``independent``: no class in common (neutral vs stress): the two sides' stimuli are independent samples,
   resampled separately.
 
-Three tables, each with one row per model x questionnaire (x pair) x contrast:
+Three tables, each with one row per model x questionnaire (x pair) x contrast (registered as
+:func:`per_model`, :func:`per_model_state_trait`, :func:`per_model_interaction`):
 
 - :func:`shifts_table` (``per_model.csv``): the questionnaire-score difference first minus second, its
   percentile bootstrap CI over stimuli, Cohen's d over stimuli, the share of replications where the first is
@@ -41,10 +42,11 @@ import pandas as pd
 from scipy import stats as sps
 
 from qclm.analysis import stats
-from qclm.analysis.tables import rng_for
+from qclm.analysis.stats import rng_for
 from qclm.experiment import COMPOSE, MIN_STIMULI, classes_of, contrast_design, contrast_label
 
 log = logging.getLogger("qclm.analysis")
+
 
 @dataclass(frozen=True)
 class ContrastData:
@@ -255,3 +257,15 @@ def interaction_table(items: pd.DataFrame, contrasts: list[tuple[str, str]],
     return out[INTERACTION_COLUMNS]
 
 
+# --------------------------------------------------------------------------- the registered tables
+
+def per_model(ctx) -> pd.DataFrame:
+    return shifts_table(ctx.items, ctx.zs, ctx.contrasts, ctx.bootstrap, ctx.seed, ctx.min_stimuli)
+
+
+def per_model_state_trait(ctx) -> pd.DataFrame:
+    return state_trait_table(ctx.items, ctx.contrasts, ctx.bootstrap, ctx.seed, ctx.min_stimuli)
+
+
+def per_model_interaction(ctx) -> pd.DataFrame:
+    return interaction_table(ctx.items, ctx.contrasts, ctx.min_stimuli)
