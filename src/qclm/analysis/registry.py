@@ -35,8 +35,9 @@ How a probe kind adds its tables and figures
    registration order, writes each (CSV, Markdown, HTML) as soon as it exists and draws the figures from them;
    it writes its section of the report's first page, ``analysis/overview.KIND.md``
    (:func:`qclm.analysis.overview.write_fragment`), and the workflow's ``overview`` rule composes the page.
-5. The workflow's rule for the kind takes its outputs from :func:`outputs` (see ``analysis_files`` and
-   ``analysis_report`` in workflow/rules/analysis.smk) and adds the kind to ``ANALYSIS_PROBES``.
+5. In workflow/rules/analysis.smk the kind's rule declares its outputs from :func:`outputs` as the Likert rule
+   ``analyze`` does (every file, the shown one in ``report()`` with caption and category), writes its section,
+   and the kind joins ``ANALYSIS_PROBES`` (its files join the targets, its section the ``overview`` rule).
 
 tests/test_analysis_registry.py holds a worked example: a probe kind registered in the test whose table and
 figure the runner writes.
