@@ -145,7 +145,7 @@ def test_interaction_is_scale_free():
 
 def test_without_shifts_the_statistic_is_scipys_welch_t_on_standardized_shifts():
     items = _one_model((15, 10), shift=(0.0, 0.0), spread=(1.0, 2.0), seed=3)
-    groups = {q: d for _, q, _, d in permodel._per_model_groups(items, [("vanilla", "stress")])}
+    groups = {q: d for _, q, _, d in permodel.per_model_groups(items, [("vanilla", "stress")])}
     z = {q: (lambda sh: sh[0] / sh[1])(permodel.standardized_shifts(d)) for q, d in groups.items()}
     t, df, p = permodel.shift_difference_test(permodel.standardized_shifts(groups["A"]),
                                               permodel.standardized_shifts(groups["B"]))

@@ -21,13 +21,14 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from qclm import settings
-from qclm.analysis import likert_overview, overview, runner
+from qclm.analysis import likert_overview, overview, permodel, runner
 from qclm.analysis.across_models import analysis_scale, zscore_table
 from qclm.analysis.inputs import load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item
 from qclm.analysis.registry import LIKERT
@@ -100,6 +101,11 @@ class LikertContext:
     min_models: int
     min_stimuli: int
     templates: str
+
+    @cached_property
+    def per_model_groups(self) -> list[permodel.Group]:
+        """Each model's item scores under each contrast (the three per-model tables read them)."""
+        return permodel.per_model_groups(self.items, self.contrasts)
 
     @property
     def questionnaires(self) -> list[str]:
