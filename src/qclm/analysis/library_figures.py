@@ -385,6 +385,6 @@ def _spectrum_within(ax: plt.Axes, sub: pd.DataFrame, contrast: str, min_stimuli
     ax.set_title(f"{contrast}: each model alone ({len(models)} model{'s' if len(models) != 1 else ''})", loc="left")
     _framing_legend(ax, list(sub["framing"]), extra, outside=True)
     if sub["underpowered"].any():
-        ax.text(0.99, 0.02, f"hollow: fewer than {min_stimuli} stimuli", transform=ax.transAxes, ha="right",
-                va="bottom", fontsize=6, color=UNDERPOWERED_COLOR)
+        ax.text(0.99, 0.02, f"hollow: underpowered, fewer than {min_stimuli} stimuli", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=6, color=UNDERPOWERED_COLOR)
     return labels
