@@ -251,7 +251,8 @@ def test_analyze_with_instruments_writes_every_library_table_and_figure(five_ins
     items, d = five_instruments
     out = d / "out"
     for kind in (registry.TABLE, registry.FIGURE):
-        assert {o.name for o in registry.outputs(registry.LIKERT, kind) if o.category == registry.LIBRARY} == set(LIBRARY)
+        outputs = registry.outputs(registry.LIKERT, kind)
+        assert {o.name for o in outputs if o.category == registry.LIBRARY} == set(LIBRARY)
     for name in LIBRARY:
         assert (out / f"{name}.csv").stat().st_size > 1000, name
         assert (out / "tables" / f"{name}.md").exists() and (out / "tables" / f"{name}.html").exists()

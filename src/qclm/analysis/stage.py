@@ -30,7 +30,9 @@ import pandas as pd
 from qclm import settings
 from qclm.analysis import likert_overview, overview, permodel, runner
 from qclm.analysis.across_models import analysis_scale, zscore_table
-from qclm.analysis.inputs import load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item
+from qclm.analysis.inputs import (
+    load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item,
+)
 from qclm.analysis.registry import LIKERT
 from qclm.errors import InputError
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
