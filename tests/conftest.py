@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# the analysis tests' synthetic tables and `qclm analyze` runs, built once per session
+pytest_plugins = ("analysis_fixtures",)
 CACHE = Path(os.environ.get("QCLM_TEST_CACHE", ROOT / ".cache" / "tests"))
 
 

@@ -12,9 +12,8 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
-from qclm.analysis import InputError, analyze, constructs, library, stats
+from qclm.analysis import InputError, analyze, constructs, library, registry, stats
 from qclm.analysis.inputs import load_instruments
-from qclm.analysis.outputs import FIGURE_CATEGORIES, TABLE_CATEGORIES
 from qclm.analysis.synthetic import synthetic_library_scores, synthetic_silhouette
 from qclm.commands import main
 from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
@@ -251,8 +250,9 @@ def five_instruments(tmp_path_factory):
 def test_analyze_with_instruments_writes_every_library_table_and_figure(five_instruments):
     items, d = five_instruments
     out = d / "out"
-    assert set(LIBRARY) <= set(TABLE_CATEGORIES["4. Instrument library"])
-    assert set(LIBRARY) <= set(FIGURE_CATEGORIES["4. Instrument library"])
+    for kind in (registry.TABLE, registry.FIGURE):
+        outputs = registry.outputs(registry.LIKERT, kind)
+        assert {o.name for o in outputs if o.category == registry.LIBRARY} == set(LIBRARY)
     for name in LIBRARY:
         assert (out / f"{name}.csv").stat().st_size > 1000, name
         assert (out / "tables" / f"{name}.md").exists() and (out / "tables" / f"{name}.html").exists()

@@ -1,7 +1,8 @@
 # Analysis stage (method.md sections 6-8): statistics tables and figures from the scoring stage's tables.
-# The rule only wires files to `qclm analyze` (src/qclm/analysis); all logic lives in the package, and the
-# names of the outputs come from qclm.analysis.outputs (one home). Settings: config["analysis"] (bootstrap,
-# seed, size_classes, min_models, min_stimuli, heatmap_item), the experiment's contrasts, templates.select.
+# The rules only wire files to the package (src/qclm/analysis); the outputs, their report categories and
+# captions come from the registrations in qclm.analysis.registry (one home). Settings: config["analysis"]
+# (bootstrap, seed, size_classes, min_models, min_stimuli, heatmap_item; defaults from the config schema via
+# qclm.settings), the experiment's contrasts, templates.select.
 # The instrument table (constructs and framings of the questionnaires) is an input where the workflow scores
 # questionnaires; a Snakefile that only analyses existing scores runs without it.
 
@@ -9,25 +10,30 @@ import os
 import shlex
 import sys
 
-from qclm.analysis.outputs import FIGURE_CATEGORIES, OVERVIEW, TABLE_CATEGORIES
-from qclm.experiment import MIN_MODELS, MIN_STIMULI, Experiment, format_contrast_args, output_dirs, template_settings
+from qclm import settings
+from qclm.analysis import registry
+from qclm.analysis.overview import OVERVIEW, fragment_name
+from qclm.experiment import Experiment, format_contrast_args, output_dirs, template_settings
 
 ANALYSIS_RESULTS, ANALYSIS_LOGS = output_dirs(config)
 ANALYSIS_DIR = f"{ANALYSIS_RESULTS}/analysis"
-ANALYSIS_CONFIG = config.get("analysis") or {}
-ANALYSIS_HEATMAP_ITEM = ANALYSIS_CONFIG.get("heatmap_item")
+ANALYSIS_SETTINGS = settings.section(config, settings.ANALYSIS)
 ANALYSIS_CONTRASTS = (
     format_contrast_args(Experiment.from_config(config).contrasts) if "conditions" in config else ""
 )
 ANALYSIS_INSTRUMENTS = f"{ANALYSIS_RESULTS}/scores/instruments.csv" if globals().get("QUESTIONNAIRES") else []
-ANALYSIS_TABLES = [t for names in TABLE_CATEGORIES.values() for t in names]
-ANALYSIS_FIGURES = [f for names in FIGURE_CATEGORIES.values() for f in names]
-ANALYSIS_TARGETS = (
-    [f"{ANALYSIS_DIR}/{t}.csv" for t in ANALYSIS_TABLES]
-    + [f"{ANALYSIS_DIR}/tables/{t}.{ext}" for t in ANALYSIS_TABLES for ext in ("md", "html")]
-    + [f"{ANALYSIS_DIR}/figures/{f}.{ext}" for f in ANALYSIS_FIGURES for ext in ("png", "pdf")]
-    + [f"{ANALYSIS_DIR}/{OVERVIEW}.{ext}" for ext in ("md", "rst")]
-)
+# the probe kinds this workflow analyses, each with its rule below: a kind's rule adds it here, and its section
+# of the report's first page (analysis/overview.KIND.md) joins the overview
+ANALYSIS_PROBES = [registry.LIKERT]
+# every file of a probe kind's registered tables and figures
+ANALYSIS_FILES = {
+    probe: [f"{ANALYSIS_DIR}/{path}" for o in registry.outputs(probe) for path in o.files]
+    for probe in ANALYSIS_PROBES
+}
+ANALYSIS_FRAGMENTS = {probe: f"{ANALYSIS_DIR}/{fragment_name(probe)}" for probe in ANALYSIS_PROBES}
+ANALYSIS_TARGETS = [path for probe in ANALYSIS_PROBES for path in ANALYSIS_FILES[probe]] + [
+    f"{ANALYSIS_DIR}/{OVERVIEW}.{ext}" for ext in ("md", "rst")
+]
 # the report opens on the run's own overview once the analysis has written it (snakemake --report runs
 # after the workflow), else on the static description of the workflow
 _OVERVIEW_RST = os.path.abspath(f"{ANALYSIS_DIR}/{OVERVIEW}.rst")
@@ -45,46 +51,37 @@ rule analyze:
         variant_probs=f"{ANALYSIS_RESULTS}/scores/variant_probs.parquet",
         instruments=ANALYSIS_INSTRUMENTS,
     output:
-        [f"{ANALYSIS_DIR}/{t}.csv" for t in ANALYSIS_TABLES],
-        [f"{ANALYSIS_DIR}/tables/{t}.md" for t in ANALYSIS_TABLES],
+        # every registered file; the one the report shows (a table's HTML copy, a figure's PNG) with its
+        # caption and category
         [
             report(
-                f"{ANALYSIS_DIR}/tables/{t}.html",
-                caption=f"../report/{t}.rst",
-                category=category,
-                subcategory="Tables",
+                f"{ANALYSIS_DIR}/{path}",
+                caption=f"../report/{o.caption}",
+                category=o.category,
+                subcategory="Tables" if o.kind == registry.TABLE else "Figures",
             )
-            for category, names in TABLE_CATEGORIES.items()
-            for t in names
+            if path == o.shown
+            else f"{ANALYSIS_DIR}/{path}"
+            for o in registry.outputs(registry.LIKERT)
+            for path in o.files
         ],
-        [
-            report(
-                f"{ANALYSIS_DIR}/figures/{f}.png",
-                caption=f"../report/{f}.rst",
-                category=category,
-                subcategory="Figures",
-            )
-            for category, names in FIGURE_CATEGORIES.items()
-            for f in names
-        ],
-        [f"{ANALYSIS_DIR}/figures/{f}.pdf" for f in ANALYSIS_FIGURES],
-        [f"{ANALYSIS_DIR}/{OVERVIEW}.{ext}" for ext in ("md", "rst")],
+        fragment=ANALYSIS_FRAGMENTS[registry.LIKERT],
         run_info=f"{ANALYSIS_DIR}/run_info.json",
     params:
         # the interpreter running Snakemake has the qclm package; a bare `qclm` may not be on PATH
         python=sys.executable,
         out=lambda wildcards, output: os.path.dirname(output.run_info),
-        bootstrap=ANALYSIS_CONFIG.get("bootstrap", 10000),
-        seed=ANALYSIS_CONFIG.get("seed", 0),
-        size_classes=",".join(str(b) for b in ANALYSIS_CONFIG.get("size_classes", [3, 8])),
-        min_models=ANALYSIS_CONFIG.get("min_models", MIN_MODELS),
-        min_stimuli=ANALYSIS_CONFIG.get("min_stimuli", MIN_STIMULI),
+        bootstrap=ANALYSIS_SETTINGS["bootstrap"],
+        seed=ANALYSIS_SETTINGS["seed"],
+        size_classes=",".join(str(b) for b in ANALYSIS_SETTINGS["size_classes"]),
+        min_models=ANALYSIS_SETTINGS["min_models"],
+        min_stimuli=ANALYSIS_SETTINGS["min_stimuli"],
         templates=template_settings(config)["select"],
         contrasts=ANALYSIS_CONTRASTS,  # empty: the paper's contrasts present in the table
         instruments=lambda wildcards, input: input.instruments or "",  # empty: no instrument table
         heatmap=(
-            f"--heatmap-item {shlex.quote(str(ANALYSIS_HEATMAP_ITEM))}"
-            if ANALYSIS_HEATMAP_ITEM
+            f"--heatmap-item {shlex.quote(str(ANALYSIS_SETTINGS['heatmap_item']))}"
+            if ANALYSIS_SETTINGS["heatmap_item"]
             else ""
         ),
     log:
@@ -98,3 +95,23 @@ rule analyze:
         " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
         " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"
         " --contrasts={params.contrasts:q} {params.heatmap} --instruments={params.instruments:q} 2> {log:q}"
+
+
+# The report's first page: the sections the probe kinds' analyses wrote, Likert first (qclm.analysis.overview).
+# `qclm analyze` composes the page in its directory too; this rule composes it from every kind's section.
+rule overview:
+    conda:
+        "../../environment.yml"
+    input:
+        list(ANALYSIS_FRAGMENTS.values()),
+    output:
+        md=f"{ANALYSIS_DIR}/{OVERVIEW}.md",
+        rst=f"{ANALYSIS_DIR}/{OVERVIEW}.rst",
+    params:
+        python=sys.executable,
+        out=lambda wildcards, output: os.path.dirname(output.md),
+    log:
+        f"{ANALYSIS_LOGS}/overview.log",
+    localrule: True
+    shell:
+        "{params.python:q} -m qclm.analysis.overview --out {params.out:q} {input:q} 2> {log:q}"

@@ -176,20 +176,15 @@ def instrument_spectrum_table(oneway: pd.DataFrame, state_trait: pd.DataFrame,
     return out[SPECTRUM_COLUMNS].reset_index(drop=True)
 
 
-def library_tables(items: pd.DataFrame, all_items: pd.DataFrame, qscores: pd.DataFrame,
-                   silhouette: pd.DataFrame | None, instruments: pd.DataFrame | None, result: dict[str, pd.DataFrame],
-                   select: str, min_models: int = MIN_MODELS,
-                   min_stimuli: int = MIN_STIMULI) -> dict[str, pd.DataFrame]:
-    """The three tables of the instrument library, from the inputs and the per-model and one-way tables."""
-    from qclm.analysis.constructs import construct_map_table
+# --------------------------------------------------------------------------- the registered tables
 
-    sil = selected_silhouettes(silhouette, all_items, select)
-    return {
-        "instrument_validation": instrument_validation_table(items, sil, instruments, min_models, min_stimuli),
-        "construct_map": construct_map_table(qscores, instruments, min_models, min_stimuli),
-        "instrument_spectrum": instrument_spectrum_table(result["anova_oneway"], result["per_model_state_trait"],
-                                                         instruments),
-    }
+def instrument_validation(ctx) -> pd.DataFrame:
+    sil = selected_silhouettes(ctx.silhouette, ctx.all_templates, ctx.templates)
+    return instrument_validation_table(ctx.items, sil, ctx.instruments, ctx.min_models, ctx.min_stimuli)
+
+
+def instrument_spectrum(ctx, oneway: pd.DataFrame, state_trait: pd.DataFrame) -> pd.DataFrame:
+    return instrument_spectrum_table(oneway, state_trait, ctx.instruments)
 
 
 def overview_line(result: dict[str, pd.DataFrame]) -> str | None:
