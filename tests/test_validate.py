@@ -180,7 +180,7 @@ def test_yaml_tab_indentation(tmp_path):
      ["item W2: field keyng: unknown field (did you mean keying?)"]),
     (lambda d: d.update(colour="blue"),
      ["field colour: unknown field (known: id, name, construct, framing, source, licence, item_wording, "
-      "template, templates, scale, items)"]),
+      "template, templates, scale, items, original_scale)"]),
     (lambda d: d["items"][1].update(id="W1"),
      ["item W1 (#2): field id: duplicate item id (item #1 has it too)"]),
     (lambda d: d.update(template="Question: do you feel it?\nAnswer:{intensifier}"),
@@ -239,12 +239,10 @@ def test_yaml_tab_indentation(tmp_path):
     (lambda d: d["items"][0].update(description="\u2060\ufeff "),
      ["item W1: field description: has only invisible characters (U+2060 (WORD JOINER)): it is empty to a "
       "reader, not to a model"]),
-    # the licence: described (or written) items carry no original wording
+    # the licence: described items carry no original wording (written ones may carry the statements written for qclm)
     (lambda d: (d.update(item_wording="described"), d["items"][1].update(text="I feel calm.")),
      ["item W2: field text: item_wording is described: the original wording is not reproduced (paraphrase it in "
       "description); remove text"]),
-    (lambda d: d["items"][0].update(text="I am worried."),
-     ["item W1: field text: item_wording is written: there is no original wording; remove text"]),
 ], ids=case_id)
 def test_questionnaire_problem(tmp_path, edit, expected):
     file, got = q_lines(tmp_path, edit)

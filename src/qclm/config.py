@@ -118,9 +118,11 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     problems.extend(found)
     likert = {}
     for ident, kind, entry, where in probes.declared(config):
-        if kind == probes.LIKERT and not any(loc.startswith(where) for _, loc, _ in found):
-            likert[ident] = _collect(problems, load_questionnaire, probes.settings_of(
-                probes.kind_class(kind), entry)["questionnaire"])
+        if kind != probes.LIKERT or any(loc.startswith(where) for _, loc, _ in found):
+            continue
+        path = probes.settings_of(probes.kind_class(kind), entry).get("questionnaire")
+        if isinstance(path, str) and Path(path).expanduser().is_file():  # else: the schema or the kind reports it
+            likert[ident] = _collect(problems, load_questionnaire, path)
     problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
 
     problems.extend(_experiment_problems(config, cf, stimuli))

@@ -230,11 +230,11 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
 
 def _wording_problems(wording, item: dict, f: str, where: str) -> list:
     """``item_wording`` says whether the original item wording may be in the file (field ``text``): described (a
-    copyrighted or unclear licence: paraphrased in ``description``) and written (no original exists) carry none."""
-    if wording in ("described", "written") and "text" in item:
-        why = ("the original wording is not reproduced (paraphrase it in description)" if wording == "described"
-               else "there is no original wording")
-        return [(f, f"{where}: field text", f"item_wording is {wording}: {why}; remove text")]
+    copyrighted or unclear licence: paraphrased in ``description``) carries none; reproduced carries the original
+    wording, written the item statements written for this project (qclm.instruments reads both)."""
+    if wording == "described" and "text" in item:
+        return [(f, f"{where}: field text", "item_wording is described: the original wording is not reproduced "
+                 "(paraphrase it in description); remove text")]
     return []
 
 
