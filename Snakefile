@@ -16,7 +16,6 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/scores.smk"
 include: "workflow/rules/analysis.smk"
-include: "workflow/rules/probe_analysis.smk"
 
 
 report: REPORT_DESCRIPTION
@@ -25,6 +24,5 @@ report: REPORT_DESCRIPTION
 rule all:
     input:
         score_targets(),
-        ANALYSIS_TARGETS if probes.LIKERT in KINDS else [],
-        PROBE_ANALYSIS_TARGETS,
+        ANALYSIS_TARGETS,
     default_target: True

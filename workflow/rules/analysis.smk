@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 
-from qclm import settings
+from qclm import probes, settings
 from qclm.analysis import registry
 from qclm.analysis.overview import OVERVIEW, fragment_name
 from qclm.experiment import Experiment, format_contrast_args, output_dirs, template_settings
@@ -22,9 +22,11 @@ ANALYSIS_CONTRASTS = (
     format_contrast_args(Experiment.from_config(config).contrasts) if "conditions" in config else ""
 )
 ANALYSIS_INSTRUMENTS = f"{ANALYSIS_RESULTS}/scores/instruments.csv" if globals().get("QUESTIONNAIRES") else []
-# the probe kinds this workflow analyses, each with its rule below: a kind's rule adds it here, and its section
-# of the report's first page (analysis/overview.KIND.md) joins the overview
-ANALYSIS_PROBES = [registry.LIKERT]
+# the probe kinds this workflow analyses (the run's kinds; a Snakefile that only analyses existing Likert scores:
+# Likert), each with its rule below; each kind's section of the report's first page (analysis/overview.KIND.md)
+# joins the overview
+ANALYSIS_KINDS = {probes.kind_class(k).name: k for k in KINDS} if "KINDS" in globals() else {registry.LIKERT: ""}
+ANALYSIS_PROBES = list(ANALYSIS_KINDS)
 # every file of a probe kind's registered tables and figures
 ANALYSIS_FILES = {
     probe: [f"{ANALYSIS_DIR}/{path}" for o in registry.outputs(probe) for path in o.files]
@@ -42,59 +44,102 @@ REPORT_DESCRIPTION = (
 )
 
 
-rule analyze:
-    conda:
-        "../../environment.yml"
-    input:
-        scores=f"{ANALYSIS_RESULTS}/scores/item_scores.parquet",
-        silhouette=f"{ANALYSIS_RESULTS}/scores/silhouette.csv",
-        variant_probs=f"{ANALYSIS_RESULTS}/scores/variant_probs.parquet",
-        instruments=ANALYSIS_INSTRUMENTS,
-    output:
-        # every registered file; the one the report shows (a table's HTML copy, a figure's PNG) with its
-        # caption and category
-        [
-            report(
-                f"{ANALYSIS_DIR}/{path}",
-                caption=f"../report/{o.caption}",
-                category=o.category,
-                subcategory="Tables" if o.kind == registry.TABLE else "Figures",
-            )
-            if path == o.shown
-            else f"{ANALYSIS_DIR}/{path}"
-            for o in registry.outputs(registry.LIKERT)
-            for path in o.files
-        ],
-        fragment=ANALYSIS_FRAGMENTS[registry.LIKERT],
-        run_info=f"{ANALYSIS_DIR}/run_info.json",
-    params:
-        # the interpreter running Snakemake has the qclm package; a bare `qclm` may not be on PATH
-        python=sys.executable,
-        out=lambda wildcards, output: os.path.dirname(output.run_info),
-        bootstrap=ANALYSIS_SETTINGS["bootstrap"],
-        seed=ANALYSIS_SETTINGS["seed"],
-        size_classes=",".join(str(b) for b in ANALYSIS_SETTINGS["size_classes"]),
-        min_models=ANALYSIS_SETTINGS["min_models"],
-        min_stimuli=ANALYSIS_SETTINGS["min_stimuli"],
-        templates=template_settings(config)["select"],
-        contrasts=ANALYSIS_CONTRASTS,  # empty: the paper's contrasts present in the table
-        instruments=lambda wildcards, input: input.instruments or "",  # empty: no instrument table
-        heatmap=(
-            f"--heatmap-item {shlex.quote(str(ANALYSIS_SETTINGS['heatmap_item']))}"
-            if ANALYSIS_SETTINGS["heatmap_item"]
-            else ""
-        ),
-    log:
-        f"{ANALYSIS_LOGS}/analyze.log",
-    benchmark:
-        f"{ANALYSIS_RESULTS}/benchmarks/analyze.tsv"
-    threads: 1
-    shell:
-        "{params.python:q} -m qclm.commands analyze --scores {input.scores:q} --out {params.out:q}"
-        " --silhouette {input.silhouette:q} --variant-probs {input.variant_probs:q}"
-        " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
-        " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"
-        " --contrasts={params.contrasts:q} {params.heatmap} --instruments={params.instruments:q} 2> {log:q}"
+if registry.LIKERT in ANALYSIS_PROBES:
+
+    rule analyze:
+        conda:
+            "../../environment.yml"
+        input:
+            scores=f"{ANALYSIS_RESULTS}/scores/item_scores.parquet",
+            silhouette=f"{ANALYSIS_RESULTS}/scores/silhouette.csv",
+            variant_probs=f"{ANALYSIS_RESULTS}/scores/variant_probs.parquet",
+            instruments=ANALYSIS_INSTRUMENTS,
+        output:
+            # every registered file; the one the report shows (a table's HTML copy, a figure's PNG) with its
+            # caption and category
+            [
+                report(
+                    f"{ANALYSIS_DIR}/{path}",
+                    caption=f"../report/{o.caption}",
+                    category=o.category,
+                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
+                )
+                if path == o.shown
+                else f"{ANALYSIS_DIR}/{path}"
+                for o in registry.outputs(registry.LIKERT)
+                for path in o.files
+            ],
+            fragment=ANALYSIS_FRAGMENTS[registry.LIKERT],
+            run_info=f"{ANALYSIS_DIR}/run_info.json",
+        params:
+            # the interpreter running Snakemake has the qclm package; a bare `qclm` may not be on PATH
+            python=sys.executable,
+            out=lambda wildcards, output: os.path.dirname(output.run_info),
+            bootstrap=ANALYSIS_SETTINGS["bootstrap"],
+            seed=ANALYSIS_SETTINGS["seed"],
+            size_classes=",".join(str(b) for b in ANALYSIS_SETTINGS["size_classes"]),
+            min_models=ANALYSIS_SETTINGS["min_models"],
+            min_stimuli=ANALYSIS_SETTINGS["min_stimuli"],
+            templates=template_settings(config)["select"],
+            contrasts=ANALYSIS_CONTRASTS,  # empty: the paper's contrasts present in the table
+            instruments=lambda wildcards, input: input.instruments or "",  # empty: no instrument table
+            heatmap=(
+                f"--heatmap-item {shlex.quote(str(ANALYSIS_SETTINGS['heatmap_item']))}"
+                if ANALYSIS_SETTINGS["heatmap_item"]
+                else ""
+            ),
+        log:
+            f"{ANALYSIS_LOGS}/analyze.log",
+        benchmark:
+            f"{ANALYSIS_RESULTS}/benchmarks/analyze.tsv"
+        threads: 1
+        shell:
+            "{params.python:q} -m qclm.commands analyze --scores {input.scores:q} --out {params.out:q}"
+            " --silhouette {input.silhouette:q} --variant-probs {input.variant_probs:q}"
+            " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
+            " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"
+            " --contrasts={params.contrasts:q} {params.heatmap} --instruments={params.instruments:q} 2> {log:q}"
+
+
+# Every other probe kind: its registered tables and figures from its score tables (ProbeKind.analyze, through the
+# analysis runner), and its section of the first page.
+ANALYSIS_PROBE_CONFIG = {key: config[key] for key in ("stimuli", "conditions", "contrasts", "analysis") if key in config}
+
+for _name, _key in ANALYSIS_KINDS.items():
+    if _name == registry.LIKERT:
+        continue
+    _cls = probes.kind_class(_key)
+
+    rule:
+        name:
+            f"analyze_{_key}"
+        conda:
+            "../../environment.yml"
+        input:
+            **{f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{path}" for t, path in _cls.score_tables.items()},
+        output:
+            [
+                report(
+                    f"{ANALYSIS_DIR}/{path}",
+                    caption=f"../report/{o.caption}",
+                    category=o.category,
+                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
+                )
+                if path == o.shown
+                else f"{ANALYSIS_DIR}/{path}"
+                for o in registry.outputs(_name)
+                for path in o.files
+            ],
+            fragment=ANALYSIS_FRAGMENTS[_name],
+        params:
+            kind=_key,
+            instances=[i for i in INSTANCES.values() if i.kind == _key],
+            config={**ANALYSIS_PROBE_CONFIG, **_cls.stage_config(config)},
+            out=ANALYSIS_DIR,
+        log:
+            f"{ANALYSIS_LOGS}/analyze_{_key}.log",
+        script:
+            "../scripts/analyze_probe.py"
 
 
 # The report's first page: the sections the probe kinds' analyses wrote, Likert first (qclm.analysis.overview).

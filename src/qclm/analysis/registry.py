@@ -198,3 +198,15 @@ _likert("instrument_spectrum", FIGURE, LIBRARY, "library_figures:instrument_spec
 # wording (method.md section 7b)
 _likert("wording", TABLE, WORDING, "wording:wording")
 _likert("wording", FIGURE, WORDING, "wording_figures:wording", table="wording")
+
+#: the per-model state-trait decomposition of a probe kind's per-item numbers (qclm.probes.items), one caption
+STATE_TRAIT_CODE, STATE_TRAIT_CAPTION = "qclm.probes.items:state_trait_output", "probe_state_trait.rst"
+
+# the memorization probe (docs/memorization.md)
+MEMORIZATION = "6. Memorization"
+register(Output("memorization", TABLE, MEMORIZATION, "memorization",
+                "qclm.probes.memorization.analysis:memorization_output"))
+register(Output("memorization", FIGURE, MEMORIZATION, "memorization",
+                "qclm.probes.memorization.figures:figure_memorization", table="memorization"))
+register(Output("memorization_state_trait", TABLE, MEMORIZATION, "memorization", STATE_TRAIT_CODE,
+                caption=STATE_TRAIT_CAPTION))

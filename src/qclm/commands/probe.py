@@ -132,7 +132,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     stage_config = cls.stage_config(config)
     for condition in conditions:
         cell = Cell(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
-                    tuple(experiment.files_of(condition)))
+                    tuple(experiment.files_of(condition)), cls.version)
         df, meta = score_cell(loaded, cell, protocol, engine["seed"])
         raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
         write_parquet(df, raw, meta)

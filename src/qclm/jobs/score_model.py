@@ -54,6 +54,7 @@ class Cell:
     settings: dict[str, Any] = field(default_factory=dict)
     files: tuple[str, ...] = ()
     stimuli_files: tuple[str, ...] = ()
+    version: int = 1  # the kind's version (ProbeKind.version)
 
     def __post_init__(self):
         object.__setattr__(self, "files", tuple(self.files))
@@ -70,6 +71,7 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> s
         "model": spec.as_row(),
         "probe": cell.probe,
         "kind": cell.kind,
+        "kind_version": cell.version,
         "condition": cell.condition,
         "settings": cell.settings,
         "files_sha256": [sha256_file(Path(f)) for f in cell.files],
@@ -129,6 +131,7 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
              len(contexts), tokens, seconds, stats.method)
     metadata = {
         **loaded.provenance, "qclm": qclm.__version__, "probe": cell.probe, "kind": cell.kind,
+        "kind_version": cell.version,
         "probe_settings": cell.settings, "probe_files": list(cell.files),
         "probe_files_sha256": [sha256_file(Path(f)) for f in cell.files],
         "condition": cell.condition, "stimuli_files": [str(p) for p in cell.stimuli_files],

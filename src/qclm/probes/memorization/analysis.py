@@ -31,8 +31,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from qclm import settings
-from qclm.analysis.stats import holm
-from qclm.analysis.tables import rng_for
+from qclm.analysis.stats import holm, rng_for
+from qclm.instruments import load_instrument
 from qclm.probes.memorization import metrics as m
 
 log = logging.getLogger("qclm.memorization")
@@ -261,51 +261,35 @@ def _with_decoy(table: pd.DataFrame, decoy: str) -> pd.DataFrame:
     return table
 
 
-def write_analysis(tables: dict[str, Path], out: Path, config: dict) -> list[Path]:
-    from qclm.probes.memorization.figures import figure_memorization
-
-    raw = pd.read_parquet(tables["raw"])
-    na = pd.read_csv(tables["not_applicable"], keep_default_na=False)
-    analysis = settings.section(config, settings.ANALYSIS)
-    instance = _instance_settings(config)
-    decoy = _decoy_id(instance)
-    table = memorization_table(raw, na, decoy, instance.get("min_k", m.MIN_K), instance.get("permutations", 10_000),
-                               analysis["bootstrap"], analysis["seed"])
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "memorization.csv"
-    table.to_csv(path, index=False)
-    figs = figure_memorization(table, out / "figures")
-    overview = out / "overview.memorization.md"
-    overview.write_text(overview_section(table, decoy))
-    return [path, *figs, overview]
-
-
-def _instance_settings(config: dict) -> dict:
-    """The memorization instance's settings (the kind's analysis gets the config's memorization entry)."""
-    from qclm.probes.memorization.kind import MemorizationProbe
-
-    entries = [v for v in (config.get("probes") or {}).values() if isinstance(v, dict) and v.get("kind") == "memorization"]
-    return {**MemorizationProbe.defaults(), **(entries[0] if entries else {})}
+def memorization_output(context) -> pd.DataFrame:
+    """The registered table ``memorization``: :func:`memorization_table` for every memorization instance of the
+    run (its decoy, Min-K% share and permutation count from the instance's settings), with a ``probe`` column."""
+    raw = context.table("raw")
+    na = context.table("not_applicable")
+    analysis = settings.section(context.config, settings.ANALYSIS)
+    frames = []
+    for inst in context.instances:
+        decoy = load_instrument(inst.settings["decoy"]).id
+        mine = raw[raw["probe"] == inst.id]
+        frame = memorization_table(mine, na[na["probe"] == inst.id] if "probe" in na.columns else na, decoy,
+                                   inst.settings["min_k"], inst.settings["permutations"], analysis["bootstrap"],
+                                   analysis["seed"])
+        frames.append(frame.assign(probe=inst.id, decoy=decoy))
+    columns = ["probe", *COLUMNS, "decoy"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def _decoy_id(instance: dict) -> str:
-    from qclm.instruments import load_instrument
-    from qclm.probes.memorization.kind import DEFAULT_DECOY
-
-    return load_instrument(instance.get("decoy") or DEFAULT_DECOY).id
-
-
-def overview_section(table: pd.DataFrame, decoy: str) -> str:
+def overview_section(table: pd.DataFrame) -> str:
     """The report's line per model: above the decoy on X of Y instruments."""
     lines = ["## Memorization: does the model know the test?", ""]
     auc = table[table["metric"] == "auc_min_k"]
     for (model, condition), g in auc.groupby(["model", "condition"], sort=False):
-        above = g[g["above_decoy"]]["instrument"].tolist()
+        above = g[g["above_decoy"].astype(bool)]["instrument"].tolist()
         lines.append(f"- **{model}** ({condition}): item exposure (Min-K%) above the decoy on {len(above)} of {len(g)} "
                      f"instruments (Holm-corrected permutation p < 0.05)" + (f": {', '.join(above)}" if above else ""))
     if auc.empty:
         lines.append("- no exposure rows (no instrument with item wording)")
-    lines += ["", "Every metric with its baseline (decoy, random, permutation) and CI over items: "
-              "`memorization.csv`; the decoy instrument (`" + decoy + "`, never published) is each task's null within "
-              "each model.", ""]
+    decoys = ", ".join(f"`{d}`" for d in dict.fromkeys(table["decoy"])) if "decoy" in table.columns else ""
+    lines += ["", "Every metric with its baseline (decoy, random, permutation) and CI over items: `memorization.csv`; "
+              f"the decoy instrument ({decoys or 'never published'}) is each task's null within each model.", ""]
     return "\n".join(lines)

@@ -86,6 +86,7 @@ def target_value(options, goal: str) -> float:
 
 class MemorizationProbe(ProbeKind):
     name = "memorization"
+    version = 2  # 2: the raw table names each dimension row's inventory
     summary = "does the model know the test? item exposure, recall, keyword cloze, dimension, option scores, targets"
     schema = {
         "type": "object",
@@ -341,16 +342,10 @@ class MemorizationProbe(ProbeKind):
         return {"raw": raw, "items": items.reset_index(drop=True), "not_applicable": na}
 
     @classmethod
-    def analysis_files(cls) -> list[str]:
-        return (super().analysis_files() + ["memorization.csv", "figures/memorization.png", "figures/memorization.pdf",
-                                            "overview.memorization.md"])
+    def overview(cls, context, results) -> str:
+        from qclm.probes.memorization.analysis import overview_section
 
-    @classmethod
-    def analyze(cls, tables: dict[str, Path], out: Path, config: dict) -> list[Path]:
-        from qclm.probes.memorization.analysis import write_analysis
-
-        written = super().analyze(tables, out, config)
-        return written + write_analysis(tables, Path(out), config)
+        return overview_section(results["memorization"])
 
     # -- the command line ---------------------------------------------------------------------------------------
     @classmethod
