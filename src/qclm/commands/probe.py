@@ -147,7 +147,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     analysis_config = {**config, **stage_config}
     stages.collect(kind_name, [instance], cells, models, analysis_config, {k: str(v) for k, v in score_files.items()})
     (out / "analysis").mkdir(parents=True, exist_ok=True)
-    written = cls.analyze(score_files, out / "analysis", analysis_config)
+    written = cls.analyze(score_files, out / "analysis", analysis_config, [instance])
     log.info("%s on %s: %d condition(s) scored; tables in %s%s", ident, spec.name, len(conditions), out / "scores",
              f"; analysis: {', '.join(str(p) for p in written)}" if written else "")
     return 0

@@ -185,7 +185,7 @@ class LikertProbe(ProbeKind):
         return tables
 
     @classmethod
-    def analyze(cls, tables: dict[str, Any], out, config: dict) -> list:
+    def analyze(cls, tables: dict[str, Any], out, config: dict, instances=()) -> list:
         """The Likert analysis (``qclm analyze``: method.md sections 6-8) on the collected score tables."""
         from qclm.analysis.stage import analyze
         from qclm.experiment import Experiment
