@@ -175,3 +175,22 @@ def test_qclm_probe_memorization_on_a_plain_item_list(tmp_path, tiny_llama_dir):
     raw = pd.read_parquet(out / "scores" / "memorization_raw.parquet")
     assert set(raw["task"]) == {"exposure", "recall", "cloze", "dimension", "option_score"}
     assert (out / "analysis" / "figures" / "memorization.png").stat().st_size > 10_000
+
+
+def test_target_score_matching_on_a_hand_made_table():
+    """A four-option scale (0-3): the middle target, 1.5, lies between two options; each target's error and the
+    uniform answer's expected error by summation."""
+    rows = []
+    for goal, chosen in (("minimum", 0), ("middle", 1), ("maximum", 3)):
+        for score in range(4):
+            rows.append({"model": "m", "condition": "vanilla", "task": "target", "instrument": "x", "item_id": "i1",
+                         "target": goal, "candidate_value": float(score), "logprob": 0.0 if score == chosen else -5.0,
+                         "is_true": False, "option": "", "inventory": ""})
+    table = memorization_table(pd.DataFrame(rows), pd.DataFrame(columns=["model", "condition", "task", "instrument",
+                                                                        "reason"]), "decoy", n_boot=0)
+    got = table.set_index("metric")
+    assert got.loc["mae_minimum", "value"] == 0 and got.loc["mae_maximum", "value"] == 0
+    assert got.loc["mae_middle", "value"] == 0.5
+    assert got.loc["mae_middle", "baseline"] == pytest.approx(1.0)  # mean |1.5 - s| over s = 0..3
+    assert got.loc["mae_maximum", "baseline"] == pytest.approx(1.5)  # mean |3 - s|
+    assert got.loc["expected_mae_middle", "value"] < 1.0

@@ -79,9 +79,10 @@ def score_label(score: float) -> str:
     return f"{score:g}"
 
 
-def target_value(options, goal: str) -> float:
-    scores = sorted(o.score for o in options)
-    return {"minimum": scores[0], "maximum": scores[-1], "middle": (scores[0] + scores[-1]) / 2}[goal]
+def target_score(scores, goal: str) -> float:
+    """The score a target asks for: the scale's minimum, maximum, or the middle of its range."""
+    low, high = min(scores), max(scores)
+    return {"minimum": low, "maximum": high, "middle": (low + high) / 2}[goal]
 
 
 class MemorizationProbe(ProbeKind):
@@ -272,7 +273,7 @@ class MemorizationProbe(ProbeKind):
                                              options=" / ".join(labels))
                         out.append(Labelled({"task": "target", "instrument": inst.id, "item_id": it.id,
                                              "target": goal, "candidates": labels, "values": values,
-                                             "true": target_value(inst.options, goal)},
+                                             "true": target_score([o.score for o in inst.options], goal)},
                                             ChoiceRequest(ask(user), opts(labels), values, full=False),
                                             f"{inst.path}: item {it.id}: target {goal}",
                                             f"target {goal}, {inst.id} item {it.id}"))
