@@ -172,3 +172,49 @@ def test_tree_layout_keys_are_the_prefix_and_the_ancestors():
             assert not b.allowed[r, :len(rows), len(real):].any()  # padding keys are hidden
     assert seen == set(range(n))
     assert layout.computed_pairs < n * (40 + n) / 3
+
+
+def _chains(seed=0):
+    """Token chains over one stimulus: own prompts, steps with texts (empty ones too) and options of 1-3 tokens."""
+    from qclm.engine.chains import TokenChain
+
+    rng = np.random.default_rng(seed)
+    stimulus = tuple(rng.integers(1, VOCAB, 30).tolist())
+    chains = []
+    for c in range(3):
+        steps = []
+        for s in range(3 + c):
+            text = tuple(rng.integers(1, VOCAB, int(rng.integers(0, 3))).tolist())
+            options = tuple(tuple(rng.integers(1, VOCAB, int(rng.integers(1, 4))).tolist()) for _ in range(3))
+            steps.append((text, options))
+        chains.append(TokenChain(stimulus + tuple(rng.integers(1, VOCAB, 4 + c).tolist()), tuple(steps)))
+    return chains
+
+
+@pytest.mark.parametrize("arch", sorted(CONFIGS) + sorted(SCALED))
+def test_tree_sessions_equal_full_sequences(arch):
+    """Chains and generation through tree sessions (nodes kept in the cache across passes, small query blocks and
+    packs: several blocks and passes per step) equal full sequences on every architecture, the windowed ones
+    (windows of 12, shorter than the grown chains), the soft-capped one and the ones scored from their own logits."""
+    from qclm.engine.chains import run_chains
+    from qclm.engine.generation import run_generation
+    from qclm.engine.requests import GenerationSettings
+
+    model = _model({**CONFIGS, **SCALED}[arch]())
+    chains = _chains()
+    tree = PrefixTreeScorer(model, pack_tokens=16, block=8)
+    got = run_chains(tree, chains)
+    assert tree.head.own_logits == (arch in SCALED)
+    full = FullSequenceScorer(model, batch_size=4)
+    for chain, steps in zip(chains, got):
+        ids = chain.context
+        for (text, options), step in zip(chain.steps, steps):
+            want = full.score([Request(ids + text, o) for o in options])
+            assert _diff([np.array(t) for t in step.token_logprobs], want) <= 1e-4, arch
+            ids = ids + text + options[step.argmax]
+    prompts = [c.context for c in chains]
+    settings = GenerationSettings(max_new_tokens=10, temperature=1.0, top_k=0, top_p=1.0)
+    out = run_generation(PrefixTreeScorer(model, pack_tokens=16, block=8), prompts, [settings] * 3, [1, 2, 3],
+                         set(), lambda ids: "")
+    want = full.score([Request(p, tuple(g.token_ids)) for p, g in zip(prompts, out)])
+    assert _diff([np.array(g.token_logprobs) for g in out], want) <= 1e-4, arch

@@ -3,6 +3,10 @@
 - :mod:`qclm.engine.requests`: token requests and the context/continuation boundary (no torch)
 - :mod:`qclm.engine.scorers`: the prefix-tree scorer, the full-sequence reference, the self-checked ``auto``
 - :mod:`qclm.engine.tree_attention`: the prefix tree laid flat and attention over what its mask allows
+- :mod:`qclm.engine.session`: a prefix tree whose nodes persist in the KV cache across passes
+- :mod:`qclm.engine.chains`: chains of forced choices over a growing context, in tree sessions
+- :mod:`qclm.engine.generation`: greedy and sampled generation, in tree sessions
+- :mod:`qclm.engine.backend`: the string-level seam probes talk to (``Backend``, ``LocalBackend``)
 
 Names are imported lazily, so ``qclm.engine.requests`` can be used without loading torch.
 """
@@ -15,6 +19,8 @@ _EXPORTS = {
     "BoundaryError": "requests", "Request": "requests", "tokenize_requests": "requests",
     "make_scorer": "scorers", "PrefixTreeScorer": "scorers", "FullSequenceScorer": "scorers",
     "AutoScorer": "scorers", "LogprobHead": "scorers", "Stats": "scorers", "self_check_tolerance": "scorers",
+    "HeadInput": "scorers", "TreeSession": "session", "run_chains": "chains", "run_generation": "generation",
+    "Backend": "backend", "LocalBackend": "backend",
 }
 
 

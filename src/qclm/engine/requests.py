@@ -126,10 +126,13 @@ class ChainStep:
 @dataclass(frozen=True)
 class ChainRequest:
     """Forced choices in sequence over a growing context (each answer so far is part of the next step's context):
-    the context, then per step its text and the option the model chose (the argmax)."""
+    the context, then per step its text and the option the model chose (the argmax). The context is tokenized whole
+    (with the tokenizer's special tokens), each text and option on its own, and the ids are concatenated
+    (qclm.engine.chains). ``full``: as ``ChoiceRequest.full``, at every step."""
 
     context: str
     steps: tuple[ChainStep, ...]
+    full: bool = True
 
 
 @dataclass(frozen=True)
@@ -184,10 +187,13 @@ class ChainResult:
 
 @dataclass(frozen=True)
 class GenerateResult:
-    text: str
-    token_ids: tuple[int, ...]
+    text: str  # the new tokens decoded, without the end-of-sequence token, cut before the first stop string
+    token_ids: tuple[int, ...]  # the new tokens (the end-of-sequence token, or the one that completed a stop string,
+    #                             included)
     finish_reason: str  # "stop" (a stop string), "eos", or "length"
-    prompt_sha256: str  # hash of the prompt's token ids (what the model saw)
+    prompt_sha256: str  # hash of the prompt's token ids (what the model saw): :func:`prompt_sha256`
+    token_logprobs: tuple[float, ...] = ()  # log P(token | prompt, tokens before) under the model (temperature 1,
+    #                                         no top-k/top-p), one per token id
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -198,14 +204,26 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def choice_result(token_logprobs: Sequence[Sequence[float]], values: Sequence[float] | None = None,
                   normalized: bool = True) -> ChoiceResult:
     """A :class:`ChoiceResult` from each option's token log-probabilities (the one home of the forced-choice
-    numbers: softmax over summed log-probs, the per-token-mean alternative, argmax, expected value)."""
+    numbers: softmax over summed log-probs, the per-token-mean alternative, argmax, expected value).
+
+    ``normalized`` False: each option's first log-probability lacks the same log-sum-exp (the options share their
+    first position). It cancels in ``probs``; in ``probs_mean`` it cancels only when every option has the same
+    number of tokens, so otherwise ``probs_mean`` is NaN (ask with ``full=True`` for it)."""
     lps = [np.asarray(t, dtype=np.float64) for t in token_logprobs]
     sums = np.array([t.sum() for t in lps])
     means = np.array([t.mean() for t in lps])
+    if not normalized and len({len(t) for t in lps}) > 1:
+        means = np.full(len(lps), np.nan)
     probs = _softmax(sums)
     expected = float(np.dot(probs, np.asarray(values, dtype=np.float64))) if values is not None else None
     return ChoiceResult(tuple(map(float, sums)), tuple(tuple(map(float, t)) for t in lps), tuple(map(float, probs)),
                         tuple(map(float, _softmax(means))), int(np.argmax(sums)), expected, normalized)
+
+
+def prompt_sha256(ids: Sequence[int]) -> str:
+    """sha256 (hex) of a prompt's token ids written as decimal numbers joined by commas ("2,1045,338"): what the
+    model saw, checkable without Python."""
+    return hashlib.sha256(",".join(str(int(i)) for i in ids).encode("ascii")).hexdigest()
 
 
 def derive_seed(*parts: object) -> int:

@@ -65,6 +65,8 @@ class Stats:
     tokens_computed: int = 0
     scored_positions: int = 0  # (position, target) pairs scored
     head_positions: int = 0  # distinct hidden states that went through the LM head
+    head_vocab_rows: int = 0  # rows of the LM head's weight computed, summed over positions (vocabulary at a full
+    #                           position, one per target where only the target's logit is needed: ``raw``)
     forward_calls: int = 0
     seconds: float = 0.0
     method: str = ""
@@ -110,6 +112,7 @@ class LogprobHead:
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         self.vocab = self.head.weight.shape[0]
         self.positions = 0  # distinct hidden states that went through the head
+        self.vocab_rows = 0  # rows of the head's weight computed, summed over positions
         self.own_logits = False
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -137,40 +140,102 @@ class LogprobHead:
             known = _HEAD_CHECKS[self.model] = (own, diff)
         self.own_logits = known[0]
 
-    def run(self, model_kwargs: dict, rows: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(self, model_kwargs: dict, rows: torch.Tensor, targets: torch.Tensor, raw: torch.Tensor | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor]:
         """One forward pass: log P(targets[i] | position rows[i]) and whether targets[i] is the
         argmax there. ``rows`` index the flattened [batch x length] positions of the input. Each
         distinct row goes through the head once, however many targets it scores (all first
-        intensifier tokens of one item prefix share the prefix's last hidden state)."""
+        intensifier tokens of one item prefix share the prefix's last hidden state). ``raw`` (bool per
+        target): those targets get their logit only, the log-sum-exp over the vocabulary left out (see
+        ``score``)."""
         unique, inverse = torch.unique(rows, return_inverse=True)
         if self.own_logits:
             shape = model_kwargs["input_ids"].shape
             keep = torch.zeros(shape[0] * shape[1], dtype=torch.bool, device=rows.device)
             keep[unique] = True
             logits = self.model(**model_kwargs, logits_to_keep=keep.view(shape)).logits
-            logits = logits.reshape(-1, logits.shape[-1])
-
-            def block(r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
-                return logits[r0:r1, v0:v1].float()
+            source = HeadInput(self, logits=logits.reshape(-1, logits.shape[-1]))
         else:
             hidden = self.model.base_model(**model_kwargs).last_hidden_state
-            hidden = hidden.reshape(-1, hidden.shape[-1])[unique]
-            weight, bias = self.head.weight, getattr(self.head, "bias", None)
+            source = HeadInput(self, hidden=hidden.reshape(-1, hidden.shape[-1])[unique])
+        return self.score(source, inverse, targets, raw)
 
-            def block(r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
-                logits = torch.nn.functional.linear(hidden[r0:r1], weight[v0:v1], None if bias is None else bias[v0:v1])
-                if self.softcap:
-                    logits = torch.tanh(logits / self.softcap) * self.softcap
-                return logits.float()
-
-        lp = torch.empty(len(targets), dtype=torch.float32, device=rows.device)
-        greedy = torch.empty(len(targets), dtype=torch.bool, device=rows.device)
-        for r0 in range(0, len(unique), HEAD_ROWS):
-            r1 = min(r0 + HEAD_ROWS, len(unique))
-            mine = torch.nonzero((inverse >= r0) & (inverse < r1))[:, 0]
-            lp[mine], greedy[mine] = _online_logprobs(block, r0, r1, self.vocab, inverse[mine] - r0, targets[mine])
-        self.positions += len(unique)
+    def score(self, source: HeadInput, rows: torch.Tensor, targets: torch.Tensor, raw: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log P(targets[i] | row rows[i] of ``source``) and whether targets[i] is the argmax there. Targets where
+        ``raw`` is True get their (soft-capped) logit only: the log-sum-exp over the vocabulary is left out, so only
+        their row of the head's weight is computed (a forced choice among options that share the position: the
+        log-sum-exp is the same for every option and cancels in the probabilities over them); their argmax flag
+        is False (unknown)."""
+        lp = torch.empty(len(targets), dtype=torch.float32, device=targets.device)
+        greedy = torch.empty(len(targets), dtype=torch.bool, device=targets.device)
+        if raw is not None and bool(raw.any()):
+            picked = torch.nonzero(raw)[:, 0]
+            lp[picked] = source.pick(rows[picked], targets[picked])  # before the online pass (it works in place)
+            greedy[picked] = False
+            self.vocab_rows += len(picked)
+            full = torch.nonzero(~raw)[:, 0]
+            if len(full):
+                sub, inverse = torch.unique(rows[full], return_inverse=True)
+                lp[full], greedy[full] = self.score(source.select(sub), inverse, targets[full])
+            return lp, greedy
+        for r0 in range(0, source.n, HEAD_ROWS):
+            r1 = min(r0 + HEAD_ROWS, source.n)
+            mine = torch.nonzero((rows >= r0) & (rows < r1))[:, 0]
+            lp[mine], greedy[mine] = _online_logprobs(source.block, r0, r1, self.vocab, rows[mine] - r0, targets[mine])
+        self.positions += source.n
+        self.vocab_rows += source.n * self.vocab
         return lp, greedy
+
+    def full_logits(self, source: HeadInput) -> torch.Tensor:
+        """[rows, vocabulary] float32 logits of every row of ``source`` (generation samples from them)."""
+        out = torch.cat([source.block(r0, min(r0 + HEAD_ROWS, source.n), 0, self.vocab).clone()
+                         for r0 in range(0, source.n, HEAD_ROWS)]) if source.n else source.empty()
+        self.positions += source.n
+        self.vocab_rows += source.n * self.vocab
+        return out
+
+
+class HeadInput:
+    """The rows the LM head runs on: last hidden states (``hidden``), or the model's own logits (``logits``,
+    for models whose output processing the head does not know)."""
+
+    def __init__(self, head: LogprobHead, hidden: torch.Tensor | None = None, logits: torch.Tensor | None = None):
+        self.head = head
+        self.hidden = hidden
+        self.logits = logits
+        self.n = len(hidden if hidden is not None else logits)
+
+    def select(self, index: torch.Tensor) -> HeadInput:
+        if self.hidden is not None:
+            return HeadInput(self.head, hidden=self.hidden[index])
+        return HeadInput(self.head, logits=self.logits[index])
+
+    def empty(self) -> torch.Tensor:
+        src = self.hidden if self.hidden is not None else self.logits
+        return torch.empty(0, self.head.vocab, dtype=torch.float32, device=src.device)
+
+    def block(self, r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
+        """float32 logits of rows r0:r1, vocabulary v0:v1 (soft-capped as the model does)."""
+        if self.logits is not None:
+            return self.logits[r0:r1, v0:v1].float()
+        weight, bias = self.head.head.weight, getattr(self.head.head, "bias", None)
+        logits = torch.nn.functional.linear(self.hidden[r0:r1], weight[v0:v1], None if bias is None else bias[v0:v1])
+        if self.head.softcap:
+            logits = torch.tanh(logits / self.head.softcap) * self.head.softcap
+        return logits.float()
+
+    def pick(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """float32 logit of tokens[i] at row rows[i]: one row of the head's weight per target."""
+        if self.logits is not None:
+            return self.logits[rows, tokens].float()
+        weight, bias = self.head.head.weight, getattr(self.head.head, "bias", None)
+        logits = torch.bmm(self.hidden[rows][:, None, :], weight[tokens][:, :, None])[:, 0, 0]
+        if bias is not None:
+            logits = logits + bias[tokens]
+        if self.head.softcap:
+            logits = torch.tanh(logits / self.head.softcap) * self.head.softcap
+        return logits.float()
 
 
 def _online_logprobs(block, r0: int, r1: int, vocab: int, rows: torch.Tensor, targets: torch.Tensor
@@ -235,6 +300,19 @@ def _check_requests(requests: Sequence[Request]) -> None:
                              "scoring needs at least one token of each")
 
 
+def _raw_targets(requests: Sequence[Request], owners: Sequence[int], raw: Sequence[bool] | None,
+                 device: torch.device) -> torch.Tensor | None:
+    """Per target of a batch or pack (requests ``owners`` in order, each its continuation's tokens): True at the
+    first token of a request whose ``raw`` flag is set."""
+    if raw is None or not any(raw[i] for i in owners):
+        return None
+    flags = []
+    for i in owners:
+        flags.append(bool(raw[i]))
+        flags.extend([False] * (len(requests[i].continuation) - 1))
+    return torch.tensor(flags, device=device)
+
+
 def _split(requests: Sequence[Request], lp: np.ndarray, greedy: np.ndarray, owners: Sequence[int],
            results: list, flags: list) -> None:
     at = 0
@@ -253,13 +331,16 @@ class FullSequenceScorer:
         self.head = LogprobHead(model)
         self.stats = Stats(method="full")
 
-    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None) -> list[np.ndarray]:
-        return self.score_with_greedy(requests, progress)[0]
+    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+              raw: Sequence[bool] | None = None) -> list[np.ndarray]:
+        return self.score_with_greedy(requests, progress, raw)[0]
 
     @torch.inference_mode()
-    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None
-                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per request: the continuation's token log-probs, and per token whether it is the argmax."""
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+                          raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per request: the continuation's token log-probs, and per token whether it is the argmax. ``raw`` (one
+        flag per request): the first continuation token of a flagged request gets its logit only, the log-sum-exp
+        over the vocabulary left out (``LogprobHead.score``; forced choices, qclm.engine.backend)."""
         t0 = time.perf_counter()
         results: list = [None] * len(requests)
         flags: list = [None] * len(requests)
@@ -273,7 +354,7 @@ class FullSequenceScorer:
         while start < len(order):
             batch = order[start:start + bs]
             try:
-                self._score_batch(requests, batch, device, results, flags)
+                self._score_batch(requests, batch, device, results, flags, raw)
             except RuntimeError as err:
                 if not _is_oom(err) or bs == 1:
                     raise
@@ -287,7 +368,7 @@ class FullSequenceScorer:
         self.stats.seconds += time.perf_counter() - t0
         return results, flags
 
-    def _score_batch(self, requests, batch, device, results, flags) -> None:
+    def _score_batch(self, requests, batch, device, results, flags, raw=None) -> None:
         seqs = [requests[i].context + requests[i].continuation for i in batch]
         width = max(map(len, seqs))
         ids = torch.zeros(len(seqs), width, dtype=torch.long)
@@ -299,12 +380,14 @@ class FullSequenceScorer:
             n = len(requests[i].context)
             rows.extend(b * width + n - 1 + k for k in range(len(requests[i].continuation)))
             targets.extend(requests[i].continuation)
-        head_before = self.head.positions
+        head_before, vocab_before = self.head.positions, self.head.vocab_rows
         lp, greedy = self.head.run({"input_ids": ids.to(device), "attention_mask": mask.to(device), "use_cache": False},
-                                   torch.tensor(rows, device=device), torch.tensor(targets, device=device))
+                                   torch.tensor(rows, device=device), torch.tensor(targets, device=device),
+                                   _raw_targets(requests, batch, raw, device))
         self.stats.tokens_computed += sum(map(len, seqs))
         self.stats.scored_positions += len(targets)
         self.stats.head_positions += self.head.positions - head_before
+        self.stats.head_vocab_rows += self.head.vocab_rows - vocab_before
         self.stats.forward_calls += 1
         _split(requests, lp.cpu().numpy(), greedy.cpu().numpy(), batch, results, flags)
 
@@ -413,13 +496,16 @@ class PrefixTreeScorer:
         return t
 
     # -- scoring -----------------------------------------------------------------------------
-    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None) -> list[np.ndarray]:
-        return self.score_with_greedy(requests, progress)[0]
+    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+              raw: Sequence[bool] | None = None) -> list[np.ndarray]:
+        return self.score_with_greedy(requests, progress, raw)[0]
 
     @torch.inference_mode()
-    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None
-                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per request: the continuation's token log-probs, and per token whether it is the argmax."""
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+                          raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per request: the continuation's token log-probs, and per token whether it is the argmax. ``raw`` (one
+        flag per request): the first continuation token of a flagged request gets its logit only, the log-sum-exp
+        over the vocabulary left out (``LogprobHead.score``; forced choices, qclm.engine.backend)."""
         t0 = time.perf_counter()
         results: list = [None] * len(requests)
         flags: list = [None] * len(requests)
@@ -437,15 +523,7 @@ class PrefixTreeScorer:
         from transformers import DynamicCache
 
         cache = DynamicCache()  # full (non-sliding) layers: the masks apply any window
-        if prefix_len > 0:
-            pos = torch.arange(prefix_len, device=device)
-            causal = pos[:, None] >= pos[None, :]
-            self.model.base_model(
-                input_ids=torch.tensor([contexts[0][:prefix_len]], device=device),
-                position_ids=pos[None], attention_mask=self._mask(causal, pos, pos),
-                past_key_values=cache, use_cache=True)
-            self.stats.tokens_computed += prefix_len
-            self.stats.forward_calls += 1
+        self._prefill(cache, contexts[0][:prefix_len], device)
         budget = self._auto_pack_tokens(prefix_len, device)
         if self.head.own_logits:  # the model's own logits at every scored row of a pack at once
             budget = min(budget, max(64, OWN_LOGITS_BYTES // (4 * self.head.vocab)))
@@ -460,7 +538,7 @@ class PrefixTreeScorer:
                     break
                 end += 1
             try:
-                self._score_pack(pack, requests, prefix_len, cache, device, results, flags)
+                self._score_pack(pack, requests, prefix_len, cache, device, results, flags, raw)
             except RuntimeError as err:
                 _crop(cache, prefix_len)
                 if not _is_oom(err) or end - start == 1:
@@ -476,7 +554,21 @@ class PrefixTreeScorer:
         self.stats.seconds += time.perf_counter() - t0
         return results, flags
 
-    def _score_pack(self, pack: PackBuilder, requests, prefix_len: int, cache, device, results, flags) -> None:
+    def _prefill(self, cache, prefix: Sequence[int], device: torch.device) -> None:
+        """The shared prefix into ``cache``, causally (once per call of ``score``, or per tree session)."""
+        prefix_len = len(prefix)
+        if prefix_len > 0:
+            pos = torch.arange(prefix_len, device=device)
+            causal = pos[:, None] >= pos[None, :]
+            self.model.base_model(
+                input_ids=torch.tensor([list(prefix)], device=device),
+                position_ids=pos[None], attention_mask=self._mask(causal, pos, pos),
+                past_key_values=cache, use_cache=True)
+            self.stats.tokens_computed += prefix_len
+            self.stats.forward_calls += 1
+
+    def _score_pack(self, pack: PackBuilder, requests, prefix_len: int, cache, device, results, flags, raw=None
+                    ) -> None:
         layout = TreeLayout(np.array(pack.parent, dtype=np.int64), np.array(pack.pos, dtype=np.int64), prefix_len,
                             device, self.block, self._config_window)
         q_pos = torch.tensor(pack.pos, device=device)
@@ -484,18 +576,20 @@ class PrefixTreeScorer:
                   "past_key_values": cache, "use_cache": True}
         rows = torch.tensor(pack.rows, device=device)
         targets = torch.tensor(pack.targets, device=device)
-        head_before = self.head.positions
+        raw_targets = _raw_targets(requests, pack.owners, raw, device)
+        head_before, vocab_before = self.head.positions, self.head.vocab_rows
         if self.attention == "tree":
             with tree_attention(self.model, layout):
-                lp, greedy = self.head.run(kwargs, rows, targets)
+                lp, greedy = self.head.run(kwargs, rows, targets, raw_targets)
         else:
             k_pos = torch.cat([torch.arange(prefix_len, device=device), q_pos])
             kwargs["attention_mask"] = self._mask(layout.dense_allowed(), q_pos, k_pos)
-            lp, greedy = self.head.run(kwargs, rows, targets)
+            lp, greedy = self.head.run(kwargs, rows, targets, raw_targets)
         self.stats.tokens_computed += pack.size
         self.stats.attended_pairs += layout.attended_pairs
         self.stats.scored_positions += len(pack.targets)
         self.stats.head_positions += self.head.positions - head_before
+        self.stats.head_vocab_rows += self.head.vocab_rows - vocab_before
         self.stats.forward_calls += 1
         _split(requests, lp.cpu().numpy(), greedy.cpu().numpy(), pack.owners, results, flags)
 
@@ -517,31 +611,39 @@ class AutoScorer:
     def stats(self) -> Stats:
         return self.scorer.stats
 
-    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None) -> list[np.ndarray]:
-        return self.score_with_greedy(requests, progress)[0]
+    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+              raw: Sequence[bool] | None = None) -> list[np.ndarray]:
+        return self.score_with_greedy(requests, progress, raw)[0]
 
-    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None
-                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+                          raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        extra = {} if raw is None else {"raw": raw}
         if self.checked or len(requests) < 2:
-            return self.scorer.score_with_greedy(requests, progress)
+            return self.scorer.score_with_greedy(requests, progress, **extra)
         self.checked = True
         try:
-            got = self.scorer.score_with_greedy(requests, progress)
+            got = self.scorer.score_with_greedy(requests, progress, **extra)
         except Exception as err:  # noqa: BLE001 - any failure means: do not use this path
             reason = f"prefix-tree scoring raised {type(err).__name__}: {err}"
         else:
-            reason = self._check(requests, got[0])
+            reason = self._check(requests, got[0], raw)
             if reason is None:
                 return got
+        self.fall_back(reason)
+        return self.scorer.score_with_greedy(requests, progress, **extra)
+
+    def fall_back(self, reason: str) -> None:
+        """Score full sequences from now on (a self-check failed: here, or in a tree session of the backend)."""
         log.warning("shared-prefix scoring disabled for this model (%s); scoring full sequences", reason)
+        self.checked = True
         self.scorer = FullSequenceScorer(self.model, self.batch_size)
         self.scorer.stats.notes.append(reason)
-        return self.scorer.score_with_greedy(requests, progress)
 
-    def _check(self, requests: Sequence[Request], got: list[np.ndarray]) -> str | None:
+    def _check(self, requests: Sequence[Request], got: list[np.ndarray], raw: Sequence[bool] | None = None
+               ) -> str | None:
         sample = _check_sample(requests)
         reference = FullSequenceScorer(self.model, self.batch_size)
-        want = reference.score([requests[i] for i in sample])
+        want = reference.score([requests[i] for i in sample], raw=None if raw is None else [raw[i] for i in sample])
         self.scorer.stats.check_tokens += reference.stats.tokens_computed
         diff = max(float(np.max(np.abs(got[i] - w))) for i, w in zip(sample, want))
         if not math.isfinite(diff) or diff > self_check_tolerance(self.model):

@@ -104,10 +104,14 @@ class PackBuilder:
         self._undo = None
 
 
-def ancestors(parent: np.ndarray) -> np.ndarray:
-    """[nodes, depth] ancestors-or-self of every node (itself first), padded with -1."""
-    cols = [np.arange(len(parent))]
-    cur = parent.copy()
+def ancestors(parent: np.ndarray, nodes: np.ndarray | None = None) -> np.ndarray:
+    """[nodes, depth] ancestors-or-self of every node (or of ``nodes``; itself first), padded with -1."""
+    if nodes is None:
+        cols = [np.arange(len(parent))]
+        cur = parent.copy()
+    else:
+        cols = [nodes]
+        cur = parent[nodes]
     while (cur >= 0).any():
         cols.append(cur)
         cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
@@ -129,16 +133,24 @@ class _Bucket:
 
 class TreeLayout:
     """Per-pack structure for ``attend``: query blocks, their key sets and masks (built once per
-    pack, shared by all layers)."""
+    pack, shared by all layers).
+
+    ``parent`` and ``pos`` describe every node in the cache after the shared prefix; the queries are the nodes
+    from ``first`` on (0: a pack, all of them new). With ``first`` > 0 (a tree session, qclm.engine.session) the
+    nodes before it are already in the KV cache from earlier passes, and a query's keys are the prefix and its
+    ancestors among all nodes, old ones included."""
 
     def __init__(self, parent: np.ndarray, pos: np.ndarray, prefix_len: int, device: torch.device,
-                 block: int = DEFAULT_BLOCK, config_window=None):
-        self.n = n = len(parent)
+                 block: int = DEFAULT_BLOCK, config_window=None, first: int = 0):
+        parent = np.asarray(parent)
+        self.first = first
+        self.total = len(parent)  # nodes in the cache after this pass (keys beyond the prefix)
+        self.n = n = len(parent) - first  # queries
         self.prefix_len = prefix_len
         self.device = device
         self.block = block
         self.config_window = config_window  # callable(layer_idx) -> window or None (fallback)
-        self.anc = ancestors(np.asarray(parent))
+        self.anc = ancestors(parent) if first == 0 else ancestors(parent, np.arange(first, len(parent)))
         self.pos = np.asarray(pos)
         depth = (self.anc >= 0).sum(1)
         #: query-key pairs the tree mask allows (the attention work that is needed), for FLOP counts
@@ -161,7 +173,7 @@ class TreeLayout:
         self.computed_pairs = sum(len(b.chunks) * block * b.k_index.shape[1] for b in self.buckets)
 
     def _bucket(self, ids: list[int], chunks: list[np.ndarray]) -> _Bucket:
-        n, P, B = self.n, self.prefix_len, self.block
+        n, P, B, first = self.n, self.prefix_len, self.block, self.first
         K = max(len(chunks[c]) for c in ids)
         q_index = np.full((len(ids), B), n, dtype=np.int64)
         k_index = np.zeros((len(ids), P + K), dtype=np.int64)
@@ -171,12 +183,12 @@ class TreeLayout:
         q_pos = np.zeros((len(ids), B), dtype=np.int64)
         k_pos = np.zeros((len(ids), P + K), dtype=np.int64)
         k_pos[:, :P] = np.arange(P)
-        col = np.full(n, -1, dtype=np.int64)
+        col = np.full(self.total, -1, dtype=np.int64)
         for r, c in enumerate(ids):
             keys = chunks[c]
             rows = np.arange(c * B, min(n, (c + 1) * B))
             q_index[r, :len(rows)] = rows
-            q_pos[r, :len(rows)] = self.pos[rows]
+            q_pos[r, :len(rows)] = self.pos[first + rows]
             k_index[r, P:P + len(keys)] = P + keys
             k_pos[r, P:P + len(keys)] = self.pos[keys]
             col[keys] = np.arange(len(keys))
@@ -206,7 +218,7 @@ class TreeLayout:
 
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None,
                window: int | None, softcap: float | None) -> torch.Tensor:
-        """query [1, H, n, d]; key/value [1, Hkv, prefix + n, d] (cache already extended by the
+        """query [1, H, n, d]; key/value [1, Hkv, prefix + total, d] (cache already extended by the
         pack). Returns the attention output as [1, n, H, d], as attention implementations do."""
         _, H, n, d = query.shape
         Hkv = key.shape[1]
@@ -233,9 +245,9 @@ class TreeLayout:
         return out[None, :n]
 
     def dense_allowed(self) -> torch.Tensor:
-        """[n, prefix + n] bool: the whole shared prefix and the node's ancestors-or-self."""
+        """[n, prefix + total] bool: the whole shared prefix and the node's ancestors-or-self."""
         n, P = self.n, self.prefix_len
-        allowed = np.zeros((n, P + n), dtype=bool)
+        allowed = np.zeros((n, P + self.total), dtype=bool)
         allowed[:, :P] = True
         qi, di = np.nonzero(self.anc >= 0)
         allowed[qi, P + self.anc[qi, di]] = True
