@@ -27,6 +27,13 @@ ANALYSIS_INSTRUMENTS = f"{ANALYSIS_RESULTS}/scores/instruments.csv" if globals()
 # joins the overview
 ANALYSIS_KINDS = {probes.kind_class(k).name: k for k in KINDS} if "KINDS" in globals() else {registry.LIKERT: ""}
 ANALYSIS_PROBES = list(ANALYSIS_KINDS)
+# the memorization probe's table, where the run has one: instruments whose items a model has seen are flagged in
+# the Likert kind's instrument_validation
+ANALYSIS_MEMORIZATION = (
+    f"{ANALYSIS_DIR}/{registry.get(registry.TABLE, 'memorization').files[0]}"
+    if "memorization" in ANALYSIS_PROBES
+    else []
+)
 # every file of a probe kind's registered tables and figures
 ANALYSIS_FILES = {
     probe: [f"{ANALYSIS_DIR}/{path}" for o in registry.outputs(probe) for path in o.files]
@@ -54,6 +61,7 @@ if registry.LIKERT in ANALYSIS_PROBES:
             silhouette=f"{ANALYSIS_RESULTS}/scores/silhouette.csv",
             variant_probs=f"{ANALYSIS_RESULTS}/scores/variant_probs.parquet",
             instruments=ANALYSIS_INSTRUMENTS,
+            memorization=ANALYSIS_MEMORIZATION,
         output:
             # every registered file; the one the report shows (a table's HTML copy, a figure's PNG) with its
             # caption and category
@@ -83,6 +91,7 @@ if registry.LIKERT in ANALYSIS_PROBES:
             templates=template_settings(config)["select"],
             contrasts=ANALYSIS_CONTRASTS,  # empty: the paper's contrasts present in the table
             instruments=lambda wildcards, input: input.instruments or "",  # empty: no instrument table
+            memorization=lambda wildcards, input: input.memorization or "",  # empty: no memorization probe
             heatmap=(
                 f"--heatmap-item {shlex.quote(str(ANALYSIS_SETTINGS['heatmap_item']))}"
                 if ANALYSIS_SETTINGS["heatmap_item"]
@@ -98,7 +107,8 @@ if registry.LIKERT in ANALYSIS_PROBES:
             " --silhouette {input.silhouette:q} --variant-probs {input.variant_probs:q}"
             " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
             " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"
-            " --contrasts={params.contrasts:q} {params.heatmap} --instruments={params.instruments:q} 2> {log:q}"
+            " --contrasts={params.contrasts:q} {params.heatmap} --instruments={params.instruments:q}"
+            " --memorization={params.memorization:q} 2> {log:q}"
 
 
 # Every other probe kind: its registered tables and figures from its score tables (ProbeKind.analyze, through the

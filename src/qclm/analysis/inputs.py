@@ -290,3 +290,21 @@ def load_instruments(path: str | Path, questionnaires: list[str] | None = None) 
         if df[col].dtype == object:
             df[col] = df[col].fillna("")
     return df.reset_index(drop=True)
+
+
+#: the columns of the memorization table (``analysis/memorization.csv``) the instrument tables read
+MEMORIZATION_REQUIRED = ("model", "condition", "instrument", "task", "metric", "value", "p_holm", "above_decoy")
+
+
+def load_memorization(path: str | Path) -> pd.DataFrame:
+    """Read and check the memorization probe's table (the instruments whose items a model has seen are flagged in
+    ``instrument_validation``)."""
+    df = read_table(path, text_columns=("model", "condition", "instrument", "task", "metric"))
+    _require_columns(df, MEMORIZATION_REQUIRED, path)
+    bad = ~df["above_decoy"].astype(str).isin(["True", "False"])
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column `above_decoy` must be True or False, got {df['above_decoy'].iloc[row]!r} "
+                         f"(data row {row + 1})")
+    df["above_decoy"] = df["above_decoy"].astype(str) == "True"
+    return df

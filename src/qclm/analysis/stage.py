@@ -31,13 +31,15 @@ from qclm import settings
 from qclm.analysis import likert_overview, overview, permodel, runner
 from qclm.analysis.across_models import analysis_scale, zscore_table
 from qclm.analysis.inputs import (
-    load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item,
+    load_instruments, load_item_scores, load_memorization, load_silhouette, load_variant_probs, model_sizes,
+    select_heatmap_item,
 )
 from qclm.analysis.registry import LIKERT
 from qclm.config import size_class_problem
 from qclm.errors import InputError
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
 from qclm.probes.likert.equations import condition_means, questionnaire_scores, select_templates, template_rows
+from qclm.probes.memorization.analysis import exposure_notes
 
 log = logging.getLogger("qclm.analysis")
 
@@ -96,6 +98,7 @@ class LikertContext:
     contrasts: list[tuple[str, str]]
     silhouette: pd.DataFrame | None  #: the selected templates' rows of the silhouette table
     instruments: pd.DataFrame | None  #: questionnaire, construct, framing
+    exposure: dict[tuple[str, str], str]  #: (model, questionnaire) -> note: items exposed (memorization probe)
     variant_probs: pd.DataFrame | None  #: vanilla rows of the variant probability table (the heatmap)
     variant_probs_path: str | None
     heatmap_item: str | None
@@ -123,7 +126,7 @@ class LikertContext:
 def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes: list[float] | str,
                  silhouette: str | Path | None, variant_probs: str | Path | None, heatmap_item: str | None,
                  figures: bool, contrasts: str | list | None, min_models: int, min_stimuli: int, templates: str,
-                 instruments: str | Path | None) -> LikertContext:
+                 instruments: str | Path | None, memorization: str | Path | None = None) -> LikertContext:
     """Check the settings, read and check the inputs, and compute what several tables share."""
     if bootstrap < 0:
         raise InputError(f"--bootstrap must be >= 0, got {bootstrap}")
@@ -157,6 +160,7 @@ def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes:
     sizes = model_sizes(items)
     questionnaires = list(pd.unique(items["questionnaire"]))
     inst = load_instruments(instruments, questionnaires) if instruments else None
+    exposure = exposure_notes(load_memorization(memorization)) if memorization else {}
     log.info("%s: %d rows, %d model(s), questionnaires %s, conditions %s, contrasts %s", scores, len(items),
              len(sizes), ", ".join(questionnaires), ", ".join(conditions),
              ", ".join(contrast_label(*c) for c in pairs) or "none")
@@ -167,7 +171,7 @@ def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes:
                     len(sizes), min_models)
     return LikertContext(
         scores=str(scores), all_templates=all_templates, items=items, qscores=qscores, zs=zscore_table(cond),
-        sizes=sizes, contrasts=pairs, silhouette=sil, instruments=inst, variant_probs=vprobs,
+        sizes=sizes, contrasts=pairs, silhouette=sil, instruments=inst, exposure=exposure, variant_probs=vprobs,
         variant_probs_path=str(variant_probs) if variant_probs else None, heatmap_item=heatmap_item,
         bootstrap=bootstrap, seed=seed, size_classes=boundaries, min_models=min_models, min_stimuli=min_stimuli,
         templates=templates)
@@ -188,22 +192,25 @@ def analyze(
     min_stimuli: int = DEFAULTS["min_stimuli"],
     templates: str = TEMPLATE_SELECT,
     instruments: str | Path | None = None,
+    memorization: str | Path | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the Likert analysis and write its tables (and figures) in ``out``; returns the tables by name.
 
     ``instruments``: the instrument table (``results/scores/instruments.csv``: questionnaire, construct, framing);
     without it the construct map correlates the instruments but has no expected signs, and the spectrum and
-    validation tables have no construct or framing."""
+    validation tables have no construct or framing. ``memorization``: the memorization probe's table
+    (``analysis/memorization.csv``): instruments whose items a model has seen are flagged in
+    ``instrument_validation``."""
     t0 = time.perf_counter()
     ctx = read_context(scores, bootstrap=bootstrap, seed=seed, size_classes=size_classes, silhouette=silhouette,
                        variant_probs=variant_probs, heatmap_item=heatmap_item, figures=figures,
                        contrasts=contrasts, min_models=min_models, min_stimuli=min_stimuli, templates=templates,
-                       instruments=instruments)
+                       instruments=instruments, memorization=memorization)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     result = runner.run_tables(LIKERT, ctx, out)
     log.info("tables written to %s in %.1f s", out, time.perf_counter() - t0)
-    info = run_info(ctx, silhouette, instruments)
+    info = run_info(ctx, silhouette, instruments, memorization)
     # the report's first page before the figures: a figure that fails loses nothing else
     overview.write_fragment(out, LIKERT, likert_overview.section(ctx, result, info))
     overview.compose(out)
@@ -218,11 +225,13 @@ def analyze(
     return result
 
 
-def run_info(ctx: LikertContext, silhouette: str | Path | None, instruments: str | Path | None) -> dict:
+def run_info(ctx: LikertContext, silhouette: str | Path | None, instruments: str | Path | None,
+             memorization: str | Path | None = None) -> dict:
     """The settings of a run (``run_info.json``), and what the overview says about them."""
     return {
         "scores": ctx.scores, "silhouette": str(silhouette) if silhouette else None,
         "variant_probs": ctx.variant_probs_path, "instruments": str(instruments) if instruments else None,
+        "memorization": str(memorization) if memorization else None,
         "bootstrap": ctx.bootstrap, "seed": ctx.seed, "size_classes": ctx.size_classes,
         "heatmap_item": ctx.heatmap_item, "n_models": len(ctx.sizes), "questionnaires": ctx.questionnaires,
         "conditions": ctx.conditions, "contrasts": [list(c) for c in ctx.contrasts], "templates": ctx.templates,

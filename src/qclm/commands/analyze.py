@@ -67,6 +67,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instruments", default=None,
                    help="optional instrument table (questionnaire, construct, framing): expected signs of the "
                         "construct map, framing in the spectrum")
+    p.add_argument("--memorization", default=None,
+                   help="optional memorization table (analysis/memorization.csv of the memorization probe): "
+                        "instruments whose items a model has seen are flagged in instrument_validation")
     p.add_argument("--no-figures", action="store_true")
 
     p.set_defaults(func=run)
@@ -94,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             min_stimuli=getattr(args, "min_stimuli", MIN_STIMULI),
             templates=getattr(args, "templates", TEMPLATE_DEFAULTS["select"]),
             instruments=getattr(args, "instruments", None),
+            memorization=getattr(args, "memorization", None),
         )
     except InputError as exc:
         log.error("%s", exc)

@@ -277,6 +277,17 @@ def _with_decoy(table: pd.DataFrame, decoy: str) -> pd.DataFrame:
     return table
 
 
+def exposure_notes(table: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The instruments whose items a model has seen, from a ``memorization`` table: (model, instrument) -> a note
+    for the library analysis's instrument tables, for every exposure row marked ``above_decoy``."""
+    rows = table[(table["task"] == "exposure") & table["above_decoy"].astype(bool)]
+    notes: dict[tuple[str, str], list[str]] = {}
+    for r in rows.itertuples():
+        notes.setdefault((r.model, r.instrument), []).append(
+            f"{r.metric} {r.value:.2f}, Holm p {r.p_holm:.3f}, {r.condition}")
+    return {k: "items exposed above the decoy (memorization: " + "; ".join(v) + ")" for k, v in notes.items()}
+
+
 def memorization_output(context) -> pd.DataFrame:
     """The registered table ``memorization``: :func:`memorization_table` for every memorization instance of the
     run (its decoy, Min-K% share and permutation count from the instance's settings), with a ``probe`` column."""
