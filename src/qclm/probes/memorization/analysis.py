@@ -236,8 +236,6 @@ def _target(t, model, condition, inst, n_boot, seed) -> list[dict]:
     """Per target (the scale's minimum, middle, maximum: its keyed scores' range), the absolute error of the chosen
     option's keyed score and its expectation under the option probabilities; the middle of a scale with an even
     number of options is between two of them, so no answer reaches it exactly."""
-    from qclm.probes.memorization.kind import target_score
-
     rows = []
     for goal, g in t.groupby("target", sort=False):
         err, expected, truth, values = [], [], [], []
@@ -246,7 +244,7 @@ def _target(t, model, condition, inst, n_boot, seed) -> list[dict]:
             lp = q["logprob"].to_numpy()
             prob = np.exp(lp - lp.max())
             prob /= prob.sum()
-            target = target_score(v, goal)
+            target = m.target_score(v, goal)
             err.append(abs(v[int(np.argmax(lp))] - target))
             expected.append(float(np.dot(prob, np.abs(v - target))))
             truth.append(target)

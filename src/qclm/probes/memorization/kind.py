@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from qclm.errors import InputError, Problem
 from qclm.instruments import Instrument, keyed_score, load_instrument
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
+from qclm.probes.memorization import metrics as m
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,12 +78,6 @@ class Inventory:
 def score_label(score: float) -> str:
     """How a score is written as an option ("3", "2.5")."""
     return f"{score:g}"
-
-
-def target_score(scores, goal: str) -> float:
-    """The score a target asks for: the scale's minimum, maximum, or the middle of its range."""
-    low, high = min(scores), max(scores)
-    return {"minimum": low, "maximum": high, "middle": (low + high) / 2}[goal]
 
 
 class MemorizationProbe(ProbeKind):
@@ -273,7 +268,7 @@ class MemorizationProbe(ProbeKind):
                                              options=" / ".join(labels))
                         out.append(Labelled({"task": "target", "instrument": inst.id, "item_id": it.id,
                                              "target": goal, "candidates": labels, "values": values,
-                                             "true": target_score([o.score for o in inst.options], goal)},
+                                             "true": m.target_score([o.score for o in inst.options], goal)},
                                             ChoiceRequest(ask(user), opts(labels), values, full=False),
                                             f"{inst.path}: item {it.id}: target {goal}",
                                             f"target {goal}, {inst.id} item {it.id}"))

@@ -181,3 +181,9 @@ def bootstrap_ci(values: Sequence[float], n_boot: int, rng: np.random.Generator)
         return float("nan"), float("nan")
     lo, hi = percentile_ci(bootstrap_mean(v, n_boot, rng))
     return float(lo), float(hi)
+
+
+def target_score(scores, goal: str) -> float:
+    """The score a target asks for: the scale's minimum, maximum, or the middle of its range."""
+    low, high = min(scores), max(scores)
+    return {"minimum": low, "maximum": high, "middle": (low + high) / 2}[goal]
