@@ -210,3 +210,9 @@ register(Output("memorization", FIGURE, MEMORIZATION, "memorization",
                 "qclm.probes.memorization.figures:figure_memorization", table="memorization"))
 register(Output("memorization_state_trait", TABLE, MEMORIZATION, "memorization", STATE_TRAIT_CODE,
                 caption=STATE_TRAIT_CAPTION))
+
+# the entailment probe (docs/entailment.md)
+ENTAILMENT = "8. Entailment items"
+register(Output("entailment", TABLE, ENTAILMENT, "entailment", "qclm.probes.entailment.analysis:entailment_output"))
+register(Output("entailment_state_trait", TABLE, ENTAILMENT, "entailment", STATE_TRAIT_CODE,
+                caption=STATE_TRAIT_CAPTION))

@@ -21,6 +21,7 @@ from qclm.probes.base import Instance, ProbeKind
 KINDS = {
     "likert": "qclm.probes.likert.kind:LikertProbe",
     "memorization": "qclm.probes.memorization.kind:MemorizationProbe",
+    "entailment": "qclm.probes.entailment.kind:EntailmentProbe",
 }
 #: the Likert kind, whose instances ``questionnaires:`` declares
 LIKERT = "likert"
