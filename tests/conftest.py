@@ -213,7 +213,8 @@ def shared_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> SharedRun:
     cfg = write_workflow_config(
         workdir, models,
         questionnaires={q: str(ROOT / "resources" / "questionnaires" / f"{q}.yaml") for q in SHARED_QUESTIONNAIRES},
-        probes={"yesno": {"kind": "yesno_probe", "instrument": str(ROOT / "resources/questionnaires/stai_s.yaml")}},
+        probes={"yesno": {"kind": "yesno_probe", "instrument": str(ROOT / "resources/questionnaires/stai_s.yaml")},
+                "gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")}},
         conditions=SHARED_CONDITIONS, contrasts=SHARED_CONTRASTS)
     config = yaml.safe_load(cfg.read_text())
     config["stimuli"]["classes"]["soothing"] = str(workdir / "soothing.yaml")

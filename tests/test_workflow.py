@@ -180,3 +180,26 @@ def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_pa
 def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):
     assert "Nothing to be done" in _dry_run(shared_run, tmp_path, lambda c: None)
 
+
+
+def test_the_entailment_kind_runs_under_every_condition(shared_run):
+    """The entailment kind (docs/entailment.md) under every condition: P(True) of the forced choice, the Likert
+    tables from the Likert equations, its analysis table with baselines, and the state-trait decomposition."""
+    res = shared_run.results
+    for model in shared_run.models:
+        for cond in SHARED_CONDITIONS:
+            raw = pd.read_parquet(res / "logprobs" / model / "gad7_ent" / f"{cond}.parquet")
+            # limit_items 2: G01 (3 + 3 cterms) and G02 (2 + 2) x 8 intensifiers, per context
+            assert len(raw) == (6 + 4) * 8 * (1 if cond == "vanilla" else 2)
+            lp = raw[["logp_true", "logp_false", "logp_neither"]].to_numpy()
+            np.testing.assert_allclose(raw["p_raw"], np.exp(lp[:, 0]) / np.exp(lp).sum(axis=1), rtol=1e-9)
+            assert read_metadata(res / "logprobs" / model / "gad7_ent" / f"{cond}.parquet")["form"] == "qclm"
+    items = pd.read_parquet(res / "scores" / "entailment_item_scores.parquet")
+    assert len(items) == 2 * 2 * CONTEXTS and set(items["questionnaire"]) == {"gad7_ent"}
+    conds = pd.read_csv(res / "scores" / "entailment_condition_means.csv")
+    assert len(conds) == 2 * len(SHARED_CONDITIONS)
+    table = pd.read_csv(res / "analysis" / "entailment.csv")
+    assert len(table) == 2 * len(SHARED_CONDITIONS) and (table["chance_score"] == 0).all()
+    assert table.loc[table["condition"] != "vanilla", "underpowered"].all()  # 2 stimuli < min_stimuli
+    assert len(pd.read_csv(res / "analysis" / "entailment_state_trait.csv")) > 0
+    assert "## Entailment items" in (res / "analysis" / "overview.md").read_text()
