@@ -132,3 +132,69 @@ def test_a_bad_instrument_is_reported_through_the_config_check(tmp_path):
     found = probes.problems({"probes": {"ent": {"kind": "entailment", "instrument": str(path)}}}, "config.yaml",
                             ["vanilla"])
     assert [(p[0], p[1]) for p in found] == [(str(path), "item A1: field cterms.plus")], found
+
+
+def _tiny_nli(tok_dir, out):
+    """A tiny random Llama sequence classifier with MNLI-style labels (entailment, neutral, contradiction)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512, num_labels=3,
+                      id2label={0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"},
+                      label2id={"ENTAILMENT": 0, "NEUTRAL": 1, "CONTRADICTION": 2},
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    model = LlamaForSequenceClassification(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_a_model_with_an_nli_head_scores_by_its_entailment_label(tmp_path, smollm2_tokenizer_dir):
+    """``head: nli`` in the model table: the scoring job loads a sequence classifier, and the entailment probe's
+    p_raw is its entailment probability for (stimulus + premise, hypothesis), batched pairs equal to one pair at a
+    time by hand; any other probe is refused with one line."""
+    import torch
+
+    from qclm.jobs.score_model import load
+    from qclm.stimuli import load_stimuli
+
+    model_dir = _tiny_nli(smollm2_tokenizer_dir, tmp_path / "nli")
+    spec = parse_model_row({"name": "tiny-nli", "source": str(model_dir), "revision": "", "params_b": "0.001",
+                            "type": "base", "family": "t", "dtype": "float32", "head": "nli"}, "test", 0)
+    assert spec.head == "nli" and spec.as_row()["head"] == "nli"
+    loaded = load(spec, None, {"device": "cpu", "batch_size": 5})
+    path = _write(tmp_path, SMALL)
+    stress = ROOT / "resources/stimuli/stress.yaml"
+    cell = Cell("small", "entailment", "stress", {"instrument": str(path)}, (str(path),), (str(stress),))
+    raw, meta = score_cell(loaded, cell, Protocol(limit_stimuli=1))
+    assert len(raw) == 24 and meta["head"] == "nli" and meta["scoring_method"] == "nli-head"
+    lead = Protocol(limit_stimuli=1)  # the context's lead: the stimulus text and the separator
+    from qclm.contexts import condition_contexts
+
+    ctx = condition_contexts("stress", [load_stimuli(stress, expected_class="stress")], lead)[0]
+    model = loaded.model
+    for row in raw.sample(3, random_state=1).itertuples():
+        premise = ("Lately I have {cterm}." if row.item_id == "A2" else SMALL["premise"]).replace("{cterm}", row.cterm)
+        enc = loaded.tokenizer(ctx.lead + premise, SMALL["hypothesis"].replace("{intensifier}", row.intensifier),
+                               return_tensors="pt")
+        with torch.no_grad():
+            p = torch.softmax(model(**enc).logits[0].double(), -1).numpy()
+        assert row.p_raw == pytest.approx(p[0], rel=1e-5)
+        np.testing.assert_allclose([row.logp_true, row.logp_false, row.logp_neither], np.log(p[[0, 2, 1]]),
+                                   rtol=1e-5)
+    assert raw["p_raw"].std() > 0.01  # a random head still answers differently per pair
+    with pytest.raises(ValueError, match="tiny-nli has an NLI head"):
+        loaded.backend.loglikelihood([])
+
+
+def test_the_model_table_names_a_bad_head():
+    with pytest.raises(InputError, match="line 3 \\(model m\\): column head: must be empty"):
+        parse_model_row({"name": "m", "source": "embedded:smollm2-135m-instruct", "revision": "", "params_b": "1",
+                         "type": "base", "family": "t", "dtype": "float32", "head": "mlm"}, "models.tsv", 3)

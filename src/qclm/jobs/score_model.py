@@ -96,7 +96,12 @@ class Loaded:
         self.tokenizer = tokenizer
         self.provenance = provenance
         self.engine = engine = {**defaults(ENGINE), **engine}
-        self.backend = LocalBackend(model, tokenizer, engine)
+        if spec.head == "nli":  # a sequence classifier: only the entailment probe scores it
+            from qclm.probes.entailment.nli import NliBackend
+
+            self.backend = NliBackend(model, tokenizer, engine, spec.name)
+        else:
+            self.backend = LocalBackend(model, tokenizer, engine)
         self.format = PromptFormat.from_settings(spec.prompt_format, engine)
         self.prompts = PromptBuilder(tokenizer, self.format)
 

@@ -27,7 +27,10 @@ from qclm.inputs import read_tsv
 log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
-OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "notes")
+OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "notes")
+#: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
+#: entailment probe scores through; qclm.probes.entailment.nli)
+HEADS = ("", "nli")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -74,6 +77,7 @@ class ModelSpec:
     trust_remote_code: bool = False
     allow_pickle: bool = False
     prompt_format: str = "raw"  # raw | chat | chat_preamble (qclm.prompts)
+    head: str = ""  # "" (causal LM) | nli (HEADS)
     line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
 
     @property
@@ -97,6 +101,7 @@ class ModelSpec:
             "dtype": self.dtype, "quantization": self.quantization,
             "trust_remote_code": str(self.trust_remote_code).lower(),
             "allow_pickle": str(self.allow_pickle).lower(), "prompt_format": self.prompt_format,
+            **({"head": self.head} if self.head else {}),  # only when set: other models' provenance is unchanged
         }
 
 
@@ -149,6 +154,9 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if prompt_format not in PROMPT_FORMATS:
         problems.append((file, f"{where}: column prompt_format",
                          f"must be one of {', '.join(PROMPT_FORMATS)} (or empty: raw); got {prompt_format!r}"))
+    head = (row.get("head") or "").strip().lower()
+    if head not in HEADS:
+        problems.append((file, f"{where}: column head", f"must be empty (a causal LM) or nli; got {head!r}"))
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
@@ -158,7 +166,7 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if problems:
         raise InputError(problems)
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
-                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format)
+                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head)
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:

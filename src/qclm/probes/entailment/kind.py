@@ -107,6 +107,8 @@ class EntailmentProbe(ProbeKind):
     def score(self, cell) -> tuple[pd.DataFrame, dict]:
         import pandas as pd
 
+        if getattr(cell.backend, "nli", False):
+            return self._score_nli(cell)
         rows = []
         for ctx in cell.contexts:
             labelled = self.requests(ctx, cell.prompts, cell.protocol)
@@ -122,6 +124,26 @@ class EntailmentProbe(ProbeKind):
         inst = self.material
         return df, {"instrument": inst.id, "instrument_sha256": inst.sha256, "form": self.settings["form"],
                     "prompt": FORMS[self.settings["form"]], "options": list(OPTIONS)}
+
+    def _score_nli(self, cell) -> tuple[pd.DataFrame, dict]:
+        """A model with an NLI head (qclm.probes.entailment.nli): each variant is a (stimulus + premise,
+        hypothesis) pair, p_raw the head's entailment probability."""
+        import pandas as pd
+
+        rows = []
+        inst = self.material
+        for ctx in cell.contexts:
+            variants = inst.variants(cell.protocol.limit_items)
+            probs = cell.backend.classify([(ctx.lead + v.premise, v.hypothesis) for v in variants], cell.progress)
+            logs = cell.backend.log_answers(probs)
+            for v, lp, p in zip(variants, logs, probs[:, cell.backend.index["true"]]):
+                rows.append((cell.model, self.instance.id, cell.condition, ctx.stimulus_id, self.settings["form"],
+                             v.item_id, v.cterm, v.polarity, v.intensifier, v.level, float(v.weight), *map(float, lp),
+                             float(p)))
+        return pd.DataFrame(rows, columns=COLUMNS), {
+            "instrument": inst.id, "instrument_sha256": inst.sha256, "form": self.settings["form"], "head": "nli",
+            "prompt": "(premise, hypothesis) pairs through the sequence classifier; the form is not used",
+            "labels": {k: v for k, v in cell.backend.index.items()}}
 
     # -- CPU stages -------------------------------------------------------------------------------------------
     def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
