@@ -159,6 +159,39 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
         problems.append((f, "field id", f"id '{data['id']}' differs from the file name '{path.stem}'"))
     top_templates = _top_templates(data, path, problems)
 
+    levels = scale_levels(data, path, problems)
+
+    items = []
+    seen_ids: dict[str, int] = {}
+    raw_items = data.get("items")
+    raw_items = raw_items if isinstance(raw_items, list) else []
+    item_labels = entry_labels("item", raw_items)
+    wording = data.get("item_wording")
+    for n, it in enumerate(raw_items):
+        if not isinstance(it, dict):
+            continue
+        ident = it.get("id")
+        where = item_labels[n]
+        check_duplicate_id("item", raw_items, n, seen_ids, f, problems, where)
+        problems.extend(_wording_problems(wording, it, f, where))
+        templates = _item_templates(it, top_templates, path, where, problems)
+        cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
+        plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
+        problems.extend(cterm_problems(plus, minus, f, where))
+        if templates is not None:
+            items.append(Item(str(ident), templates, tuple(plus), tuple(minus), it.get("ordinal"),
+                              it.get("keying"), it.get("description", "")))
+    if problems:
+        raise InputError(problems)
+    return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,
+                         hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
+                         tuple(top_templates), data.get("construct", ""), data.get("item_wording", ""))
+
+
+def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
+    """The levels of a file's ``scale`` (questionnaires, entailment instruments), with the rules on them: labels,
+    weights and phrases unique, phrases without outer spaces; appends every problem (the schema reports the rest)."""
+    f = str(path)
     levels = []
     seen_weights: dict[float, str] = {}
     seen_labels: set[str] = set()
@@ -191,41 +224,24 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
             seen_phrases.add(phrase)
         if is_finite_number(weight) and isinstance(label, str):
             levels.append(Level(label, float(weight), tuple(_strings(lv.get("intensifiers")))))
+    return levels
 
-    items = []
-    seen_ids: dict[str, int] = {}
-    raw_items = data.get("items")
-    raw_items = raw_items if isinstance(raw_items, list) else []
-    item_labels = entry_labels("item", raw_items)
-    wording = data.get("item_wording")
-    for n, it in enumerate(raw_items):
-        if not isinstance(it, dict):
-            continue
-        ident = it.get("id")
-        where = item_labels[n]
-        check_duplicate_id("item", raw_items, n, seen_ids, f, problems, where)
-        problems.extend(_wording_problems(wording, it, f, where))
-        templates = _item_templates(it, top_templates, path, where, problems)
-        cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
-        plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
-        for field, terms in (("plus", plus), ("minus", minus)):
-            seen_terms: set[str] = set()
-            for t in terms:
-                if t != t.strip():
-                    problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
-                if t in seen_terms:
-                    problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice"))
-                seen_terms.add(t)
-        for t in sorted(set(plus) & set(minus)):
-            problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
-        if templates is not None:
-            items.append(Item(str(ident), templates, tuple(plus), tuple(minus), it.get("ordinal"),
-                              it.get("keying"), it.get("description", "")))
-    if problems:
-        raise InputError(problems)
-    return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,
-                         hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
-                         tuple(top_templates), data.get("construct", ""), data.get("item_wording", ""))
+
+def cterm_problems(plus: list[str], minus: list[str], f: str, where: str) -> list:
+    """The rules on an item's construct terms (questionnaires, entailment instruments): no outer spaces, none
+    listed twice, none in both S+ and S-."""
+    problems = []
+    for field, terms in (("plus", plus), ("minus", minus)):
+        seen_terms: set[str] = set()
+        for t in terms:
+            if t != t.strip():
+                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
+            if t in seen_terms:
+                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice"))
+            seen_terms.add(t)
+    for t in sorted(set(plus) & set(minus)):
+        problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
+    return problems
 
 
 def _wording_problems(wording, item: dict, f: str, where: str) -> list:

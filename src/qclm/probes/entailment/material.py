@@ -17,17 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import check_duplicate_id, document_problems, entry_labels, is_finite_number, load_schema, read_yaml
+from qclm.inputs import check_duplicate_id, document_problems, entry_labels, load_schema, read_yaml
+from qclm.questionnaire import Level, cterm_problems, scale_levels
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
-
-
-@dataclass(frozen=True)
-class Level:
-    label: str
-    weight: float
-    intensifiers: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -108,29 +102,7 @@ def load_entailment(path: str | Path) -> EntailmentInstrument:
         if isinstance(data.get(key), str):
             problems += [(f, f"field {key}", p) for p in _slot_problems(data[key], slot, key)]
 
-    levels, labels, weights, phrases = [], set(), {}, set()
-    scale = data.get("scale") if isinstance(data.get("scale"), dict) else {}
-    raw_levels = scale.get("levels") if isinstance(scale.get("levels"), list) else []
-    for where, lv in zip(entry_labels("level", raw_levels), raw_levels):
-        if not isinstance(lv, dict):
-            continue
-        label, weight = lv.get("label"), lv.get("weight")
-        if isinstance(label, str):
-            if label in labels:
-                problems.append((f, f"{where}: field label", "repeats an earlier level's label"))
-            labels.add(label)
-        if is_finite_number(weight):
-            if float(weight) in weights:
-                problems.append((f, f"{where}: field weight", f"weight {weight} repeats level {weights[float(weight)]}"))
-            weights.setdefault(float(weight), str(label))
-        for phrase in _strings(lv.get("intensifiers")):
-            if phrase != phrase.strip():
-                problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' has leading or trailing space"))
-            if phrase in phrases:
-                problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' appears twice"))
-            phrases.add(phrase)
-        if is_finite_number(weight) and isinstance(label, str):
-            levels.append(Level(label, float(weight), tuple(_strings(lv.get("intensifiers")))))
+    levels = scale_levels(data, path, problems)
 
     items = []
     raw_items = data.get("items") if isinstance(data.get("items"), list) else []
@@ -159,14 +131,7 @@ def load_entailment(path: str | Path) -> EntailmentInstrument:
                 texts[key] = None
         cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
         plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
-        for field, terms in (("plus", plus), ("minus", minus)):
-            for k, t in enumerate(terms):
-                if t != t.strip():
-                    problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
-                if t in terms[:k]:
-                    problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice"))
-        for t in sorted(set(plus) & set(minus)):
-            problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
+        problems.extend(cterm_problems(plus, minus, f, where))
         if None not in texts.values() and isinstance(it.get("id"), str):
             items.append(Item(it["id"], texts["premise"], texts["hypothesis"], tuple(plus), tuple(minus),
                               it.get("description", "")))
