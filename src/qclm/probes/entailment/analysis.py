@@ -71,12 +71,12 @@ def overview(context, results: dict) -> str:
         text = f"- **{model}** `{q}`"
         if not van.empty:
             v = van.iloc[0]
-            text += (f": vanilla score {v['score']:.3f} (chance {v['chance_score']:.3f}), silhouette "
+            text += (f": vanilla score {v['score']:+.2e} (chance {v['chance_score']:+.2e}), silhouette "
                      f"{v['silhouette']:.2f} (0: S+ and S- not separated), mean P(True) {v['p_true']:.2f} (1/3)")
         other = g[g["condition"] != "vanilla"]
         if not other.empty:
             top = other.loc[other["shift"].abs().idxmax()]
-            text += (f"; largest shift {top['shift']:+.3f} under {top['condition']}"
+            text += (f"; largest shift {top['shift']:+.2e} (z {top['z_shift']:+.2f}) under {top['condition']}"
                      + (" (UNDERPOWERED)" if bool(top["underpowered"]) else ""))
         lines.append(text)
     return "\n".join(lines) + "\n"
