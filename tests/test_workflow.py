@@ -202,4 +202,5 @@ def test_the_entailment_kind_runs_under_every_condition(shared_run):
     assert len(table) == 2 * len(SHARED_CONDITIONS) and (table["chance_score"] == 0).all()
     assert table.loc[table["condition"] != "vanilla", "underpowered"].all()  # 2 stimuli < min_stimuli
     assert len(pd.read_csv(res / "analysis" / "entailment_state_trait.csv")) > 0
+    assert (res / "analysis" / "figures" / "entailment.png").stat().st_size > 10_000
     assert "## Entailment items" in (res / "analysis" / "overview.md").read_text()

@@ -214,5 +214,7 @@ register(Output("memorization_state_trait", TABLE, MEMORIZATION, "memorization",
 # the entailment probe (docs/entailment.md)
 ENTAILMENT = "8. Entailment items"
 register(Output("entailment", TABLE, ENTAILMENT, "entailment", "qclm.probes.entailment.analysis:entailment_output"))
+register(Output("entailment", FIGURE, ENTAILMENT, "entailment", "qclm.probes.entailment.figures:figure_entailment",
+                table="entailment"))
 register(Output("entailment_state_trait", TABLE, ENTAILMENT, "entailment", STATE_TRAIT_CODE,
                 caption=STATE_TRAIT_CAPTION))
