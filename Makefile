@@ -12,7 +12,8 @@ CONFIG ?= config/config.yaml
 PEERS_VENV ?= .venv-peers
 PEERS_BIN  := $(PEERS_VENV)/bin
 PEERS_ARGS ?=
-PROFILE := --workflow-profile workflow/profiles/default
+# the workstation profile (profiles/default) is found by Snakemake itself, next to the Snakefile
+PROFILE :=
 
 .PHONY: env run test test-fast test-slurm dryrun clean peers-env peers
 

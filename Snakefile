@@ -1,5 +1,5 @@
 # qclm: measure psychological constructs in causal language models from next-token probabilities.
-# Run:  snakemake --workflow-profile workflow/profiles/default --cores 8 --resources gpu=1
+# Run:  snakemake --cores 8 --resources gpu=1   (the workstation profile, profiles/default, is found by itself)
 #       (make run does this on the default config)
 # Specification: docs in README.md; configuration: config/README.md.
 from snakemake.utils import min_version
@@ -16,7 +16,6 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/scores.smk"
 include: "workflow/rules/analysis.smk"
-include: "workflow/rules/probe_analysis.smk"
 
 
 report: REPORT_DESCRIPTION
@@ -25,6 +24,5 @@ report: REPORT_DESCRIPTION
 rule all:
     input:
         score_targets(),
-        ANALYSIS_TARGETS if probes.LIKERT in KINDS else [],
-        PROBE_ANALYSIS_TARGETS,
+        ANALYSIS_TARGETS,
     default_target: True

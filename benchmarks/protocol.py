@@ -1,9 +1,9 @@
 """Benchmark: scoring the full paper protocol for one model, cell by cell, as the scoring job does.
 
-Every questionnaire x condition cell of the config (config/config.yaml: both questionnaires,
+Every probe instance x condition cell of the config (config/config.yaml: both questionnaires,
 vanilla plus 24 stress and 24 neutral long stimuli) in each item's first template (the paper's
 protocol; ``--templates config`` scores the templates the config scores instead) goes through
-``qclm.probes.likert.cells.score_condition`` with the model loaded once, as ``qclm.jobs.score_model`` runs it
+``qclm.jobs.score_model.score_cell`` with the model loaded once, as the scoring job runs it
 (tokenization, the engine with its self-check, the per-token table); nothing is written. Prints
 seconds per cell, the total, and the model load separately (excluded from the total).
 
@@ -23,12 +23,13 @@ from pathlib import Path
 
 import torch
 
-from qclm.experiment import Experiment
-from qclm.probes.likert.cells import score_condition
-from qclm.models.loading import ensure_prepared, load_model
-from qclm.models.table import load_model_table
+from qclm import probes, settings
 from qclm.contexts import Protocol
+from qclm.experiment import Experiment
 from qclm.inputs import read_yaml
+from qclm.jobs.score_model import Cell, load, score_cell
+from qclm.models.loading import ensure_prepared
+from qclm.models.table import load_model_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,18 +45,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = read_yaml(args.config)
+    config, _ = settings.migrate(read_yaml(args.config))
     base = Path(args.config).resolve().parent.parent  # paths in the config are relative to the workflow root
 
     def path(p: str) -> Path:
         return Path(p) if Path(p).is_absolute() else base / p
 
-    scoring = dict(config.get("scoring", {}))
-    torch.set_num_threads(args.threads or int(scoring.get("threads", 2)))
+    engine = settings.section(config, settings.ENGINE)
+    torch.set_num_threads(args.threads or int(engine["threads"]))
     spec = load_model_table(path(config["models"]))[args.model]
-    prepared = ensure_prepared(spec, path(config.get("models_dir", "resources/models")) / spec.name)
+    prepared = ensure_prepared(spec, path(config["models_dir"]) / spec.name)
     t0 = time.perf_counter()
-    loaded = load_model(spec, prepared, scoring.get("device", "auto"))
+    loaded = load(spec, prepared, engine)
     load_s = time.perf_counter() - t0
     if args.templates == "first":
         config["templates"] = {**(config.get("templates") or {}), "score": "first"}
@@ -63,20 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     experiment = Experiment.from_config(config)
     cells = []
     total = 0.0
-    for qid, qfile in config["questionnaires"].items():
-        for condition in experiment.conditions:
-            stimuli = [path(f) for f in experiment.files_of(condition)]
+    for instance in probes.instances(config, args.config):
+        cls = probes.kind_class(instance.kind)
+        settings_ = {k: str(path(v)) if k in cls.file_keys and isinstance(v, str) else v
+                     for k, v in instance.settings.items()}
+        for condition in probes.instance_conditions(instance, list(experiment.conditions)):
+            stimuli = tuple(str(path(f)) for f in experiment.files_of(condition))
+            files = tuple(str(path(f)) for f in cls(instance).files())
+            cell = Cell(instance.id, instance.kind, condition, cls.scoring_settings(settings_), files, stimuli,
+                        cls.version)
             t0 = time.perf_counter()
-            df, meta = score_condition(spec, path(qfile), condition, stimuli, protocol, scoring,
-                                       model_and_tokenizer=loaded)
+            df, meta = score_cell(loaded, cell, protocol, engine["seed"])
             seconds = time.perf_counter() - t0
             total += seconds
-            cells.append({"questionnaire": qid, "condition": condition, "seconds": round(seconds, 2),
-                          "variants": int(df.groupby(["stimulus_id", "template", "item_id", "cterm",
-                                                      "intensifier"]).ngroups),
-                          "tokens_computed": meta["tokens_computed"], "scoring_method": meta["scoring_method"],
-                          "load_average": round(os.getloadavg()[0], 2)})
-            print(f"{spec.name} {qid}/{condition}: {seconds:.1f} s, {cells[-1]['variants']} variants, "
+            cells.append({"probe": instance.id, "condition": condition, "seconds": round(seconds, 2),
+                          "rows": len(df), "tokens_computed": meta["tokens_computed"],
+                          "scoring_method": meta["scoring_method"], "load_average": round(os.getloadavg()[0], 2)})
+            print(f"{spec.name} {instance.id}/{condition}: {seconds:.1f} s, {len(df)} rows, "
                   f"{meta['tokens_computed']} tokens ({meta['scoring_method']}), load {cells[-1]['load_average']}",
                   file=sys.stderr, flush=True)
     record = {"model": spec.name, "templates": args.templates, "load_seconds": round(load_s, 1),

@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# the analysis tests' synthetic tables and `qclm analyze` runs, built once per session
+pytest_plugins = ("analysis_fixtures",)
 CACHE = Path(os.environ.get("QCLM_TEST_CACHE", ROOT / ".cache" / "tests"))
 
 
@@ -218,6 +220,7 @@ def shared_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> SharedRun:
         workdir, models,
         questionnaires={q: str(ROOT / "resources" / "questionnaires" / f"{q}.yaml") for q in SHARED_QUESTIONNAIRES},
         probes={"yesno": {"kind": "yesno_probe", "instrument": str(ROOT / "resources/questionnaires/stai_s.yaml")},
+                "gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")},
                 # the CSI kind (tests/test_csi.py), small: 12 words and 12 control words, 2 repetitions
                 "csi": {"kind": "csi", "words": str(ROOT / "resources/csi/words.tsv"),
                         "control": str(workdir / "csi_control.tsv"), "limit_words": 12, "repetitions": 2,

@@ -1,4 +1,4 @@
-"""The workstation way of running (workflow/profiles/default, --resources gpu=1) and adding a
+"""The workstation way of running (profiles/default, --resources gpu=1) and adding a
 model to a finished run.
 
 One real run on two tiny models is shared: its log must show the scoring jobs one at a time (the
@@ -21,7 +21,8 @@ from conftest import ROOT, run_snakemake, write_workflow_config
 
 pytestmark = pytest.mark.slow
 
-WORKFLOW_PROFILE = ("--workflow-profile", str(ROOT / "workflow" / "profiles" / "default"))
+#: the workstation profile (profiles/default next to the Snakefile) is found by Snakemake itself; "none" turns it off
+NO_PROFILE = ("--workflow-profile", "none")
 JOB_HEADER = re.compile(r"^(?:local)?rule (\w+):\s*$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 JOBID = re.compile(r"^\s+jobid: (\d+)\s*$")
@@ -68,17 +69,20 @@ def snapshot(workdir: Path, model: str) -> dict[Path, int]:
 
 @pytest.fixture(scope="module")
 def workstation_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir):
-    """The workflow on two tiny models as on a one-GPU workstation: --cores 2 --resources gpu=1."""
+    """The workflow on two tiny models as on a one-GPU workstation: --cores 2 --resources gpu=1 and no other option
+    (the design card's command: the workstation profile is found by Snakemake itself)."""
     workdir = tmp_path_factory.mktemp("workstation")
     config = write_workflow_config(workdir, {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir})
-    run = run_snakemake(workdir, config, *WORKFLOW_PROFILE, timeout=400)
+    run = run_snakemake(workdir, config, timeout=400)
     assert run.returncode == 0, run.stderr[-3000:]
     return workdir, config, run.stderr
 
 
 def test_workstation_scores_one_model_at_a_time_beside_cpu_jobs(workstation_run):
     _, _, log = workstation_run
-    assert "Using workflow specific profile" in log
+    # Snakemake names the profile as it found it: absolute or relative to the working directory
+    found = re.search(r"workflow specific profile (\S+)", log)
+    assert found and (Path.cwd() / found.group(1)).resolve() == (ROOT / "profiles" / "default").resolve(), log[:2000]
     running: dict[str, str] = {}
     cpu_beside_gpu = 0
     for kind, rule, jobid in timeline(log):
@@ -104,15 +108,16 @@ def test_adding_a_model_reruns_only_that_model(workstation_run, tiny_llama_dir):
     table = workdir / "models.tsv"
     table.write_text(table.read_text() + f"tiny-llama-b\t{tiny_llama_dir}\t\t0.003\tinstruct\ttiny\tfloat32\n")
 
-    for triggers, args in (("Snakemake's default rerun triggers", ()), ("the workflow profile", WORKFLOW_PROFILE)):
+    for triggers, args in (("Snakemake's default rerun triggers", NO_PROFILE), ("the workflow profile", ())):
         jobs = planned_jobs(workdir, config, *args)
         per_model = [(rule, wc["model"]) for rule, wc in jobs if "model" in wc]
         assert [j for j in per_model if j[1] != "tiny-llama-b"] == [], f"{triggers}: existing model rerun: {jobs}"
         assert sorted(rule for rule, _ in per_model) == ["cells_likert"] * 6 + ["score"], f"{triggers}: {jobs}"
-        assert sorted(rule for rule, wc in jobs if "model" not in wc) == ["all", "analyze", "collect_likert"], (
+        assert sorted(rule for rule, wc in jobs if "model" not in wc) == ["all", "analyze", "collect_likert",
+                                                                                "overview"], (
             f"{triggers}: {jobs}")
 
-    second = run_snakemake(workdir, config, *WORKFLOW_PROFILE, timeout=400)
+    second = run_snakemake(workdir, config, timeout=400)
     assert second.returncode == 0, second.stderr[-3000:]
     for model in FIRST_MODELS:
         assert snapshot(workdir, model) == before[model], f"files of {model} were rewritten"

@@ -3,18 +3,22 @@ analysis and interaction, and the marks that say what a run cannot support."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pingouin as pg
 import pytest
 from scipy import stats as sps
 
-from qclm.analysis import InputError, analyze, figures, permodel
-from qclm.analysis.outputs import FIGURE_NAMES, TABLES
+from matplotlib.text import Text
+
+from qclm.analysis import InputError, analyze, permodel, plotting, registry, runner
 from qclm.analysis.synthetic import synthetic_item_scores
 from qclm.commands import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
+TABLES = registry.names(registry.LIKERT, registry.TABLE)
+FIGURE_NAMES = registry.names(registry.LIKERT, registry.FIGURE)
 
 QS = ("STAI-S", "STAI-T", "MOOD")
 FOUR = {"relax": {"STAI-S": -0.1, "STAI-T": -0.02, "MOOD": -0.2},
@@ -145,7 +149,7 @@ def test_interaction_is_scale_free():
 
 def test_without_shifts_the_statistic_is_scipys_welch_t_on_standardized_shifts():
     items = _one_model((15, 10), shift=(0.0, 0.0), spread=(1.0, 2.0), seed=3)
-    groups = {q: d for _, q, _, d in permodel._per_model_groups(items, [("vanilla", "stress")])}
+    groups = {q: d for _, q, _, d in permodel.per_model_groups(items, [("vanilla", "stress")])}
     z = {q: (lambda sh: sh[0] / sh[1])(permodel.standardized_shifts(d)) for q, d in groups.items()}
     t, df, p = permodel.shift_difference_test(permodel.standardized_shifts(groups["A"]),
                                               permodel.standardized_shifts(groups["B"]))
@@ -178,32 +182,57 @@ def test_interaction_without_a_planted_difference_holds_its_level():
 
 # --------------------------------------------------------------------------- what the run cannot support
 
-def test_few_models_are_marked_in_the_tables_and_in_the_figures(tmp_path, monkeypatch):
-    items = synthetic_item_scores(n_models=3, n_items=4, n_stimuli=6, seed=1)
-    items.to_parquet(tmp_path / "items.parquet")
-    drawn = {}
+def _texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(Text)]
 
-    def keep(fig, out_dir, name):
-        drawn[name] = [t.get_text() for ax in fig.axes for t in ax.texts]
-        return []
 
-    monkeypatch.setattr(figures, "_save", keep)
-    res = analyze(tmp_path / "items.parquet", tmp_path / "out", bootstrap=100, min_models=10)
+def _draw(run, output: registry.Output, tables: dict[str, pd.DataFrame], ctx):
+    """A registered figure drawn in memory from ``tables`` (None when its data do not allow it)."""
+    with plt.rc_context(plotting.STYLE):
+        fig = runner.resolve(output)(ctx, *(tables[name] for name in output.reads))
+    if isinstance(fig, str):
+        return None
+    texts = _texts(fig)
+    plt.close(fig)
+    return texts
+
+
+def test_few_models_are_marked_in_the_tables_and_in_the_figures(two_models_run):
+    res = two_models_run.result
     for name in ("paired_tests", "anova_oneway", "anova_interaction", "condition_summary"):
         assert res[name]["underpowered"].all(), name
+    ctx = two_models_run.context
     for name in ("fig3_condition_means", "fig4_model_scores", "fig5_variance_decomposition", "state_trait_spectrum"):
-        assert any("underpowered: 3 models" in t for t in drawn[name]), name
-    assert res["per_model_state_trait"]["underpowered"].all()  # 6 stimuli < 10
-    overview = (tmp_path / "out" / "overview.md").read_text()
-    assert "rest on 3 models, fewer than 10: they are UNDERPOWERED" in overview
-    assert "**Conditions**: vanilla, neutral (6 stimuli), stress (6 stimuli)" in overview
+        texts = _draw(two_models_run, registry.get(registry.FIGURE, name), res, ctx)
+        assert "underpowered: 2 models" in texts, name
+    assert res["per_model_state_trait"]["underpowered"].all()  # 5 stimuli < 10
+    overview = (two_models_run.out / "overview.md").read_text()
+    assert "rest on 2 models, fewer than 10: they are UNDERPOWERED" in overview
+    assert "**Conditions**: vanilla, neutral (5 stimuli), stress (5 stimuli)" in overview
     assert "| model-00 | STAI-S | vanilla vs stress |" in overview
-    assert (tmp_path / "out" / "overview.rst").read_text().startswith("What this run measured\n")
-    # with enough models the same figures carry no mark
-    drawn.clear()
-    res = analyze(tmp_path / "items.parquet", tmp_path / "out2", bootstrap=100, min_models=3)
-    assert not res["paired_tests"]["underpowered"].any()
-    assert not any("underpowered" in t for t in drawn["fig5_variance_decomposition"])
+    assert (two_models_run.out / "overview.rst").read_text().startswith("What this run measured\n")
+
+
+def test_every_figure_marks_what_its_table_marks(two_models_run):
+    """The mark in a figure is its table's ``underpowered`` column: all rows marked, the figure says
+    "underpowered"; none marked, the word appears nowhere in it (whatever the counts)."""
+    ctx = two_models_run.context
+    checked = []
+    for output in registry.outputs(registry.LIKERT, registry.FIGURE):
+        if output.table is None:
+            continue
+        for marked in (True, False):
+            tables = dict(two_models_run.result)
+            tables[output.table] = tables[output.table].assign(underpowered=marked)
+            texts = _draw(two_models_run, output, tables, ctx)
+            if texts is None:
+                continue
+            assert any("underpowered" in t for t in texts) == marked, (output.name, marked)
+            checked.append(output.name)
+    # every figure but the wording one (no second template here; test_wording draws it) was drawn both ways
+    assert sorted(set(checked)) == sorted(o.name for o in registry.outputs(registry.LIKERT, registry.FIGURE)
+                                          if o.table and o.name != "wording")
+    assert len(checked) == 2 * len(set(checked))
 
 
 @pytest.mark.parametrize("contrasts, message", [
@@ -225,7 +254,7 @@ def test_one_questionnaire_and_default_contrasts_for_the_conditions_present(tmp_
                                   neutral_shift={"ONLY": 0.0})
     items = items[items["condition"] != "neutral"]
     items.to_csv(tmp_path / "s.csv", index=False)
-    res = analyze(tmp_path / "s.csv", tmp_path / "out", bootstrap=100)
+    res = analyze(tmp_path / "s.csv", tmp_path / "out", bootstrap=100, figures=False)
     assert set(res["per_model"]["contrast"]) == {"vanilla vs stress"}
     assert res["anova_interaction"].empty and res["per_model_interaction"].empty
     row = res["per_model_state_trait"].iloc[0]

@@ -12,9 +12,8 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
-from qclm.analysis import InputError, analyze, constructs, library, stats
+from qclm.analysis import InputError, analyze, constructs, library, registry, stats
 from qclm.analysis.inputs import load_instruments
-from qclm.analysis.outputs import FIGURE_CATEGORIES, TABLE_CATEGORIES
 from qclm.analysis.synthetic import synthetic_library_scores, synthetic_silhouette
 from qclm.commands import main
 from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
@@ -251,8 +250,9 @@ def five_instruments(tmp_path_factory):
 def test_analyze_with_instruments_writes_every_library_table_and_figure(five_instruments):
     items, d = five_instruments
     out = d / "out"
-    assert set(LIBRARY) <= set(TABLE_CATEGORIES["4. Instrument library"])
-    assert set(LIBRARY) <= set(FIGURE_CATEGORIES["4. Instrument library"])
+    for kind in (registry.TABLE, registry.FIGURE):
+        outputs = registry.outputs(registry.LIKERT, kind)
+        assert {o.name for o in outputs if o.category == registry.LIBRARY} == set(LIBRARY)
     for name in LIBRARY:
         assert (out / f"{name}.csv").stat().st_size > 1000, name
         assert (out / "tables" / f"{name}.md").exists() and (out / "tables" / f"{name}.html").exists()
@@ -308,6 +308,33 @@ def test_instrument_table_errors_name_file_and_column(tmp_path, caplog):
     assert "no row for questionnaire(s) c" in caplog.text
 
 
-# --------------------------------------------------------------------------- the workflow's wiring
-
-@pytest.mark.slow
+def test_instruments_a_model_has_seen_are_flagged_from_the_memorization_table(five_instruments, tmp_path, caplog):
+    """The memorization probe's exposure rows above the decoy join the flag of that model's row of
+    instrument_validation, and the (all models) row counts the models; a bad table is named by file and column."""
+    items, d = five_instruments
+    rows = [  # model-00 has seen phq9 (Min-K% and zlib AUCs), model-01 has not; model-02 saw stai_s
+        ("model-00", "phq9", "auc_min_k", 0.91, 0.002, True), ("model-00", "phq9", "auc_zlib", 0.88, 0.004, True),
+        ("model-01", "phq9", "auc_min_k", 0.52, 0.9, False), ("model-02", "stai_s", "auc_min_k", 0.95, 0.001, True),
+        ("model-00", "decoy", "auc_min_k", 0.5, 1.0, False)]
+    mem = pd.DataFrame(rows, columns=["model", "instrument", "metric", "value", "p_holm", "above_decoy"]).assign(
+        condition="vanilla", task="exposure")
+    mem.to_csv(tmp_path / "memorization.csv", index=False)
+    out = tmp_path / "out"
+    args = ["analyze", "--scores", str(d / "items.parquet"), "--out", str(out), "--bootstrap", "50",
+            "--instruments", str(d / "instruments.csv"), "--no-figures"]
+    assert main([*args, "--memorization", str(tmp_path / "memorization.csv")]) == 0
+    val = pd.read_csv(out / "instrument_validation.csv", keep_default_na=False).set_index(["model", "questionnaire"])
+    assert val.loc[("model-00", "phq9"), "flag"].endswith(
+        "items exposed above the decoy (memorization: auc_min_k 0.91, Holm p 0.002, vanilla; "
+        "auc_zlib 0.88, Holm p 0.004, vanilla)")
+    assert "exposed" not in val.loc[("model-01", "phq9"), "flag"]
+    assert "exposed" not in val.loc[("model-00", "stai_s"), "flag"]
+    assert "items exposed above the decoy in 1 model (memorization)" in val.loc[("(all models)", "phq9"), "flag"]
+    assert "exposed" not in val.loc[("(all models)", "ipip_neuroticism"), "flag"]
+    assert json.loads((out / "run_info.json").read_text())["memorization"] == str(tmp_path / "memorization.csv")
+    # without the table: no such flag anywhere
+    plain = pd.read_csv(d / "out" / "instrument_validation.csv", keep_default_na=False)
+    assert not plain["flag"].str.contains("exposed").any()
+    mem.drop(columns="p_holm").to_csv(tmp_path / "bad.csv", index=False)
+    assert main([*args, "--memorization", str(tmp_path / "bad.csv")]) == 2
+    assert f"{tmp_path / 'bad.csv'}" in caplog.text and "p_holm" in caplog.text

@@ -1,9 +1,9 @@
-"""`qclm analyze` end to end: output tables against independent computations, planted effects, few models,
-bad input, speed."""
+"""`qclm analyze` end to end: output tables against independent computations on a paper-sized run, planted
+effects, few models, bad input. The runs several tests read are session fixtures (tests/analysis_fixtures.py)."""
 
 from __future__ import annotations
 
-import logging
+import json
 
 import numpy as np
 import pandas as pd
@@ -13,13 +13,15 @@ from scipy import stats as sps
 from statsmodels.stats.anova import AnovaRM
 from statsmodels.stats.multitest import multipletests
 
-from qclm.analysis import TABLES, InputError, analyze
-from qclm.analysis.figures import FIGURE_NAMES
-from qclm.analysis.synthetic import synthetic_item_scores, synthetic_silhouette, synthetic_variant_probs
-from qclm.analysis.tables import to_markdown
+from qclm.analysis import InputError, analyze, registry
+from qclm.analysis.synthetic import synthetic_item_scores, synthetic_variant_probs
+from qclm.analysis.table_files import to_markdown
 from qclm.commands import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
+TABLES = registry.names(registry.LIKERT, registry.TABLE)
+FIGURES = registry.names(registry.LIKERT, registry.FIGURE)
+N = 35  # models in the paper run
 
 
 def _condition_scores(items: pd.DataFrame) -> pd.DataFrame:
@@ -31,21 +33,10 @@ def _condition_scores(items: pd.DataFrame) -> pd.DataFrame:
     return c
 
 
-@pytest.fixture(scope="module")
-def small_run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("analysis")
-    items = synthetic_item_scores(n_models=14, n_items=6, n_stimuli=8, seed=3)
-    items.assign(model_type="base", family="x").to_csv(d / "scores.csv", index=False)  # extra columns ignored
-    synthetic_silhouette(items).to_csv(d / "silhouette.csv", index=False)
-    result = analyze(d / "scores.csv", d / "out", bootstrap=300, seed=0, silhouette=d / "silhouette.csv",
-                     figures=False)
-    return items, result, d / "out"
-
-
 # --------------------------------------------------------------------------- tables against references
 
-def test_all_tables_written_with_markdown_copies(small_run):
-    _, _, out = small_run
+def test_all_tables_written_with_markdown_copies(paper_run):
+    out = paper_run.out
     for name in TABLES:
         assert (out / f"{name}.csv").stat().st_size > 0
         md = (out / "tables" / f"{name}.md").read_text().splitlines()
@@ -54,11 +45,11 @@ def test_all_tables_written_with_markdown_copies(small_run):
     assert (out / "run_info.json").exists()
 
 
-def test_zscores_match_independent_aggregation(small_run):
-    items, result, out = small_run
+def test_zscores_match_independent_aggregation(paper_run):
+    items, result, out = paper_run.items, paper_run.result, paper_run.out
     ref = _condition_scores(items)
     got = pd.read_csv(out / "zscores.csv").merge(ref, on=["model", "questionnaire", "condition"])
-    assert len(got) == len(ref) == 14 * 2 * 3
+    assert len(got) == len(ref) == N * 2 * 3
     np.testing.assert_allclose(got["raw"], got["score"], rtol=1e-12)
     np.testing.assert_allclose(got["z_x"], got["z_y"], rtol=1e-10)
     van = got[got["condition"] == "vanilla"].groupby("questionnaire")["z_x"]
@@ -66,8 +57,8 @@ def test_zscores_match_independent_aggregation(small_run):
     np.testing.assert_allclose(van.std(ddof=1), 1, rtol=1e-12)
 
 
-def test_paired_tests_match_scipy_and_holm_matches_statsmodels(small_run):
-    items, result, _ = small_run
+def test_paired_tests_match_scipy_and_holm_matches_statsmodels(paper_run):
+    items, result = paper_run.items, paper_run.result
     ref = _condition_scores(items)
     table = result["paired_tests"]
     assert set(table["contrast"]) == {"vanilla vs stress", "vanilla vs neutral", "neutral vs stress"}
@@ -83,8 +74,8 @@ def test_paired_tests_match_scipy_and_holm_matches_statsmodels(small_run):
     np.testing.assert_allclose(table["p_holm"], multipletests(table["p"], method="holm")[1], rtol=1e-12)
 
 
-def test_oneway_anova_matches_pingouin_and_statsmodels(small_run):
-    items, result, _ = small_run
+def test_oneway_anova_matches_pingouin_and_statsmodels(paper_run):
+    items, result = paper_run.items, paper_run.result
     ref = _condition_scores(items)
     ref = ref[ref["condition"].isin(["vanilla", "stress"])]
     table = result["anova_oneway"]
@@ -103,26 +94,26 @@ def test_oneway_anova_matches_pingouin_and_statsmodels(small_run):
         assert stim["F"] == pytest.approx(sm.loc["condition", "F Value"], rel=1e-9)
         assert sub["eta2"].sum() == pytest.approx(1.0, rel=1e-12)
         assert (sub["eta2_ci_low"] <= sub["eta2"] + 1e-12).all() and (sub["eta2"] <= sub["eta2_ci_high"] + 1e-12).all()
-        assert list(sub["df"]) == [1, 13, 13]
+        assert list(sub["df"]) == [1, N - 1, N - 1]
     stim = table[table["source"] == "stimuli"]
     np.testing.assert_allclose(stim["p_holm"], multipletests(stim["p"], method="holm")[1], rtol=1e-12)
 
 
-def test_interaction_matches_statsmodels_and_pingouin(small_run):
-    items, result, _ = small_run
+def test_interaction_matches_statsmodels_and_pingouin(paper_run):
+    items, result = paper_run.items, paper_run.result
     ref = _condition_scores(items)
     data = ref[ref["condition"].isin(["vanilla", "stress"])]
     row = result["anova_interaction"].set_index("contrast").loc["vanilla vs stress"]
     sm = AnovaRM(data, "z", "model", within=["condition", "questionnaire"]).fit().anova_table
     assert row["F"] == pytest.approx(sm.loc["condition:questionnaire", "F Value"], rel=1e-9)
     assert row["p"] == pytest.approx(sm.loc["condition:questionnaire", "Pr > F"], rel=1e-7)
-    assert (row["df1"], row["df2"]) == (1, 13)
+    assert (row["df1"], row["df2"]) == (1, N - 1)
     aov = pg.rm_anova(data, dv="z", within=["condition", "questionnaire"], subject="model", effsize="np2")
     assert row["partial_eta2"] == pytest.approx(aov.iloc[2]["np2"], rel=1e-8)
 
 
-def test_validation_matches_pingouin_and_scipy(small_run):
-    items, result, _ = small_run
+def test_validation_matches_pingouin_and_scipy(paper_run):
+    items, result = paper_run.items, paper_run.result
     val = result["validation"].set_index(["metric", "questionnaire"])["value"]
     van = items[items["condition"] == "vanilla"]
     for q in ("STAI-S", "STAI-T"):
@@ -135,8 +126,8 @@ def test_validation_matches_pingouin_and_scipy(small_run):
     assert ("silhouette_mean", "all") in val.index and ("silhouette_sd", "STAI-S") in val.index
 
 
-def test_by_size_classes_count_models_and_decompose(small_run):
-    items, result, _ = small_run
+def test_by_size_classes_count_models_and_decompose(paper_run):
+    items, result = paper_run.items, paper_run.result
     sizes = items.groupby("model")["params_b"].first()
     expected = {"<3B": (sizes < 3).sum(), "3-8B": ((sizes >= 3) & (sizes < 8)).sum(), ">=8B": (sizes >= 8).sum()}
     table = result["anova_by_size"]
@@ -147,8 +138,8 @@ def test_by_size_classes_count_models_and_decompose(small_run):
             assert sub["eta2"].sum() == pytest.approx(1.0)
 
 
-def test_per_model_shifts_match_direct_computation(small_run):
-    items, result, _ = small_run
+def test_per_model_shifts_match_direct_computation(paper_run):
+    items, result = paper_run.items, paper_run.result
     q = items.groupby(["model", "questionnaire", "condition", "stimulus_id"], as_index=False)["score"].mean()
     m, qn = "model-03", "STAI-S"
     sub = q[(q["model"] == m) & (q["questionnaire"] == qn)]
@@ -160,24 +151,27 @@ def test_per_model_shifts_match_direct_computation(small_run):
     assert row["cohens_d"] == pytest.approx(diffs.mean() / diffs.std(ddof=1))
     assert row["share_first_higher"] == pytest.approx((diffs > 0).mean())
     assert row["ci_low"] < row["mean_diff"] < row["ci_high"]
-    assert row["n_stimuli"] == 8
+    assert row["n_stimuli"] == 24
     # neutral vs stress: independent stimulus sets, difference of means over the pooled SD
     neutral = sub.loc[sub["condition"] == "neutral", "score"].to_numpy()
     stress = sub.loc[sub["condition"] == "stress", "score"].to_numpy()
     row = table.loc[(m, qn, "neutral vs stress")]
-    pooled = np.sqrt((7 * neutral.var(ddof=1) + 7 * stress.var(ddof=1)) / 14)
-    assert row["design"] == "independent" and row["n_stimuli"] == 16
+    pooled = np.sqrt((23 * neutral.var(ddof=1) + 23 * stress.var(ddof=1)) / 46)
+    assert row["design"] == "independent" and row["n_stimuli"] == 48
     assert row["mean_diff"] == pytest.approx(neutral.mean() - stress.mean())
     assert row["cohens_d"] == pytest.approx((neutral.mean() - stress.mean()) / pooled)
     assert row["share_first_higher"] == pytest.approx((neutral[:, None] > stress[None, :]).mean())
 
 
-def test_csv_and_parquet_inputs_give_the_same_tables(small_run, tmp_path):
-    items, result, _ = small_run
+def test_csv_and_parquet_inputs_give_the_same_tables(tmp_path):
+    items = synthetic_item_scores(n_models=6, n_items=3, n_stimuli=4, seed=3)
     items.to_parquet(tmp_path / "scores.parquet")
-    again = analyze(tmp_path / "scores.parquet", tmp_path / "out", bootstrap=300, seed=0, figures=False)
-    pd.testing.assert_frame_equal(again["anova_oneway"], result["anova_oneway"])
-    pd.testing.assert_frame_equal(again["per_model"], result["per_model"])
+    items.assign(model_type="base", family="x").to_csv(tmp_path / "scores.csv", index=False)  # extra columns
+    a = analyze(tmp_path / "scores.parquet", tmp_path / "a", bootstrap=50, figures=False)
+    b = analyze(tmp_path / "scores.csv", tmp_path / "b", bootstrap=50, figures=False)
+    assert list(a) == list(b) == list(TABLES)
+    for name in TABLES:
+        pd.testing.assert_frame_equal(a[name], b[name], obj=name)
 
 
 # --------------------------------------------------------------------------- planted effects
@@ -186,7 +180,7 @@ def test_planted_stress_effect_larger_for_one_questionnaire_gives_significant_in
     items = synthetic_item_scores(n_models=20, n_items=5, n_stimuli=6, seed=11,
                                   stress_shift={"STAI-S": 0.3, "STAI-T": 0.05})
     items.to_parquet(tmp_path / "s.parquet")
-    res = analyze(tmp_path / "s.parquet", tmp_path / "out", bootstrap=200, figures=False)
+    res = analyze(tmp_path / "s.parquet", tmp_path / "out", bootstrap=0, figures=False)  # tests, no CIs
     inter = res["anova_interaction"].iloc[0]
     assert inter["p"] < 0.001 and inter["partial_eta2"] > 0.3
     tests = res["paired_tests"].set_index(["questionnaire", "contrast"])
@@ -204,7 +198,7 @@ def test_null_data_show_no_effect(tmp_path, seed):
                                   stress_shift={"STAI-S": 0.0, "STAI-T": 0.0}, sensitivity_sd=0.0,
                                   stimulus_sd=0.0)  # a stimulus effect shared by all models is a real effect
     items.to_parquet(tmp_path / "s.parquet")
-    res = analyze(tmp_path / "s.parquet", tmp_path / "out", bootstrap=200, figures=False)
+    res = analyze(tmp_path / "s.parquet", tmp_path / "out", bootstrap=0, figures=False)  # tests, no CIs
     inter = res["anova_interaction"]
     assert inter.set_index("contrast").loc["vanilla vs stress", "p"] > 0.05
     assert (multipletests(inter["p"], method="holm")[1] > 0.05).all()  # three contrasts: one family
@@ -215,21 +209,18 @@ def test_null_data_show_no_effect(tmp_path, seed):
 # --------------------------------------------------------------------------- few models
 
 @pytest.mark.parametrize("n_models", [1, 2])
-def test_one_or_two_models_write_tables_and_figures_with_warnings(tmp_path, caplog, n_models):
-    items = synthetic_item_scores(n_models=n_models, n_items=4, n_stimuli=5, seed=2)
-    items.to_csv(tmp_path / "s.csv", index=False)
-    synthetic_variant_probs(items, n_models=1).to_parquet(tmp_path / "vp.parquet")
-    with caplog.at_level(logging.WARNING, logger="qclm.analysis"):
-        res = analyze(tmp_path / "s.csv", tmp_path / "out", bootstrap=100, variant_probs=tmp_path / "vp.parquet")
-    assert "underpowered" in caplog.text
+def test_one_or_two_models_write_tables_and_figures_with_warnings(request, n_models):
+    run = request.getfixturevalue("one_model_run" if n_models == 1 else "two_models_run")
+    res = run.result
+    assert f"WARNING only {n_models} model(s)" in run.log and "marked underpowered" in run.log
     assert res["anova_oneway"]["underpowered"].all()
     assert res["paired_tests"]["underpowered"].all()
     per_model = res["per_model"]
     assert len(per_model) == n_models * 2 * 3  # questionnaires x the paper's three contrasts
     assert per_model["ci_low"].notna().all() and (per_model["share_first_higher"] < 0.5).any()
     assert res["per_model_state_trait"]["underpowered"].all()  # 5 stimuli < 10
-    for name in FIGURE_NAMES:
-        assert (tmp_path / "out" / "figures" / f"{name}.png").stat().st_size > 0
+    for name in FIGURES:
+        assert (run.out / "figures" / f"{name}.png").stat().st_size > 0
     if n_models == 2:
         assert np.isfinite(res["paired_tests"]["t"]).all()
 
@@ -275,21 +266,16 @@ def test_markdown_table_format():
     assert "a\\|b" in lines[2] and "1.23e-04" in lines[2] and "0.500" in lines[3]
 
 
-# --------------------------------------------------------------------------- full size, speed
+# --------------------------------------------------------------------------- full size
 
-def test_full_size_run_with_10000_bootstraps_draws_all_figures(tmp_path):
+def test_full_size_run_with_10000_bootstraps_draws_all_figures(paper_run):
     """A paper-sized table (35 models, 20 items, 24 stimuli per class) with 10000 bootstraps draws every
-    figure (its speed is for a benchmark to say, not a test: a timing assertion fails on a busy machine)."""
-    items = synthetic_item_scores(n_models=35, n_items=20, n_stimuli=24, seed=0)
-    items.to_parquet(tmp_path / "items.parquet")
-    synthetic_silhouette(items).to_csv(tmp_path / "sil.csv", index=False)
-    synthetic_variant_probs(items).to_parquet(tmp_path / "vp.parquet")
-    code = main(["analyze", "--scores", str(tmp_path / "items.parquet"), "--out", str(tmp_path / "out"),
-                 "--bootstrap", "10000", "--silhouette", str(tmp_path / "sil.csv"),
-                 "--variant-probs", str(tmp_path / "vp.parquet"), "--heatmap-item", "STAI-T:stai-t-02"])
-    assert code == 0
-    for name in FIGURE_NAMES:
+    figure (its speed is for a benchmark to say, not a test: a timing assertion fails on a busy machine). The run
+    is the session fixture that the reference tests above read."""
+    for name in FIGURES:
         for ext in ("png", "pdf"):
-            assert (tmp_path / "out" / "figures" / f"{name}.{ext}").stat().st_size > 1000
-    oneway = pd.read_csv(tmp_path / "out" / "anova_oneway.csv")
+            assert (paper_run.out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+    oneway = pd.read_csv(paper_run.out / "anova_oneway.csv")
     assert (oneway["eta2_ci_high"] - oneway["eta2_ci_low"] > 0).all()
+    info = json.loads((paper_run.out / "run_info.json").read_text())
+    assert info["bootstrap"] == 10_000 and info["n_models"] == N and info["heatmap_item"] == "STAI-T:stai-t-02"

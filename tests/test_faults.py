@@ -318,16 +318,19 @@ def test_shell_placeholders_are_quoted():
 
 
 def test_hostile_config_value_stays_one_shell_word(tmp_path, tiny_llama_dir):
-    hostile = "S01'; touch PWNED; echo '$(id)"
-    config = write_workflow_config(tmp_path, {"m1": tiny_llama_dir},
-                                   analysis={"bootstrap": 10, "seed": 1, "size_classes": [3, 8], "heatmap_item": hostile})
+    """A free-text value of the config (the results directory: the heatmap item, once free text, must now be an
+    item the run scores) reaches the analysis command as one shell word."""
+    hostile = "r'; touch PWNED; echo '$(id)"
+    config = write_workflow_config(tmp_path, {"m1": tiny_llama_dir}, results=hostile,
+                                   analysis={"bootstrap": 10, "seed": 1, "size_classes": [3, 8], "heatmap_item": "S01"})
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "-s", str(ROOT / "Snakefile"), "--directory",
                           str(tmp_path), "--configfile", str(config), "--cores", "1"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     [cmd] = [line for line in (run.stdout + run.stderr).splitlines() if " -m qclm.commands analyze " in line]
     words = shlex.split(cmd)
-    assert words[words.index("--heatmap-item") + 1] == hostile
+    assert words[words.index("--out") + 1] == f"{hostile}/analysis"
+    assert words[words.index("--heatmap-item") + 1] == "S01"
     assert not (tmp_path / "PWNED").exists()
 
 

@@ -304,17 +304,21 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
     + QSOFTMAX + mean_score(positive keywords) on the authors' form of the item."""
     import yaml
 
-    from qclm.probes.likert.cells import score_condition
-    from qclm.models.table import load_model_table
-    from qclm.prompts import PromptBuilder, PromptFormat
+    from conftest import likert_cell, loaded_model
+
+    from qclm import settings
     from qclm.contexts import Protocol
-from qclm.probes.likert.kind import item_contexts
+    from qclm.jobs.score_model import score_cell
+    from qclm.models.table import load_model_table
     from qclm.probes.likert.equations import condition_tables
+    from qclm.probes.likert.kind import item_contexts
+    from qclm.prompts import PromptBuilder, PromptFormat
     from qclm.stimuli import load_stimuli
 
     config = yaml.safe_load((ROOT / "config/qlatent.yaml").read_text())
     config.update(limit_items=1, limit_stimuli=1)
-    scoring = config["scoring"]
+    scoring = settings.section(config, settings.SCORING)
+    engine = settings.section(config, settings.ENGINE)
     spec = load_model_table(ROOT / config["models"])["smollm2-135m-instruct"]
     assert spec.prompt_format == "chat"
     protocol = Protocol.from_config(config)
@@ -323,10 +327,11 @@ from qclm.probes.likert.kind import item_contexts
     stimulus = load_stimuli(stress_file, "stress").stimuli[0].text(protocol.version)
     model, tok, _ = smollm2
     pipe = peers.PipelineLike(model, peers.RecordingTokenizer(tok), model.device, "smollm2")
-    builder = PromptBuilder(tok, PromptFormat.from_settings(spec.prompt_format, scoring))
+    builder = PromptBuilder(tok, PromptFormat.from_settings(spec.prompt_format, engine))
+    loaded = loaded_model(spec, model, tok, engine)
 
     for condition, files, pre_text in (("vanilla", [], None), ("stress", [stress_file], stimulus)):
-        tokens, _ = score_condition(spec, STAI_S, condition, files, protocol, scoring, model_and_tokenizer=smollm2)
+        tokens, _ = score_cell(loaded, likert_cell(STAI_S, condition, files), protocol)
         variants, items = condition_tables(tokens, scoring["aggregation"], scoring["item_score"],
                                            scoring["normalization_epsilon"])
         [ctx] = item_contexts(q, condition, [load_stimuli(f, "stress") for f in files] or None, protocol)

@@ -23,7 +23,7 @@ from conftest import ROOT, run_snakemake, write_workflow_config
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 SLURM_PROFILE = ROOT / "profiles" / "slurm"
-WORKFLOW_PROFILE = ROOT / "workflow" / "profiles" / "default"
+WORKFLOW_PROFILE = ROOT / "profiles" / "default"
 LOCK = Path("/run/lock/qclm-slurm-test.lock")
 RUN_TIMEOUT = 480  # seconds for each run (about 2-3 min on 2 busy cores); `timeout -k` ends a hung one
 CANNOT_RUN = 2  # cluster.sh: "cannot run here"

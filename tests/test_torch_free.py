@@ -71,7 +71,7 @@ config = read_yaml({str(shared_run.config)!r})
 res, out = Path({str(res)!r}), Path({str(tmp_path)!r})
 instances = {{i.id: i for i in probes.instances(config)}}
 models = load_model_table(config["models"])
-for ident in ("stai_s", "yesno", "csi"):
+for ident in ("stai_s", "yesno", "gad7_ent", "csi"):
     inst = instances[ident]
     cls = probes.kind_class(inst.kind)
     cells = {{}}
@@ -98,4 +98,5 @@ main()
     assert "Nothing to be done" in run.stdout + run.stderr
     assert (tmp_path / "stai_s" / "analysis" / "per_model_state_trait.csv").exists()
     assert (tmp_path / "yesno" / "analysis" / "yesno_state_trait.csv").exists()
+    assert (tmp_path / "gad7_ent" / "analysis" / "entailment.csv").exists()
     assert (tmp_path / "csi" / "analysis" / "csi_scores.csv").exists()

@@ -180,7 +180,7 @@ def test_yaml_tab_indentation(tmp_path):
      ["item W2: field keyng: unknown field (did you mean keying?)"]),
     (lambda d: d.update(colour="blue"),
      ["field colour: unknown field (known: id, name, construct, framing, source, licence, item_wording, "
-      "template, templates, scale, items)"]),
+      "template, templates, scale, items, original_scale)"]),
     (lambda d: d["items"][1].update(id="W1"),
      ["item W1 (#2): field id: duplicate item id (item #1 has it too)"]),
     (lambda d: d.update(template="Question: do you feel it?\nAnswer:{intensifier}"),
@@ -227,6 +227,22 @@ def test_yaml_tab_indentation(tmp_path):
     (lambda d: d["items"][0].update(ordinal="first"),
      ["item W1: field ordinal: must be an integer, got 'first'"]),
     (lambda d: d.update(items={"id": "W1"}), ["field items: must be a list, got {\"id\": \"W1\"}"]),
+    # invisible text: a term of zero-width spaces, a control character in a template or a phrase
+    (lambda d: d["items"][0]["cterms"]["plus"].append("\u200b\u200b"),
+     ["item W1: field cterms.plus, entry 4: has only invisible characters (U+200B (ZERO WIDTH SPACE)): it is "
+      "empty to a reader, not to a model"]),
+    (lambda d: d["items"][1].update(template="Do you feel\x00 {cterm}?\nAnswer:{intensifier}"),
+     ["item W2: field template: has the control character U+0000 (NULL) at character 12: remove it"]),
+    (lambda d: d["scale"]["levels"][0]["intensifiers"].append("not\x1b[0m at all"),
+     ["level not at all: field intensifiers, entry 3: has the control character U+001B (ESCAPE) at character 4: "
+      "remove it"]),
+    (lambda d: d["items"][0].update(description="\u2060\ufeff "),
+     ["item W1: field description: has only invisible characters (U+2060 (WORD JOINER)): it is empty to a "
+      "reader, not to a model"]),
+    # the licence: described items carry no original wording (written ones may carry the statements written for qclm)
+    (lambda d: (d.update(item_wording="described"), d["items"][1].update(text="I feel calm.")),
+     ["item W2: field text: item_wording is described: the original wording is not reproduced (paraphrase it in "
+      "description); remove text"]),
 ], ids=case_id)
 def test_questionnaire_problem(tmp_path, edit, expected):
     file, got = q_lines(tmp_path, edit)
@@ -280,6 +296,14 @@ def test_missing_file(tmp_path):
      ["stimulus stress01: field short: unknown field (known: id, topic, long, brief)"]),
     (lambda d: d["stimuli"][0].update(long="Think of {cterm}."), ["stimulus stress01: field long: text contains { or }"]),
     (lambda d: d.update(stimuli=[]), ["field stimuli: must not be empty"]),
+    (lambda d: d["stimuli"][1].update(brief="\u200b\u200c\u200d"),
+     ["stimulus stress02: field brief: has only invisible characters (U+200B (ZERO WIDTH SPACE)): it is empty to "
+      "a reader, not to a model"]),
+    (lambda d: d["stimuli"][0].update(long="My heart raced.\x07\r\nThen nothing."),
+     ["stimulus stress01: field long: has the control character U+0007 (BELL) at character 16: remove it"]),
+    (lambda d: d["stimuli"][0].update(topic="\ud83d"),
+     ["stimulus stress01: field topic: has a lone surrogate U+D83D at character 1: not a character (broken "
+      "UTF-16)"]),
 ], ids=case_id)
 def test_stimulus_problem(tmp_path, edit, expected):
     data = copy.deepcopy(STIMULI)
@@ -444,11 +468,64 @@ def test_valid_config(tmp_path, monkeypatch):
       "config.yaml: field questionnaires.a b: q/worry1.yaml has id 'worry1'; the key must be the same "
       "('worry1: q/worry1.yaml')"]),
     (lambda c: c.update(questionnaires={}), ["config.yaml: field questionnaires: must not be empty"]),
+    # numbers are finite where a number is expected (JSON Schema's minimum lets NaN and infinity through)
+    (lambda c: c["scoring"].update(normalization_epsilon=float("nan")),
+     ["config.yaml: field scoring.normalization_epsilon: must be a finite number, got nan"]),
+    (lambda c: c["engine"].update(batch_size=float("inf")),
+     ["config.yaml: field engine.batch_size: must be a finite number, got inf"]),
+    (lambda c: c["analysis"].update(size_classes=[3, float("-inf")]),
+     ["config.yaml: field analysis.size_classes, entry 2: must be a finite number, got -inf"]),
+    # what qclm analyze refused only after all scoring
+    (lambda c: c["analysis"].update(size_classes=[8, 3]),
+     ["config.yaml: field analysis.size_classes: boundaries must be increasing, got [8, 3]"]),
+    (lambda c: c["analysis"].update(size_classes=[0, 3]),
+     ["config.yaml: field analysis.size_classes, entry 1: must be more than 0, got 0"]),
+    (lambda c: c["analysis"].update(seed=-1), ["config.yaml: field analysis.seed: must be at least 0, got -1"]),
+    (lambda c: c["analysis"].update(heatmap_item="W9"),
+     ["config.yaml: field analysis.heatmap_item: 'W9' is not an item the run scores; write ITEM or "
+      "QUESTIONNAIRE:ITEM"]),
+    (lambda c: c["analysis"].update(heatmap_item="worry2:W1"),
+     ["config.yaml: field analysis.heatmap_item: 'worry2:W1': no questionnaire 'worry2' (questionnaires: worry1)"]),
+    (lambda c: (c.update(limit_items=1), c["analysis"].update(heatmap_item="worry1:W2")),
+     ["config.yaml: field analysis.heatmap_item: 'worry1:W2': questionnaire worry1 scores no item 'W2' "
+      "(limit_items: 1)"]),
+    (lambda c: c.update(conditions=["stress", "neutral"], contrasts=[["neutral", "stress"]]),
+     ["config.yaml: field conditions: must include vanilla: the item alone is the baseline of the z-scores and "
+      "of the analysis (add it, e.g. [vanilla, stress])"]),
+    (lambda c: c["engine"].update(answer_preamble="My answer is "),
+     ["config.yaml: field engine.answer_preamble: 'My answer is ' ends in whitespace: the intensifier brings its "
+      "own leading space, so the model would read two"]),
+    (lambda c: c["stimuli"].update(separator="\n\x0c"),
+     ["config.yaml: field stimuli.separator: has the control character U+000C (FORM FEED) at character "
+      "2: remove it"]),
 ], ids=case_id)
 def test_config_problem(tmp_path, monkeypatch, edit, expected):
     config = make_config(tmp_path)
     edit(config)
     assert check(tmp_path, monkeypatch, config) == expected
+
+
+def test_heatmap_item_in_two_questionnaires_needs_its_questionnaire(tmp_path, monkeypatch):
+    config = make_config(tmp_path)
+    write_yaml(tmp_path / "q" / "worry2.yaml", {**WORRY1, "id": "worry2"})
+    config["questionnaires"]["worry2"] = "q/worry2.yaml"
+    config["analysis"]["heatmap_item"] = "W1"
+    assert check(tmp_path, monkeypatch, config) == [
+        "config.yaml: field analysis.heatmap_item: 'W1' is an item of worry1, worry2: write QUESTIONNAIRE:ITEM"]
+    config["analysis"]["heatmap_item"] = "worry2:W1"
+    assert check(tmp_path, monkeypatch, config) == []
+
+
+def test_quantization_on_a_cpu_run(tmp_path, monkeypatch):
+    """A quantized model (bitsandbytes) needs CUDA: with engine.device cpu its job could only fail."""
+    config = make_config(tmp_path)
+    (tmp_path / "models.tsv").write_text(HEADER.rstrip("\n") + "\tquantization\n"
+                                         "m1\torg/model\t\t1\tbase\tf\tauto\t\nm2\torg/big\t\t70\tbase\tf\tauto\t4bit\n")
+    assert check(tmp_path, monkeypatch, config) == []  # device auto: decided where the job runs
+    config["engine"]["device"] = "cpu"
+    assert check(tmp_path, monkeypatch, config) == [
+        "models.tsv: line 3 (model m2): column quantization: 4bit needs a CUDA GPU (bitsandbytes), and "
+        "engine.device is cpu in config.yaml: leave quantization empty, or run on cuda"]
 
 
 def test_any_class_name_composed_conditions_and_the_shorthand(tmp_path, monkeypatch):
@@ -564,14 +641,20 @@ def test_snakemake_dry_run_prints_the_problems(tmp_path):
     broken["items"][0]["template"] = "Do you feel {cterm}?\nAnswer:{intensifier} now"
     write_yaml(tmp_path / "q" / "worry1.yaml", broken)
     write_yaml(tmp_path / "config.yaml", config)
+    # a key given twice: Snakemake's reader keeps the last value; the workflow reads the file again and names it
+    text = (tmp_path / "config.yaml").read_text()
+    (tmp_path / "config.yaml").write_text(text + f"models_dir: {config['models_dir']}\n")
+    first = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith("models_dir:"))
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), "--directory",
                           str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1
     out = run.stdout + run.stderr
     assert "Traceback" not in out
-    assert out.rstrip().splitlines()[-3:] == [
+    assert out.rstrip().splitlines()[-4:] == [
         "qclm: invalid input (run `qclm validate` to check again)",
+        f"{tmp_path / 'config.yaml'}: line {len(text.splitlines()) + 1}, column 1: key 'models_dir' is given twice "
+        f"in one mapping (first on line {first}); YAML keeps only the last value: give it once",
         "q/worry1.yaml: item W1: template has no {intensifier} slot at its end",
         f"{tmp_path / 'config.yaml'}: field conditions, entry 3: 'panic' names class 'panic', which has no stimulus "
         "file (add it under stimuli.classes; classes: stress, neutral)",

@@ -13,6 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from qclm.inputs import text_problem
 from qclm.questionnaire import load_questionnaire
 from qclm.errors import InputError
 
@@ -22,9 +23,10 @@ REQUIRED_ITEM = ["id", "ordinal", "description", "keying", "cterms"]
 
 word = st.text(alphabet=string.ascii_lowercase, min_size=2, max_size=7)
 phrase = st.lists(word, min_size=1, max_size=3).map(" ".join)
-#: template text: any printable character but braces (slots) and YAML-normalized line breaks
+#: template text: any printable character but braces (slots) and YAML-normalized line breaks, and not a text
+#: that shows nothing but invisible characters (a zero-width space alone: an error of its own)
 free_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"), blacklist_characters="{}")
-                    | st.just("\n"), max_size=30)
+                    | st.just("\n"), max_size=30).filter(lambda t: text_problem(t) is None)
 before_answer = free_text.filter(lambda t: not t[-1:].isspace())
 
 
@@ -224,7 +226,24 @@ def bad_ordinal(d, draw):
     return f"item {item['id']}: field ordinal", "must be"
 
 
-CORRUPTIONS = [drop_top_field, drop_item_field, unknown_item_field, unknown_top_field, weight_not_a_number,
+def invisible_term(d, draw):
+    _, item = _item(d, draw)
+    side = draw(st.sampled_from(["plus", "minus"]))
+    k = draw(st.integers(0, len(item["cterms"][side]) - 1))
+    item["cterms"][side][k] = draw(st.text(st.sampled_from("\u200b\u200c\u200d\u2060\ufeff\u00ad"), min_size=1,
+                                           max_size=3))
+    return f"item {item['id']}: field cterms.{side}, entry {k + 1}", "has only invisible characters"
+
+
+def control_character(d, draw):
+    # (not U+0085: YAML reads a raw NEL as a line break, so it never reaches the loader as a character)
+    field = draw(st.sampled_from(["name", "source", "licence", "template"]))
+    at = draw(st.integers(0, len(d[field])))
+    d[field] = d[field][:at] + draw(st.sampled_from(["\x00", "\x07", "\x1b", "\x7f", "\x9b", "\r"])) + d[field][at:]
+    return f"field {field}", "has the control character"
+
+
+CORRUPTIONS = [invisible_term, control_character, drop_top_field, drop_item_field, unknown_item_field, unknown_top_field, weight_not_a_number,
                weight_not_finite, weight_repeated, too_few_levels, no_intensifiers, phrase_in_two_levels,
                duplicate_item_id, template_without_cterm, template_text_after_intensifier,
                template_space_before_intensifier, item_template_two_cterms, empty_terms, term_in_both, bad_framing,

@@ -8,7 +8,9 @@ import pytest
 import statsmodels.formula.api as smf
 from statsmodels.stats.anova import anova_lm
 
-from qclm.analysis import analyze
+from matplotlib.text import Text
+
+from qclm.analysis import analyze, plotting, wording_figures
 from qclm.analysis.wording import decompose, wording_table
 
 
@@ -84,3 +86,10 @@ def test_analyze_writes_the_wording_table_and_uses_the_first_template_for_scores
     want = first[first["condition"] == "vanilla"].groupby("model")["score"].mean()
     got = pd.read_csv(tmp_path / "out" / "zscores.csv").query("condition == 'vanilla'").set_index("model")["raw"]
     np.testing.assert_allclose(got.loc[want.index], want, rtol=1e-12)
+    # the figure marks what the table marks: the across-model rows rest on 3 of 10 models
+    for marked in (True, False):
+        with plotting.plt.rc_context(plotting.STYLE):
+            fig = wording_figures.wording(None, res["wording"].assign(underpowered=marked))
+        texts = [t.get_text() for t in fig.findobj(Text)]
+        plotting.plt.close(fig)
+        assert ("underpowered: 3 models" in texts) == marked

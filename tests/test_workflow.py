@@ -182,12 +182,36 @@ def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):
 
 
 
+def test_the_entailment_kind_runs_under_every_condition(shared_run):
+    """The entailment kind (docs/entailment.md) under every condition: P(True) of the forced choice, the Likert
+    tables from the Likert equations, its analysis table with baselines, and the state-trait decomposition."""
+    res = shared_run.results
+    for model in shared_run.models:
+        for cond in SHARED_CONDITIONS:
+            raw = pd.read_parquet(res / "logprobs" / model / "gad7_ent" / f"{cond}.parquet")
+            # limit_items 2: G01 (3 + 3 cterms) and G02 (2 + 2) x 8 intensifiers, per context
+            assert len(raw) == (6 + 4) * 8 * (1 if cond == "vanilla" else 2)
+            lp = raw[["logp_true", "logp_false", "logp_neither"]].to_numpy()
+            np.testing.assert_allclose(raw["p_raw"], np.exp(lp[:, 0]) / np.exp(lp).sum(axis=1), rtol=1e-9)
+            assert read_metadata(res / "logprobs" / model / "gad7_ent" / f"{cond}.parquet")["form"] == "qclm"
+    items = pd.read_parquet(res / "scores" / "entailment_item_scores.parquet")
+    assert len(items) == 2 * 2 * CONTEXTS and set(items["questionnaire"]) == {"gad7_ent"}
+    conds = pd.read_csv(res / "scores" / "entailment_condition_means.csv")
+    assert len(conds) == 2 * len(SHARED_CONDITIONS)
+    table = pd.read_csv(res / "analysis" / "entailment.csv")
+    assert len(table) == 2 * len(SHARED_CONDITIONS) and (table["chance_score"] == 0).all()
+    assert table.loc[table["condition"] != "vanilla", "underpowered"].all()  # 2 stimuli < min_stimuli
+    assert len(pd.read_csv(res / "analysis" / "entailment_state_trait.csv")) > 0
+    assert (res / "analysis" / "figures" / "entailment.png").stat().st_size > 10_000
+    assert "## Entailment items" in (res / "analysis" / "overview.md").read_text()
+
+
 def test_the_csi_kind_runs_under_every_condition(shared_run):
     """The CSI kind (issue 18) in the workflow: every condition's cell on both tiny models (each stimulus a
     context), its score tables, and its analysis: O + P + N = 1 and consistency >= O + P per model and condition,
     the valence control, the condition contrasts paired over words, and the state-trait decomposition with words
     as subjects."""
-    from qclm.probes.csi.analysis import FILES
+    from qclm.analysis import registry
 
     res = shared_run.results
     for model in shared_run.models:
@@ -200,13 +224,15 @@ def test_the_csi_kind_runs_under_every_condition(shared_run):
     assert len(words) == 2 * len(SHARED_CONDITIONS) * (12 + 12)
     items = pd.read_parquet(res / "scores" / "csi_items.parquet")
     assert len(items) == 2 * 12 * CONTEXTS and set(items["instrument"]) == {"csi"}
-    for name in FILES:
-        assert (res / "analysis" / name).exists(), name
+    for output in registry.outputs("csi"):
+        for name in output.files:
+            assert (res / "analysis" / name).exists(), name
     scores = pd.read_csv(res / "analysis" / "csi_scores.csv")
     assert len(scores) == 2 * len(SHARED_CONDITIONS)
     np.testing.assert_allclose(scores["O"] + scores["P"] + scores["N"], 1)
     assert (scores["consistency"] >= scores["O"] + scores["P"] - 1e-12).all()
     assert (scores["consistency_random"] == 0.5).all()  # 2 x 0.5^2
+    assert (scores["underpowered"] == (scores["interpretable"].astype(str) != "True")).all()
     validity = pd.read_csv(res / "analysis" / "csi_validity.csv")
     control = validity[validity["set"] == "control"]
     assert len(control) == 2 * len(SHARED_CONDITIONS) and control["auc"].between(0, 1).all()

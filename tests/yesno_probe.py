@@ -13,6 +13,7 @@ import pandas as pd
 
 from qclm.engine.requests import ChoiceRequest
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
+from qclm.probes.items import register_state_trait
 from qclm.questionnaire import load_questionnaire
 
 COLUMNS = ["model", "probe", "condition", "stimulus_id", "item_id", "logp_yes", "logp_no", "p_yes"]
@@ -71,3 +72,5 @@ class YesNoProbe(ProbeKind):
 
 
 KIND = YesNoProbe
+# its per-item numbers get the per-model state-trait decomposition, a table of its own in the report
+register_state_trait(YesNoProbe.name, "7. A probe written in the tests")

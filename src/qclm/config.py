@@ -13,30 +13,39 @@ working directory), which for ``qclm validate`` is the current directory.
 
 from __future__ import annotations
 
+import logging
+import math
 import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from qclm import settings
 from qclm.errors import InputError, Problem
 from qclm.experiment import (
-    SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, classes_of, condition_problems, contrast_problems,
-    default_contrasts, stimulus_classes,
+    SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, VANILLA, classes_of, condition_problems,
+    contrast_problems, default_contrasts, stimulus_classes,
 )
-from qclm.inputs import CONDITION_PATTERN, read_yaml, schema_problems
+from qclm.inputs import CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems
 from qclm.questionnaire import load_questionnaire
 from qclm.settings import config_schema, migrate
+
+log = logging.getLogger("qclm.config")
 
 DEFAULT_CONFIG = "config/config.yaml"
 
 
 def _load_schema(schema: dict | str | Path | None) -> dict:
+    """The config schema: the package's, a dict, or a file (``qclm validate --schema``); a file that is missing,
+    broken or not a JSON Schema is an InputError naming it."""
     if schema is None:
         return config_schema()
     if isinstance(schema, dict):
         return schema
-    return yaml.safe_load(Path(schema).read_text(encoding="utf-8"))
+    data = read_yaml(schema)
+    problems = schema_file_problems(data, schema)
+    if problems:
+        raise InputError(problems)
+    return data
 
 
 def _collect(problems: list[Problem], load, *args, **kwargs) -> Any:
@@ -73,9 +82,13 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         return [(cf, "top level", "expected a mapping (key: value) with models, stimuli, conditions, "
                  f"questionnaires or probes, engine, scoring; got {type(config).__name__}")]
     problems: list[Problem] = []
+    try:
+        schema = _load_schema(schema)
+    except InputError as err:
+        return err.problems
     stimuli = config.get("stimuli") if isinstance(config.get("stimuli"), dict) else {}
     unknown_keys = [k for k in stimuli if k not in STIMULUS_SETTINGS + SHORTHAND_CLASSES]
-    for f, loc, msg in schema_problems(config, _load_schema(schema), cf, {}):
+    for f, loc, msg in schema_problems(config, schema, cf, {}):
         if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_keys):
             continue  # reported below with a clearer message
         problems.append((f, loc, msg))
@@ -85,6 +98,8 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     if "questionnaires" not in config and "probes" not in config:
         problems.append((cf, "field probes", "missing: give the probes to run (probes:, or questionnaires: for "
                          "Likert questionnaires)"))
+    problems.extend(text_problems(config, cf, {}))
+    problems.extend(_engine_problems(config, cf))
 
     # the model table, and each chat-format row's tokenizer where it is on this machine
     table = _file_field(cf, "models", config.get("models"), problems)
@@ -94,6 +109,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         problem = chat_template_problem(spec, Path(models_dir) / spec.name if models_dir else None)
         if problem:
             problems.append((table, f"line {spec.line} (model {spec.name}): column prompt_format", problem))
+    problems.extend(_device_problems(config, cf, table, models or {}))
 
     # probe instances (questionnaires: the Likert kind's): kind, settings, material files, conditions, unique ids
     conditions = [c for c in config.get("conditions") or [] if isinstance(c, str)] \
@@ -102,13 +118,116 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     problems.extend(found)
     likert = {}
     for ident, kind, entry, where in probes.declared(config):
-        if kind == probes.LIKERT and not any(loc.startswith(where) for _, loc, _ in found):
-            likert[ident] = _collect(problems, load_questionnaire, probes.settings_of(
-                probes.kind_class(kind), entry)["questionnaire"])
+        if kind != probes.LIKERT or any(loc.startswith(where) for _, loc, _ in found):
+            continue
+        path = probes.settings_of(probes.kind_class(kind), entry).get("questionnaire")
+        if isinstance(path, str) and Path(path).expanduser().is_file():  # else: the schema or the kind reports it
+            likert[ident] = _collect(problems, load_questionnaire, path)
     problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
 
     problems.extend(_experiment_problems(config, cf, stimuli))
+    declared_likert = [i for i, kind, *_ in probes.declared(config) if kind == probes.LIKERT]
+    all_loaded = len(likert) == len(declared_likert) and all(q is not None for q in likert.values())
+    schema_said = {loc for _, loc, _ in problems if loc.startswith("field analysis.size_classes")}
+    problems.extend(p for p in _analysis_problems(config, cf, likert if all_loaded else {})
+                    if not (schema_said and p[1] == "field analysis.size_classes"))  # said once is enough
     return list(dict.fromkeys(problems))  # a file named twice reports its problems once
+
+
+def _engine_problems(config: dict, cf: str) -> list[Problem]:
+    """Engine settings the schema cannot say: the answer preamble must not end in whitespace (the intensifier
+    brings its own leading space, as after a questionnaire template)."""
+    engine = config.get("engine")
+    preamble = engine.get("answer_preamble") if isinstance(engine, dict) else None
+    if isinstance(preamble, str) and preamble.strip() and preamble[-1].isspace():
+        return [(cf, "field engine.answer_preamble", f"{preamble!r} ends in whitespace: the intensifier brings its "
+                 "own leading space, so the model would read two")]
+    return []
+
+
+def _device_problems(config: dict, cf: str, table: str | None, models: dict) -> list[Problem]:
+    """A quantized model (bitsandbytes, 8bit or 4bit) needs a CUDA GPU: on a run whose ``engine.device`` is the
+    CPU (or mps) its job could only fail. (``auto`` is decided on the machine the job runs on.)"""
+    engine = settings.section(migrate(config)[0], settings.ENGINE)
+    device = engine.get("device")
+    if not isinstance(device, str) or device not in ("cpu", "mps"):
+        return []
+    return [(str(table), f"line {spec.line} (model {spec.name}): column quantization",
+             f"{spec.quantization} needs a CUDA GPU (bitsandbytes), and engine.device is {device} in {cf}: "
+             "leave quantization empty, or run on cuda")
+            for spec in models.values() if spec.quantization]
+
+
+def size_class_problem(bounds: Any) -> str | None:
+    """Why a list of size-class boundaries (billions of parameters) is unusable, or None: every boundary a
+    finite positive number, strictly increasing (``analysis.size_classes``, ``qclm analyze --size-classes``)."""
+    if not isinstance(bounds, (list, tuple)):
+        return None  # the schema reports it
+    numbers = [b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)]
+    if len(numbers) < len(bounds):
+        return None  # the schema reports it
+    if not all(math.isfinite(b) and b > 0 for b in numbers):
+        return f"boundaries must be positive finite numbers, got {list(bounds)}"
+    if any(b2 <= b1 for b1, b2 in zip(numbers, numbers[1:])):
+        return f"boundaries must be increasing, got {list(bounds)}"
+    return None
+
+
+def _analysis_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:
+    """What ``qclm analyze`` would refuse after all scoring, found before it: the size classes, the heatmap
+    item (an item the run scores: ITEM or QUESTIONNAIRE:ITEM, as :func:`qclm.analysis.inputs.select_heatmap_item`
+    reads it), and the vanilla condition (the baseline of the z-scores, method.md section 6)."""
+    problems: list[Problem] = []
+    conditions = config.get("conditions")
+    if isinstance(conditions, list) and conditions and VANILLA not in conditions:
+        problems.append((cf, "field conditions", f"must include {VANILLA}: the item alone is the baseline of the "
+                         "z-scores and of the analysis (add it, e.g. [vanilla, stress])"))
+    analysis = config.get("analysis")
+    if not isinstance(analysis, dict):
+        return problems
+    problem = size_class_problem(analysis.get("size_classes"))
+    if problem:
+        problems.append((cf, "field analysis.size_classes", problem))
+    item = analysis.get("heatmap_item")
+    if isinstance(item, str) and questionnaires:
+        problem = heatmap_item_problem(item, questionnaires, config.get("limit_items"))
+        if problem:
+            problems.append((cf, "field analysis.heatmap_item", problem))
+    return problems
+
+
+def heatmap_item_problem(item: str, questionnaires: dict, limit_items: Any = None) -> str | None:
+    """Why ``item`` names no single item the run scores (questionnaire id -> loaded questionnaire), or None."""
+    limit = limit_items if isinstance(limit_items, int) and not isinstance(limit_items, bool) else None
+    scored = {key: [i.id for i in q.items][:limit] if limit else [i.id for i in q.items]
+              for key, q in questionnaires.items()}
+    if ":" in item and not any(item in ids for ids in scored.values()):
+        key, item_id = item.split(":", 1)
+        if key not in scored:
+            return f"{item!r}: no questionnaire {key!r} (questionnaires: {', '.join(scored)})"
+        if item_id not in scored[key]:
+            return f"{item!r}: questionnaire {key} scores no item {item_id!r}" + (
+                f" (limit_items: {limit})" if limit else "")
+        return None
+    holders = [key for key, ids in scored.items() if item in ids]
+    if not holders:
+        return f"{item!r} is not an item the run scores" + (f" (limit_items: {limit})" if limit else "") + \
+            "; write ITEM or QUESTIONNAIRE:ITEM"
+    if len(holders) > 1:
+        return f"{item!r} is an item of {', '.join(holders)}: write QUESTIONNAIRE:ITEM"
+    return None
+
+
+def config_file_problems(files: list[str | Path]) -> list[Problem]:
+    """What reading the config files themselves finds (the workflow gets them parsed by Snakemake, whose YAML
+    keeps the last of a key given twice): YAML errors and duplicate keys, one line each."""
+    problems: list[Problem] = []
+    for file in files:
+        try:
+            read_yaml(file)
+        except InputError as err:
+            problems.extend(err.problems)
+    return problems
 
 
 def _template_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:
@@ -186,9 +305,13 @@ def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:
 
 def validate_config_file(config_file: str | Path = DEFAULT_CONFIG,
                          schema: dict | str | Path | None = None) -> list[Problem]:
-    """``qclm validate --config FILE``: read the config (YAML errors with line numbers) and check all."""
+    """``qclm validate --config FILE``: read the config (YAML errors with line numbers), move the engine keys that
+    configs written before the split of settings had under ``scoring`` (as the workflow does; the notes go to the
+    log), and check all."""
     try:
-        config = read_yaml(config_file)
+        config, notes = migrate(read_yaml(config_file))
     except InputError as err:
         return err.problems
+    for note in notes:
+        log.warning("%s: %s", config_file, note)
     return validate_config(config, config_file, schema)

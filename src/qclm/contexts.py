@@ -15,17 +15,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qclm import settings
 from qclm.experiment import COMPOSE, TEMPLATE_DEFAULTS, VANILLA, classes_of, template_settings
 from qclm.questionnaire import Questionnaire
 from qclm.stimuli import StimulusSet
 from qclm.errors import InputError
 
-DEFAULT_SEPARATOR = "\n\n"
+#: the separator after each stimulus (the config schema's default of stimuli.separator)
+DEFAULT_SEPARATOR = settings.defaults("stimuli")["separator"]
 
 
 @dataclass(frozen=True)
 class Protocol:
-    version: str = "long"
+    version: str = settings.defaults("stimuli")["version"]
     separator: str = DEFAULT_SEPARATOR
     limit_items: int | None = None
     limit_stimuli: int | None = None
@@ -34,10 +36,10 @@ class Protocol:
 
     @classmethod
     def from_config(cls, config: dict) -> "Protocol":
-        stim = config.get("stimuli", {})
+        stim = settings.section(config, "stimuli")
         wording = template_settings(config)
         score = wording["score"]
-        return cls(stim.get("version", "long"), stim.get("separator", DEFAULT_SEPARATOR),
+        return cls(stim["version"], stim["separator"],
                    config.get("limit_items"), config.get("limit_stimuli"),
                    score if isinstance(score, str) else tuple(score), wording["extra_limit_stimuli"])
 

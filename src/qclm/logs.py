@@ -23,6 +23,7 @@ def configure_logging(log_file: str | None = None, level: int = logging.INFO) ->
     handler._qclm = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # matplotlib's PDF font subsetting, line by line
     logging.captureWarnings(True)
 
 

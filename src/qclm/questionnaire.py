@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import check_duplicate_id, entry_label, is_finite_number, load_schema, read_yaml, schema_problems
+from qclm.inputs import check_duplicate_id, document_problems, entry_labels, is_finite_number, load_schema, read_yaml
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -152,33 +152,66 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError.one(path, "top level", "expected a mapping with id, name, template, scale, items")
-    problems: list[tuple[str, str, str]] = schema_problems(
+    problems: list[tuple[str, str, str]] = document_problems(
         data, load_schema("questionnaire"), path, {"items": "item", "levels": "level"})
     f = str(path)
     if isinstance(data.get("id"), str) and path.stem != data["id"]:
         problems.append((f, "field id", f"id '{data['id']}' differs from the file name '{path.stem}'"))
     top_templates = _top_templates(data, path, problems)
 
+    levels = scale_levels(data, path, problems)
+
+    items = []
+    seen_ids: dict[str, int] = {}
+    raw_items = data.get("items")
+    raw_items = raw_items if isinstance(raw_items, list) else []
+    item_labels = entry_labels("item", raw_items)
+    wording = data.get("item_wording")
+    for n, it in enumerate(raw_items):
+        if not isinstance(it, dict):
+            continue
+        ident = it.get("id")
+        where = item_labels[n]
+        check_duplicate_id("item", raw_items, n, seen_ids, f, problems, where)
+        problems.extend(_wording_problems(wording, it, f, where))
+        templates = _item_templates(it, top_templates, path, where, problems)
+        cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
+        plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
+        problems.extend(cterm_problems(plus, minus, f, where))
+        if templates is not None:
+            items.append(Item(str(ident), templates, tuple(plus), tuple(minus), it.get("ordinal"),
+                              it.get("keying"), it.get("description", "")))
+    if problems:
+        raise InputError(problems)
+    return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,
+                         hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
+                         tuple(top_templates), data.get("construct", ""), data.get("item_wording", ""))
+
+
+def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
+    """The levels of a file's ``scale`` (questionnaires, entailment instruments), with the rules on them: labels,
+    weights and phrases unique, phrases without outer spaces; appends every problem (the schema reports the rest)."""
+    f = str(path)
     levels = []
     seen_weights: dict[float, str] = {}
     seen_labels: set[str] = set()
     seen_phrases: set[str] = set()
     scale = data.get("scale")
     raw_levels = scale.get("levels") if isinstance(scale, dict) else None
-    for n, lv in enumerate(raw_levels if isinstance(raw_levels, list) else []):
+    raw_levels = raw_levels if isinstance(raw_levels, list) else []
+    level_labels = entry_labels("level", raw_levels)
+    for n, lv in enumerate(raw_levels):
         if not isinstance(lv, dict):
             continue
         label = lv.get("label")
-        where = entry_label("level", raw_levels, n)
+        where = level_labels[n]
         if isinstance(label, str):
             if label in seen_labels:
                 problems.append((f, f"{where}: field label", "repeats an earlier level's label"))
             seen_labels.add(label)
         weight = lv.get("weight")
-        if isinstance(weight, (int, float)) and not isinstance(weight, bool):
-            if not is_finite_number(weight):
-                problems.append((f, f"{where}: field weight", f"must be a finite number, got {weight}"))
-            elif float(weight) in seen_weights:
+        if is_finite_number(weight):  # else the schema reports it (a number, finite)
+            if float(weight) in seen_weights:
                 problems.append((f, f"{where}: field weight",
                                  f"weight {weight} repeats level {seen_weights[float(weight)]}"))
             else:
@@ -191,37 +224,34 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
             seen_phrases.add(phrase)
         if is_finite_number(weight) and isinstance(label, str):
             levels.append(Level(label, float(weight), tuple(_strings(lv.get("intensifiers")))))
+    return levels
 
-    items = []
-    seen_ids: dict[str, int] = {}
-    raw_items = data.get("items")
-    for n, it in enumerate(raw_items if isinstance(raw_items, list) else []):
-        if not isinstance(it, dict):
-            continue
-        ident = it.get("id")
-        where = entry_label("item", raw_items, n)
-        check_duplicate_id("item", raw_items, n, seen_ids, f, problems)
-        templates = _item_templates(it, top_templates, path, where, problems)
-        cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
-        plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
-        for field, terms in (("plus", plus), ("minus", minus)):
-            seen_terms: set[str] = set()
-            for t in terms:
-                if t != t.strip():
-                    problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
-                if t in seen_terms:
-                    problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice"))
-                seen_terms.add(t)
-        for t in sorted(set(plus) & set(minus)):
-            problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
-        if templates is not None:
-            items.append(Item(str(ident), templates, tuple(plus), tuple(minus), it.get("ordinal"),
-                              it.get("keying"), it.get("description", "")))
-    if problems:
-        raise InputError(problems)
-    return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,
-                         hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
-                         tuple(top_templates), data.get("construct", ""), data.get("item_wording", ""))
+
+def cterm_problems(plus: list[str], minus: list[str], f: str, where: str) -> list:
+    """The rules on an item's construct terms (questionnaires, entailment instruments): no outer spaces, none
+    listed twice, none in both S+ and S-."""
+    problems = []
+    for field, terms in (("plus", plus), ("minus", minus)):
+        seen_terms: set[str] = set()
+        for t in terms:
+            if t != t.strip():
+                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
+            if t in seen_terms:
+                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice"))
+            seen_terms.add(t)
+    for t in sorted(set(plus) & set(minus)):
+        problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
+    return problems
+
+
+def _wording_problems(wording, item: dict, f: str, where: str) -> list:
+    """``item_wording`` says whether the original item wording may be in the file (field ``text``): described (a
+    copyrighted or unclear licence: paraphrased in ``description``) carries none; reproduced carries the original
+    wording, written the item statements written for this project (qclm.instruments reads both)."""
+    if wording == "described" and "text" in item:
+        return [(f, f"{where}: field text", "item_wording is described: the original wording is not reproduced "
+                 "(paraphrase it in description); remove text")]
+    return []
 
 
 def _top_templates(data: dict, path: Path, problems: list) -> dict[str, str]:

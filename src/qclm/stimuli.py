@@ -10,7 +10,7 @@ from pathlib import Path
 
 from qclm.experiment import VANILLA
 from qclm.errors import InputError
-from qclm.inputs import check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems
+from qclm.inputs import check_duplicate_id, document_problems, entry_labels, load_schema, read_yaml
 
 VERSIONS = ("long", "brief")
 
@@ -47,7 +47,7 @@ def load_stimuli(path: str | Path, expected_class: str | None = None) -> Stimulu
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError.one(path, "top level", "expected a mapping with class and stimuli")
-    problems = schema_problems(data, load_schema("stimuli"), path, {"stimuli": "stimulus"})
+    problems = document_problems(data, load_schema("stimuli"), path, {"stimuli": "stimulus"})
     f = str(path)
     cls = data.get("class")
     if cls == VANILLA:
@@ -58,12 +58,14 @@ def load_stimuli(path: str | Path, expected_class: str | None = None) -> Stimulu
     seen: dict[str, int] = {}
     stimuli = []
     raw = data.get("stimuli")
-    for n, s in enumerate(raw if isinstance(raw, list) else []):
+    raw = raw if isinstance(raw, list) else []
+    labels = entry_labels("stimulus", raw)
+    for n, s in enumerate(raw):
         if not isinstance(s, dict):
             continue
         ident = s.get("id")
-        where = entry_label("stimulus", raw, n)
-        check_duplicate_id("stimulus", raw, n, seen, f, problems)
+        where = labels[n]
+        check_duplicate_id("stimulus", raw, n, seen, f, problems, where)
         for field in VERSIONS:
             text = s.get(field)
             if isinstance(text, str) and ("{" in text or "}" in text):

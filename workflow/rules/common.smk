@@ -6,7 +6,7 @@ import re
 import sys
 
 from qclm import probes, settings
-from qclm.config import validate_config
+from qclm.config import config_file_problems, validate_config
 from qclm.errors import format_problems
 from qclm.experiment import Experiment, output_dirs, template_settings
 from qclm.models.table import load_model_table
@@ -21,7 +21,8 @@ for _note in _NOTES:
 if _NOTES:
     config.clear()
     config.update(_MIGRATED)
-_PROBLEMS = validate_config(config, _CONFIG_NAME)
+# Snakemake has parsed the config files already, keeping the last of a key given twice: read them again
+_PROBLEMS = config_file_problems(workflow.configfiles) + validate_config(config, _CONFIG_NAME)
 if _PROBLEMS:
     sys.exit("qclm: invalid input (run `qclm validate` to check again)\n" + "\n".join(format_problems(_PROBLEMS)))
 # settings by stage (qclm.settings): the engine's reach the scoring jobs, the scoring math the CPU stages only

@@ -8,6 +8,7 @@ SCORING_CELLS = [
     {
         "probe": i.id,
         "kind": i.kind,
+        "version": probes.kind_class(i.kind).version,
         "condition": c,
         "settings": probes.kind_class(i.kind).scoring_settings(i.settings),
         "files": probes.probe(i).files(),

@@ -252,3 +252,8 @@ def agreement_counts(table: pd.DataFrame, scope: str) -> dict[str, int]:
     """How many rows of a scope have each verdict (yes, no, n.s., undefined), pairs with an expected sign only."""
     sub = table[(table["scope"] == scope) & (table["expected_sign"] != "")]
     return {v: int((sub["agrees"] == v).sum()) for v in ("yes", "no", "n.s.", "undefined")}
+
+
+def construct_map(ctx) -> pd.DataFrame:
+    """The registered table (``construct_map.csv``)."""
+    return construct_map_table(ctx.qscores, ctx.instruments, ctx.min_models, ctx.min_stimuli)

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from qclm.errors import InputError
-from qclm.inputs import CONDITION_PATTERN
+from qclm.experiment import VANILLA
+from qclm.inputs import CONDITION_PATTERN, duplicate_column_problems, load_schema
 
 log = logging.getLogger("qclm.analysis")
 
@@ -57,6 +58,7 @@ def read_table(path: str | Path, text_columns: tuple[str, ...] = _TEXT_COLUMNS,
             df = pd.read_parquet(path, filters=parquet_filters)
         elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt"):
             sep = "\t" if suffix.startswith(".tsv") else ","
+            _check_header(path, sep)
             header = pd.read_csv(path, sep=sep, nrows=0).columns
             dtype = {c: str for c in text_columns if c in header}
             df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False,
@@ -71,6 +73,19 @@ def read_table(path: str | Path, text_columns: tuple[str, ...] = _TEXT_COLUMNS,
         if col in df.columns:
             df[col] = df[col].astype(object).where(df[col].notna(), "").astype(str).str.strip()
     return df
+
+
+def _check_header(path: Path, sep: str) -> None:
+    """A column named twice is an error (pandas would rename the second to 'score.1' and read the first)."""
+    import csv
+    import gzip
+
+    opener = gzip.open if path.suffix.lower() == ".gz" else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+        header = next(csv.reader(f, delimiter=sep), [])
+    problems = duplicate_column_problems([c.strip() for c in header], path, "line 1 (header)")
+    if problems:
+        raise InputError(problems)
 
 
 def _require_columns(df: pd.DataFrame, columns: tuple[str, ...], path: Path | str) -> None:
@@ -132,9 +147,18 @@ def load_item_scores(path: str | Path) -> pd.DataFrame:
         raise InputError(f"{path}: column `stimulus_id` is empty for condition "
                          f"{df['condition'].iloc[row]!r} (data row {row + 1})")
     df["score"] = _numeric_column(df, "score", path, allow_missing=True)
+    if df["score"].isna().all():
+        raise InputError(f"{path}: column `score` has no value in any of its {len(df)} rows (every score is missing: "
+                         "was the scoring stage's output complete?)")
     if df["score"].isna().any():
         log.warning("%s: dropping %d rows with a missing `score`", path, int(df["score"].isna().sum()))
         df = df[df["score"].notna()]
+    with_vanilla = set(df.loc[df["condition"] == VANILLA, "questionnaire"])
+    without = [q for q in pd.unique(df["questionnaire"]) if q not in with_vanilla]
+    if without:
+        raise InputError(f"{path}: column `condition` has no {VANILLA} row with a score for questionnaire(s) "
+                         f"{', '.join(map(str, without))} (conditions: {', '.join(sorted(set(df['condition'])))}): "
+                         f"the z-scores and contrasts are measured against {VANILLA}, the item alone")
     if not np.isfinite(df["score"].to_numpy()).all():
         raise InputError(f"{path}: column `score` has infinite values")
     if "default_template" in df.columns:
@@ -147,6 +171,11 @@ def load_item_scores(path: str | Path) -> pd.DataFrame:
         raise InputError(f"{path}: {int(dup.sum())} duplicate rows for the key columns {key}, e.g. {first}")
     if "params_b" in df.columns:
         df["params_b"] = _numeric_column(df, "params_b", path, allow_missing=True)
+        bad = df["params_b"].notna() & ~(np.isfinite(df["params_b"]) & (df["params_b"] > 0))
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise InputError(f"{path}: column `params_b` must be a positive number (billions of parameters) or "
+                             f"empty, got {float(df['params_b'].iloc[row])!r} (data row {row + 1})")
         n_sizes = df.dropna(subset=["params_b"]).groupby("model", sort=False)["params_b"].nunique()
         if (n_sizes > 1).any():
             raise InputError(f"{path}: column `params_b` has different values for model "
@@ -241,6 +270,13 @@ def load_instruments(path: str | Path, questionnaires: list[str] | None = None) 
     dup = df["questionnaire"].duplicated()
     if dup.any():
         raise InputError(f"{path}: column `questionnaire` repeats {df.loc[dup, 'questionnaire'].iloc[0]!r}")
+    framings = tuple(load_schema("questionnaire")["properties"]["framing"]["enum"])  # one home: the schema
+    bad = ~df["framing"].isin(framings + ("",))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column `framing` must be {' or '.join(framings)} (or empty), got "
+                         f"{df['framing'].iloc[row]!r} (data row {row + 1}, questionnaire "
+                         f"{df['questionnaire'].iloc[row]!r})")
     if questionnaires is not None:
         missing = [q for q in questionnaires if q not in set(df["questionnaire"])]
         if missing:
@@ -254,3 +290,21 @@ def load_instruments(path: str | Path, questionnaires: list[str] | None = None) 
         if df[col].dtype == object:
             df[col] = df[col].fillna("")
     return df.reset_index(drop=True)
+
+
+#: the columns of the memorization table (``analysis/memorization.csv``) the instrument tables read
+MEMORIZATION_REQUIRED = ("model", "condition", "instrument", "task", "metric", "value", "p_holm", "above_decoy")
+
+
+def load_memorization(path: str | Path) -> pd.DataFrame:
+    """Read and check the memorization probe's table (the instruments whose items a model has seen are flagged in
+    ``instrument_validation``)."""
+    df = read_table(path, text_columns=("model", "condition", "instrument", "task", "metric"))
+    _require_columns(df, MEMORIZATION_REQUIRED, path)
+    bad = ~df["above_decoy"].astype(str).isin(["True", "False"])
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: column `above_decoy` must be True or False, got {df['above_decoy'].iloc[row]!r} "
+                         f"(data row {row + 1})")
+    df["above_decoy"] = df["above_decoy"].astype(str) == "True"
+    return df

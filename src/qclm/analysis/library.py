@@ -84,6 +84,10 @@ def flags(silhouette_mean: float, share_le0: float, alpha: float, alpha_what: st
     return "; ".join(out)
 
 
+def _join(*flags_: str) -> str:
+    return "; ".join(f for f in flags_ if f)
+
+
 def _silhouette_summary(values: pd.Series) -> tuple[float, float, float]:
     mean, sd, n = stats.mean_sd(values.to_numpy(float))
     v = values.to_numpy(float)
@@ -93,13 +97,23 @@ def _silhouette_summary(values: pd.Series) -> tuple[float, float, float]:
 
 def instrument_validation_table(items: pd.DataFrame, silhouette: pd.DataFrame | None,
                                 instruments: pd.DataFrame | None, min_models: int = MIN_MODELS,
-                                min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
+                                min_stimuli: int = MIN_STIMULI,
+                                exposure: dict[tuple[str, str], str] | None = None) -> pd.DataFrame:
     """Validation per instrument (module docstring). ``items``: one score per item and context (the selected
     templates); ``silhouette``: :func:`selected_silhouettes`. Model rows are underpowered with fewer than
-    ``min_stimuli`` contexts, ``(all models)`` rows with fewer than ``min_models`` models."""
+    ``min_stimuli`` contexts, ``(all models)`` rows with fewer than ``min_models`` models. ``exposure``: (model,
+    questionnaire) -> note where the memorization probe found the instrument's items exposed above its decoy
+    (:func:`qclm.probes.memorization.analysis.exposure_notes`): the note joins that row's flag, and the
+    ``(all models)`` row's flag counts the models."""
+    exposure = exposure or {}
     info = instrument_info(list(pd.unique(items["questionnaire"])), instruments)
     rows = []
     by_q = dict(iter(items.groupby("questionnaire", sort=False)))
+
+    def exposed_in(q: str) -> str:
+        n = len({m for m, i in exposure if i == q})
+        return f"items exposed above the decoy in {n} model{'s' if n != 1 else ''} (memorization)" if n else ""
+
     sil_by_q = dict(iter(silhouette.groupby("questionnaire", sort=False))) if silhouette is not None else {}
     for q in info.index:
         sub_q = by_q[q]
@@ -121,7 +135,7 @@ def instrument_validation_table(items: pd.DataFrame, silhouette: pd.DataFrame | 
                          "silhouette_mean": s_mean, "silhouette_sd": s_sd, "silhouette_share_le0": share,
                          "alpha_within": alpha, "alpha_across": np.nan,
                          "underpowered": len(complete) < min_stimuli,
-                         "flag": flags(s_mean, share, alpha, "within-model")})
+                         "flag": _join(flags(s_mean, share, alpha, "within-model"), exposure.get((model, q), ""))})
         vanilla = sub_q[sub_q["condition"] == "vanilla"].pivot_table(index="model", columns="item_id", values="score",
                                                                     aggfunc="mean").dropna()
         if len(vanilla) >= MIN_MODELS_ACROSS:
@@ -134,7 +148,7 @@ def instrument_validation_table(items: pd.DataFrame, silhouette: pd.DataFrame | 
                          "silhouette_mean": s_mean, "silhouette_sd": s_sd, "silhouette_share_le0": share,
                          "alpha_within": float(np.mean(finite)) if finite else np.nan, "alpha_across": alpha,
                          "underpowered": len(vanilla) < min_models,
-                         "flag": flags(s_mean, share, alpha, "across-model")})
+                         "flag": _join(flags(s_mean, share, alpha, "across-model"), exposed_in(q))})
     return pd.DataFrame(rows, columns=VALIDATION_COLUMNS)
 
 
@@ -176,20 +190,16 @@ def instrument_spectrum_table(oneway: pd.DataFrame, state_trait: pd.DataFrame,
     return out[SPECTRUM_COLUMNS].reset_index(drop=True)
 
 
-def library_tables(items: pd.DataFrame, all_items: pd.DataFrame, qscores: pd.DataFrame,
-                   silhouette: pd.DataFrame | None, instruments: pd.DataFrame | None, result: dict[str, pd.DataFrame],
-                   select: str, min_models: int = MIN_MODELS,
-                   min_stimuli: int = MIN_STIMULI) -> dict[str, pd.DataFrame]:
-    """The three tables of the instrument library, from the inputs and the per-model and one-way tables."""
-    from qclm.analysis.constructs import construct_map_table
+# --------------------------------------------------------------------------- the registered tables
 
-    sil = selected_silhouettes(silhouette, all_items, select)
-    return {
-        "instrument_validation": instrument_validation_table(items, sil, instruments, min_models, min_stimuli),
-        "construct_map": construct_map_table(qscores, instruments, min_models, min_stimuli),
-        "instrument_spectrum": instrument_spectrum_table(result["anova_oneway"], result["per_model_state_trait"],
-                                                         instruments),
-    }
+def instrument_validation(ctx) -> pd.DataFrame:
+    sil = selected_silhouettes(ctx.silhouette, ctx.all_templates, ctx.templates)
+    return instrument_validation_table(ctx.items, sil, ctx.instruments, ctx.min_models, ctx.min_stimuli,
+                                       ctx.exposure)
+
+
+def instrument_spectrum(ctx, oneway: pd.DataFrame, state_trait: pd.DataFrame) -> pd.DataFrame:
+    return instrument_spectrum_table(oneway, state_trait, ctx.instruments)
 
 
 def overview_line(result: dict[str, pd.DataFrame]) -> str | None:

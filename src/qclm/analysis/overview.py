@@ -1,128 +1,153 @@
-"""The opening page of a run's report: what was run and what the run can support (``overview.md`` and
-``overview.rst``; the workflow makes the RST the description page of ``snakemake --report``).
+"""The report's first page, ``overview.md`` and ``overview.rst`` (the workflow makes the RST the description page
+of ``snakemake --report``), composed from one section per probe kind.
 
-It states the models, questionnaires, conditions with their stimuli, contrasts and wordings, then the
-headline per-model results (what one or two models support), then whether the across-model analyses have
-enough models (``min_models``); numbers come from the tables of the same run.
+Each probe kind's analysis writes its section as a Markdown fragment, ``analysis/overview.KIND.md``
+(:func:`write_fragment`; the Likert section is :mod:`qclm.analysis.likert_overview`); :func:`compose` puts the
+fragments present under one title, the registered probe kinds in registration order (Likert first), then any
+other fragment by name, and writes the Markdown page and its RST twin. The workflow's ``overview`` rule runs it
+(``python -m qclm.analysis.overview --out DIR FRAGMENT...``); ``qclm analyze`` runs it too, so that its output
+directory always holds a complete page.
+
+A fragment opens with a ``##`` heading (its section) and uses this Markdown, which :func:`markdown_to_rst`
+turns into RST: ``#``-headings, paragraphs, ``- `` bullet lines, pipe tables (a header row, a ``|---|`` row,
+body rows; ``\\|`` for a bar inside a cell), ``**bold**`` and ```code```.
+
+Light on purpose (no numpy or pandas): the workflow's rule imports nothing heavier.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
+import sys
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+from qclm.analysis import registry
 
-from qclm.analysis.library import overview_line
-from qclm.experiment import contrast_label, order_conditions
-
-
-def _fmt(x: float, digits: int = 3) -> str:
-    return "" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+#: the page's file stem in the analysis directory, and its title
+OVERVIEW = "overview"
+TITLE = "What this run measured"
+_RST_UNDERLINES = "=-~^"
 
 
-def _pct(x: float) -> str:
-    return "" if x is None or not np.isfinite(x) else f"{100 * x:.0f}%"
+def fragment_name(probe: str) -> str:
+    """The file name of a probe kind's section: ``overview.KIND.md``."""
+    return f"{OVERVIEW}.{probe}.md"
 
 
-def _model_label(model: str, rows: pd.DataFrame) -> str:
-    """``name (0.135B, float32, chat)``: size, the dtype it ran in and its prompt format, where known."""
-    first = rows.iloc[0]
-    parts = [f"{first['params_b']:g}B" if pd.notna(first.get("params_b")) else None,
-             first.get("dtype"), first.get("prompt_format")]
-    parts = [str(p) for p in parts if p is not None and not (isinstance(p, float) and pd.isna(p))]
-    return f"{model} ({', '.join(parts)})" if parts else model
+def write_fragment(out_dir: str | Path, probe: str, markdown: str) -> Path:
+    """Write a probe kind's section of the first page (Markdown, opening with a ``##`` heading)."""
+    path = Path(out_dir) / fragment_name(probe)
+    _write(path, markdown.rstrip("\n") + "\n")
+    return path
 
 
-def facts(items: pd.DataFrame, qscores: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
-    """(label, text) lines saying what was run."""
-    models = [_model_label(m, g) for m, g in items.groupby("model", sort=False)]
-    n_items = items.groupby("questionnaire", sort=False)["item_id"].nunique()
-    stimuli = qscores.groupby("condition")["stimulus_id"].nunique()
-    conditions = [c if c == "vanilla" else f"{c} ({stimuli[c]} stimuli)" for c in order_conditions(qscores["condition"])]
-    contrasts = [contrast_label(*c) for c in info.get("contrasts", [])]
-    return [
-        (f"Models ({len(models)}; size, dtype, prompt format)", ", ".join(models)),
-        ("Questionnaires", ", ".join(f"{q} ({n} items)" for q, n in n_items.items())),
-        ("Conditions", ", ".join(conditions)),
-        ("Contrasts (first minus second)", ", ".join(contrasts) or "none"),
-        ("Wording (templates)", str(info.get("templates", "first"))),
-    ]
+def _page_order(path: Path) -> tuple:
+    """Registered probe kinds first, in registration order (Likert first), then the others by name."""
+    kind = path.name[len(OVERVIEW) + 1:-len(".md")]
+    kinds = registry.probes()
+    return (kinds.index(kind) if kind in kinds else len(kinds), kind)
 
 
-def support(info: dict, result: dict[str, pd.DataFrame]) -> list[str]:
-    """Sentences on what the run supports."""
-    n, min_models = info["n_models"], info["min_models"]
-    lines = []
-    weak = result["per_model_state_trait"]["underpowered"].any() if len(result["per_model_state_trait"]) else False
-    lines.append("Per-model analyses (each model alone, stimuli as replications, items as subjects) come first"
-                 + (f"; some rest on fewer than {info['min_stimuli']} stimuli per condition and are marked "
-                    "underpowered." if weak else "."))
-    if n < min_models:
-        lines.append(f"Across-model analyses (z-scores, t-tests, variance decompositions, bootstrap CIs over "
-                     f"models) rest on {n} model{'s' if n != 1 else ''}, fewer than {min_models}: they are "
-                     f"UNDERPOWERED; their tables carry underpowered = yes and their figures say so.")
-    else:
-        lines.append(f"Across-model analyses rest on {n} models (at least {min_models}).")
-    library_line = overview_line(result)
-    if library_line:
-        lines.append(library_line)
-    return lines
+def fragments(out_dir: str | Path) -> list[Path]:
+    """The fragments in ``out_dir``, in page order."""
+    return sorted(Path(out_dir).glob(fragment_name("*")), key=_page_order)
 
 
-def headline(result: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per model x questionnaire x contrast: the difference with its CI, Cohen's d over stimuli, and
-    the condition share of the item-score variance with its CI."""
-    shifts = result["per_model"]
-    st = result["per_model_state_trait"]
-    if shifts.empty:
-        return pd.DataFrame()
-    keys = ["model", "questionnaire", "contrast"]
-    merged = shifts.merge(st[keys + ["eta2_condition", "eta2_condition_ci_low", "eta2_condition_ci_high"]],
-                          on=keys, how="left")
-    return pd.DataFrame({
-        "model": merged["model"], "questionnaire": merged["questionnaire"], "contrast": merged["contrast"],
-        "difference [95% CI]": [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" for m, lo, hi in
-                                zip(merged["mean_diff"], merged["ci_low"], merged["ci_high"])],
-        "d": [_fmt(d, 2) for d in merged["cohens_d"]],
-        "condition share [95% CI]": [f"{_pct(e)} [{_pct(lo)}, {_pct(hi)}]" for e, lo, hi in
-                                     zip(merged["eta2_condition"], merged["eta2_condition_ci_low"],
-                                         merged["eta2_condition_ci_high"])],
-        "underpowered": ["yes" if u else "" for u in merged["underpowered"]],
-    })
+def compose(out_dir: str | Path, parts: list[str | Path] | None = None) -> tuple[Path, Path]:
+    """Write ``overview.md`` and ``overview.rst`` in ``out_dir`` from the fragments ``parts`` (default: those
+    present, :func:`fragments`); returns the two paths."""
+    out_dir = Path(out_dir)
+    paths = fragments(out_dir) if parts is None else sorted((Path(p) for p in parts), key=_page_order)
+    body = "\n".join(p.read_text(encoding="utf-8").rstrip("\n") + "\n" for p in paths)
+    md = f"# {TITLE}\n\n{body}"
+    md_path, rst_path = out_dir / f"{OVERVIEW}.md", out_dir / f"{OVERVIEW}.rst"
+    _write(md_path, md)
+    _write(rst_path, markdown_to_rst(md))
+    return md_path, rst_path
 
 
-def _rst_table(df: pd.DataFrame) -> list[str]:
+def _write(path: Path, text: str) -> None:
+    """Write through a temporary file: a reader (or a second writer) never sees half a page."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- Markdown subset -> RST
+
+_HEADING = re.compile(r"^(#{1,4})\s+(.*?)\s*$")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+_CODE = re.compile(r"(?<!`)`([^`]+)`(?!`)")
+
+
+def _inline(text: str) -> str:
+    """Inline Markdown to RST: ```code``` becomes double backquotes; ``**bold**`` is the same in both."""
+    return _CODE.sub(r"``\1``", text)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in _CELL_SPLIT.split(line.strip().strip("|"))]
+
+
+def _list_table(rows: list[list[str]]) -> list[str]:
     out = [".. list-table::", "   :header-rows: 1", ""]
-    for i, row in enumerate([list(df.columns)] + df.astype(str).values.tolist()):
-        out.append("   * - " + (row[0] or " "))
-        out.extend(f"     - {cell or ' '}" for cell in row[1:])
+    for row in rows:
+        out.append("   * - " + (_inline(row[0]) or " "))
+        out.extend(f"     - {_inline(cell) or ' '}" for cell in row[1:])
     return out + [""]
 
 
-def _md_table(df: pd.DataFrame) -> list[str]:
-    cols = list(df.columns)
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out.extend("| " + " | ".join(map(str, row)) + " |" for row in df.values.tolist())
-    return out + [""]
+def markdown_to_rst(md: str) -> str:
+    """The RST of a page in the Markdown subset of the module docstring."""
+    out: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        heading = _HEADING.match(line)
+        if heading:
+            text = _inline(heading.group(2))
+            out += [text, _RST_UNDERLINES[len(heading.group(1)) - 1] * len(text), ""]
+            i += 1
+            while i < len(lines) and not lines[i].strip():
+                i += 1
+            continue
+        if line.lstrip().startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                block.append(lines[i])
+                i += 1
+            rows = [_cells(r) for r in block if not re.fullmatch(r"\s*\|?(\s*:?-+:?\s*\|)+\s*:?-*:?\s*", r)]
+            out += _list_table(rows)
+            continue
+        if not line.strip():
+            if out and out[-1] != "":
+                out.append("")
+            i += 1
+            continue
+        out.append(_inline(line))
+        i += 1
+    while out and out[-1] == "":
+        out.pop()
+    return "\n".join(out) + "\n"
 
 
-def write_overview(stem: Path, items: pd.DataFrame, qscores: pd.DataFrame, result: dict[str, pd.DataFrame],
-                   info: dict) -> None:
-    """Write ``STEM.md`` and ``STEM.rst``."""
-    lines_facts = facts(items, qscores, info)
-    said = support(info, result)
-    table = headline(result)
-    title = "What this run measured"
-    md = [f"# {title}", ""] + [f"- **{k}**: {v}" for k, v in lines_facts] + [""] + said + [""]
-    rst = [title, "=" * len(title), ""] + [f"- **{k}**: {v}" for k, v in lines_facts] + [""]
-    rst += [line for s in said for line in (s, "")]
-    if not table.empty:
-        head = ("Headline per-model results: the difference of questionnaire scores (first minus second "
-                "condition; mean over stimuli, 95% bootstrap CI over stimuli), Cohen's d over stimuli, and the "
-                "condition share of the item-score variance with items as subjects (the single-model state-trait "
-                "position; per_model_state_trait.csv).")
-        md += ["## Per-model results", "", head, ""] + _md_table(table)
-        rst += ["Per-model results", "-----------------", "", head, ""] + _rst_table(table)
-    stem.with_suffix(".md").write_text("\n".join(md) + "\n")
-    stem.with_suffix(".rst").write_text("\n".join(rst) + "\n")
+def main(argv: list[str] | None = None) -> int:
+    """``python -m qclm.analysis.overview --out DIR [FRAGMENT ...]`` (the workflow's ``overview`` rule)."""
+    parser = argparse.ArgumentParser(prog="python -m qclm.analysis.overview", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="the analysis directory: writes overview.md and overview.rst")
+    parser.add_argument("fragments", nargs="*", help="the sections (default: every overview.KIND.md in --out)")
+    args = parser.parse_args(argv)
+    missing = [f for f in args.fragments if not Path(f).is_file()]
+    if missing:
+        print(f"{missing[0]}: no such fragment", file=sys.stderr)
+        return 2
+    compose(args.out, args.fragments or None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

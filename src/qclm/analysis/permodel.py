@@ -9,7 +9,8 @@ replications. How the two sides' stimulus contexts pair (:func:`qclm.experiment.
 - ``independent``: no class in common (neutral vs stress): the two sides' stimuli are independent samples,
   resampled separately.
 
-Three tables, each with one row per model x questionnaire (x pair) x contrast:
+Three tables, each with one row per model x questionnaire (x pair) x contrast (registered as
+:func:`per_model`, :func:`per_model_state_trait`, :func:`per_model_interaction`):
 
 - :func:`shifts_table` (``per_model.csv``): the questionnaire-score difference first minus second, its
   percentile bootstrap CI over stimuli, Cohen's d over stimuli, the share of replications where the first is
@@ -41,10 +42,11 @@ import pandas as pd
 from scipy import stats as sps
 
 from qclm.analysis import stats
-from qclm.analysis.tables import rng_for
+from qclm.analysis.stats import rng_for
 from qclm.experiment import COMPOSE, MIN_STIMULI, classes_of, contrast_design, contrast_label
 
 log = logging.getLogger("qclm.analysis")
+
 
 @dataclass(frozen=True)
 class ContrastData:
@@ -113,15 +115,22 @@ def contrast_data(sub: pd.DataFrame, first: str, second: str) -> ContrastData | 
     return ContrastData(design, items, a.loc[items].to_numpy(float), b.loc[items].to_numpy(float))
 
 
-def _per_model_groups(items: pd.DataFrame, contrasts: list[tuple[str, str]]):
-    """(model, questionnaire, contrast, ContrastData) for every combination with data."""
+#: one model's data under one contrast: (model, questionnaire, (first, second), ContrastData)
+Group = tuple[str, str, tuple[str, str], ContrastData]
+
+
+def per_model_groups(items: pd.DataFrame, contrasts: list[tuple[str, str]]) -> list[Group]:
+    """Every model x questionnaire x contrast with data, in that order; the three tables share them (the Likert
+    context computes them once)."""
+    out = []
     for (model, q), sub in items.groupby(["model", "questionnaire"], sort=False):
         for first, second in contrasts:
             data = contrast_data(sub, first, second)
             if data is None:
                 log.info("model %s, questionnaire %s: no data for %s", model, q, contrast_label(first, second))
                 continue
-            yield model, q, (first, second), data
+            out.append((model, q, (first, second), data))
+    return out
 
 
 # --------------------------------------------------------------------------- shifts (per_model.csv)
@@ -131,15 +140,16 @@ SHIFT_COLUMNS = ["model", "questionnaire", "contrast", "design", "n_stimuli", "f
 
 
 def shifts_table(items: pd.DataFrame, zs: pd.DataFrame, contrasts: list[tuple[str, str]], n_boot: int, seed: int,
-                 min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
+                 min_stimuli: int = MIN_STIMULI, groups: list[Group] | None = None) -> pd.DataFrame:
     """The questionnaire-score difference first minus second of each model (eq. 5 minus eq. 3 for vanilla
     contrasts): mean over replications with a percentile bootstrap 95% CI over stimuli, the mean in vanilla SDs
     across models (mean_diff_z, where the z-scale exists), Cohen's d over stimuli (paired and vanilla designs:
     mean(D) / sd(D); independent: the difference of means over the pooled SD, ddof=1), and the share of
-    replications (independent: of all cross-pairs) where the first condition's score is higher."""
+    replications (independent: of all cross-pairs) where the first condition's score is higher. ``groups``:
+    :func:`per_model_groups` of ``items`` and ``contrasts``, when computed already."""
     sd = zs.groupby("questionnaire", sort=False)["vanilla_sd"].first()
     rows = []
-    for model, q, (first, second), data in _per_model_groups(items, contrasts):
+    for model, q, (first, second), data in (per_model_groups(items, contrasts) if groups is None else groups):
         qa, qb = data.first.mean(axis=0), data.second.mean(axis=0)  # questionnaire score per context
         rng = rng_for(seed, "per_model", model, q, first, second)
         if data.design == "independent":
@@ -173,12 +183,12 @@ STATE_TRAIT_COLUMNS = ["model", "questionnaire", "contrast", "design", "n_items"
 
 
 def state_trait_table(items: pd.DataFrame, contrasts: list[tuple[str, str]], n_boot: int, seed: int,
-                      min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
+                      min_stimuli: int = MIN_STIMULI, groups: list[Group] | None = None) -> pd.DataFrame:
     """The single-model state-trait decomposition (module docstring): items as subjects, the contrast's two
     conditions as the within factor (each item's mean over a condition's stimuli), stimuli resampled for the
     CI of eta^2_condition."""
     rows = []
-    for model, q, (first, second), data in _per_model_groups(items, contrasts):
+    for model, q, (first, second), data in (per_model_groups(items, contrasts) if groups is None else groups):
         y = np.stack([data.first.mean(axis=1), data.second.mean(axis=1)], axis=1)  # items x 2
         res = stats.rm_oneway(y)
         lo = hi = np.nan
@@ -232,14 +242,14 @@ def shift_difference_test(a: tuple[np.ndarray, float], b: tuple[np.ndarray, floa
 
 
 def interaction_table(items: pd.DataFrame, contrasts: list[tuple[str, str]],
-                      min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
+                      min_stimuli: int = MIN_STIMULI, groups: list[Group] | None = None) -> pd.DataFrame:
     """For each model, contrast and pair of questionnaires: does the condition move one questionnaire's items
     more than the other's (module docstring)? p_holm adjusts over a model's rows."""
-    groups: dict[tuple[str, tuple[str, str]], dict[str, ContrastData]] = {}
-    for model, q, contrast, data in _per_model_groups(items, contrasts):
-        groups.setdefault((model, contrast), {})[q] = data
+    by_model: dict[tuple[str, tuple[str, str]], dict[str, ContrastData]] = {}
+    for model, q, contrast, data in (per_model_groups(items, contrasts) if groups is None else groups):
+        by_model.setdefault((model, contrast), {})[q] = data
     rows = []
-    for (model, contrast), by_q in groups.items():
+    for (model, contrast), by_q in by_model.items():
         for qa, qb in stats.pairs(list(by_q)):
             a, b = standardized_shifts(by_q[qa]), standardized_shifts(by_q[qb])
             t, df, p = shift_difference_test(a, b)
@@ -255,3 +265,17 @@ def interaction_table(items: pd.DataFrame, contrasts: list[tuple[str, str]],
     return out[INTERACTION_COLUMNS]
 
 
+# --------------------------------------------------------------------------- the registered tables
+
+def per_model(ctx) -> pd.DataFrame:
+    return shifts_table(ctx.items, ctx.zs, ctx.contrasts, ctx.bootstrap, ctx.seed, ctx.min_stimuli,
+                        ctx.per_model_groups)
+
+
+def per_model_state_trait(ctx) -> pd.DataFrame:
+    return state_trait_table(ctx.items, ctx.contrasts, ctx.bootstrap, ctx.seed, ctx.min_stimuli,
+                             ctx.per_model_groups)
+
+
+def per_model_interaction(ctx) -> pd.DataFrame:
+    return interaction_table(ctx.items, ctx.contrasts, ctx.min_stimuli, ctx.per_model_groups)

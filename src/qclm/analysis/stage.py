@@ -1,14 +1,18 @@
-"""The analysis stage in one call, :func:`analyze`: item-score table in, statistics tables and figures out
-(method.md sections 5-8). ``qclm analyze`` (:mod:`qclm.commands.analyze`) runs it for the Snakemake rule and for a
-researcher with scores from elsewhere::
+"""The Likert questionnaire analysis in one call, :func:`analyze`: item-score table in, statistics tables and
+figures out (method.md sections 5-8). ``qclm analyze`` (:mod:`qclm.commands.analyze`) runs it for the Snakemake
+rule and for a researcher with scores from elsewhere::
 
     qclm analyze --scores item_scores.csv --out results/analysis [--bootstrap 10000] [--seed 0] \
         [--size-classes 3,8] [--contrasts vanilla:stress,...] [--min-models 10] [--min-stimuli 10] \
         [--templates first|all|ID] [--silhouette silhouette.csv] [--variant-probs variant_probs.parquet] \
         [--heatmap-item STAI-S:s01] [--instruments instruments.csv] [--no-figures]
 
-Outputs in OUT: the tables of :data:`TABLES` as CSV (plus ``tables/*.md`` and ``tables/*.html``),
-figures in ``figures/*.png`` and ``*.pdf``, and ``run_info.json`` with the settings.
+:func:`analyze` checks the settings, reads the inputs into a :class:`LikertContext` (what every table and
+figure of the Likert kind reads) and runs the kind's registered outputs (:mod:`qclm.analysis.registry`,
+:func:`qclm.analysis.runner.run_outputs`). Outputs in OUT: the tables as CSV (plus ``tables/*.md`` and
+``tables/*.html``), figures in ``figures/*.png`` and ``*.pdf``, ``run_info.json`` with the settings, and the
+Likert section of the report's first page, ``overview.likert.md``, composed into ``overview.md`` and
+``overview.rst`` with the sections of other probe kinds present in OUT.
 """
 
 from __future__ import annotations
@@ -16,19 +20,32 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from qclm.analysis import library, overview, permodel, tables, wording
-from qclm.analysis.outputs import OVERVIEW, TABLES
-from qclm.analysis.inputs import load_instruments, load_item_scores, load_silhouette, load_variant_probs, model_sizes, select_heatmap_item
+from qclm import settings
+from qclm.analysis import likert_overview, overview, permodel, runner
+from qclm.analysis.across_models import analysis_scale, zscore_table
+from qclm.analysis.inputs import (
+    load_instruments, load_item_scores, load_memorization, load_silhouette, load_variant_probs, model_sizes,
+    select_heatmap_item,
+)
+from qclm.analysis.registry import LIKERT
+from qclm.config import size_class_problem
 from qclm.errors import InputError
-from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, contrast_label, contrast_problems, default_contrasts, parse_contrast_args
+from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
 from qclm.probes.likert.equations import condition_means, questionnaire_scores, select_templates, template_rows
+from qclm.probes.memorization.analysis import exposure_notes
 
 log = logging.getLogger("qclm.analysis")
+
+#: the analysis settings' defaults (config schema, ``analysis`` and ``templates`` sections)
+DEFAULTS = settings.defaults(settings.ANALYSIS)
+TEMPLATE_SELECT = settings.defaults(settings.TEMPLATES)["select"]
 
 
 def parse_size_classes(text: str | list | tuple) -> list[float]:
@@ -41,8 +58,9 @@ def parse_size_classes(text: str | list | tuple) -> list[float]:
         bounds = [float(p) for p in parts]
     except (TypeError, ValueError):
         raise InputError(f"--size-classes: expected numbers separated by commas, got {text!r}") from None
-    if any(b <= 0 for b in bounds) or any(b2 <= b1 for b1, b2 in zip(bounds, bounds[1:])):
-        raise InputError(f"--size-classes: boundaries must be positive and increasing, got {bounds}")
+    problem = size_class_problem(bounds)  # positive, finite, increasing (one home: qclm.config)
+    if problem:
+        raise InputError(f"--size-classes: {problem}")
     return bounds
 
 
@@ -66,28 +84,50 @@ def resolve_contrasts(contrasts: str | list | None, conditions: list[str], sourc
     return pairs
 
 
-def analyze(
-    scores: str | Path,
-    out: str | Path,
-    bootstrap: int = 10_000,
-    seed: int = 0,
-    size_classes: list[float] | str = (3.0, 8.0),
-    silhouette: str | Path | None = None,
-    variant_probs: str | Path | None = None,
-    heatmap_item: str | None = None,
-    figures: bool = True,
-    contrasts: str | list | None = None,
-    min_models: int = MIN_MODELS,
-    min_stimuli: int = MIN_STIMULI,
-    templates: str = TEMPLATE_DEFAULTS["select"],
-    instruments: str | Path | None = None,
-) -> dict[str, pd.DataFrame]:
-    """Run the whole analysis stage and write its tables (and figures) in ``out``; returns the tables.
+@dataclass
+class LikertContext:
+    """What the Likert kind's tables and figures read (their first argument): the inputs, read and checked, the
+    quantities several tables share, and the settings."""
 
-    ``instruments``: the instrument table (``results/scores/instruments.csv``: questionnaire, construct, framing);
-    without it the construct map correlates the instruments but has no expected signs, and the spectrum and
-    validation tables have no construct or framing."""
-    t0 = time.perf_counter()
+    scores: str  #: the item-score table's path (messages, run_info.json)
+    all_templates: pd.DataFrame  #: every template's item scores (the wording analysis)
+    items: pd.DataFrame  #: one score per item and context, in the selected templates
+    qscores: pd.DataFrame  #: questionnaire scores per context (eqs. 3 and 5)
+    zs: pd.DataFrame  #: z-scores with the fitted vanilla mean and SD (``zscores.csv`` leaves those two out)
+    sizes: pd.Series  #: parameter count per model (billions; NaN where unknown)
+    contrasts: list[tuple[str, str]]
+    silhouette: pd.DataFrame | None  #: the selected templates' rows of the silhouette table
+    instruments: pd.DataFrame | None  #: questionnaire, construct, framing
+    exposure: dict[tuple[str, str], str]  #: (model, questionnaire) -> note: items exposed (memorization probe)
+    variant_probs: pd.DataFrame | None  #: vanilla rows of the variant probability table (the heatmap)
+    variant_probs_path: str | None
+    heatmap_item: str | None
+    bootstrap: int
+    seed: int
+    size_classes: list[float]
+    min_models: int
+    min_stimuli: int
+    templates: str
+
+    @cached_property
+    def per_model_groups(self) -> list[permodel.Group]:
+        """Each model's item scores under each contrast (the three per-model tables read them)."""
+        return permodel.per_model_groups(self.items, self.contrasts)
+
+    @property
+    def questionnaires(self) -> list[str]:
+        return list(pd.unique(self.items["questionnaire"]))
+
+    @property
+    def conditions(self) -> list[str]:
+        return list(pd.unique(self.items["condition"]))
+
+
+def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes: list[float] | str,
+                 silhouette: str | Path | None, variant_probs: str | Path | None, heatmap_item: str | None,
+                 figures: bool, contrasts: str | list | None, min_models: int, min_stimuli: int, templates: str,
+                 instruments: str | Path | None, memorization: str | Path | None = None) -> LikertContext:
+    """Check the settings, read and check the inputs, and compute what several tables share."""
     if bootstrap < 0:
         raise InputError(f"--bootstrap must be >= 0, got {bootstrap}")
     if seed < 0:
@@ -95,8 +135,6 @@ def analyze(
     if min_models < 1 or min_stimuli < 1:
         raise InputError(f"--min-models and --min-stimuli must be >= 1, got {min_models} and {min_stimuli}")
     boundaries = parse_size_classes(size_classes)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
 
     all_templates = load_item_scores(scores)
     try:
@@ -120,74 +158,86 @@ def analyze(
     qscores = questionnaire_scores(items)
     cond = condition_means(qscores).rename(columns={"score": "raw"})
     sizes = model_sizes(items)
-    n_models = len(sizes)
     questionnaires = list(pd.unique(items["questionnaire"]))
     inst = load_instruments(instruments, questionnaires) if instruments else None
+    exposure = exposure_notes(load_memorization(memorization)) if memorization else {}
     log.info("%s: %d rows, %d model(s), questionnaires %s, conditions %s, contrasts %s", scores, len(items),
-             n_models, ", ".join(questionnaires), ", ".join(conditions),
+             len(sizes), ", ".join(questionnaires), ", ".join(conditions),
              ", ".join(contrast_label(*c) for c in pairs) or "none")
-    if n_models < min_models:
+    if len(sizes) < min_models:
         log.warning("only %d model(s): the across-model tables (z-scores, t-tests, ANOVAs, bootstrap CIs, "
                     "validation) are underpowered (fewer than %d models) or undefined; the per-model tables "
                     "(per_model, per_model_state_trait, per_model_interaction) analyse each model alone",
-                    n_models, min_models)
+                    len(sizes), min_models)
+    return LikertContext(
+        scores=str(scores), all_templates=all_templates, items=items, qscores=qscores, zs=zscore_table(cond),
+        sizes=sizes, contrasts=pairs, silhouette=sil, instruments=inst, exposure=exposure, variant_probs=vprobs,
+        variant_probs_path=str(variant_probs) if variant_probs else None, heatmap_item=heatmap_item,
+        bootstrap=bootstrap, seed=seed, size_classes=boundaries, min_models=min_models, min_stimuli=min_stimuli,
+        templates=templates)
 
-    zs = tables.zscore_table(cond)
-    result = {
-        "per_model": permodel.shifts_table(items, zs, pairs, bootstrap, seed, min_stimuli),
-        "per_model_state_trait": permodel.state_trait_table(items, pairs, bootstrap, seed, min_stimuli),
-        "per_model_interaction": permodel.interaction_table(items, pairs, min_stimuli),
-        "zscores": zs,
-        "condition_summary": tables.condition_summary_table(zs, bootstrap, seed, min_models),
-        "paired_tests": tables.paired_tests_table(zs, pairs, min_models),
-        "anova_oneway": tables.oneway_table(zs, pairs, bootstrap, seed, min_models=min_models),
-        "anova_interaction": tables.interaction_table(zs, pairs, min_models),
-        "anova_by_size": tables.by_size_table(zs, sizes, boundaries, pairs, bootstrap, seed, min_models),
-        "validation": tables.validation_table(items, zs, sil),
-        "wording": wording.wording_table(all_templates, min_models),
-    }
-    result.update(library.library_tables(items, all_templates, qscores, sil, inst, result, templates, min_models,
-                                         min_stimuli))
-    result["zscores"] = zs[["model", "questionnaire", "condition", "raw", "z"]]
-    for name in TABLES:
-        tables.write_table(result[name], out, name)
-    t_tables = time.perf_counter() - t0
-    log.info("tables written to %s in %.1f s", out, t_tables)
 
-    if figures:
-        from qclm.analysis import figures as fig
+def analyze(
+    scores: str | Path,
+    out: str | Path,
+    bootstrap: int = DEFAULTS["bootstrap"],
+    seed: int = DEFAULTS["seed"],
+    size_classes: list[float] | str = tuple(DEFAULTS["size_classes"]),
+    silhouette: str | Path | None = None,
+    variant_probs: str | Path | None = None,
+    heatmap_item: str | None = DEFAULTS["heatmap_item"],
+    figures: bool = True,
+    contrasts: str | list | None = None,
+    min_models: int = DEFAULTS["min_models"],
+    min_stimuli: int = DEFAULTS["min_stimuli"],
+    templates: str = TEMPLATE_SELECT,
+    instruments: str | Path | None = None,
+    memorization: str | Path | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Run the Likert analysis and write its tables (and figures) in ``out``; returns the tables by name.
 
-        fig_dir = out / "figures"
-        fig.figure_per_model_shifts(result["per_model"], sizes, fig_dir)
-        fig.figure_per_model_state_trait(result["per_model_state_trait"], fig_dir, min_stimuli)
-        fig.figure_condition_means(result["condition_summary"], fig_dir, min_models)
-        fig.figure_model_scores(zs, fig_dir, min_models, seed=seed)
-        fig.figure_variance_decomposition(result["anova_oneway"], fig_dir, min_models)
-        fig.figure_decomposition_by_size(result["anova_by_size"], fig_dir, min_models)
-        fig.figure_state_trait_spectrum(result["anova_oneway"], fig_dir, min_models)
-        fig.figure_wording(result["wording"], fig_dir, min_models)
-        from qclm.analysis import library_figures
-
-        library_figures.draw(result, fig_dir, min_models, min_stimuli)
-        try:
-            fig.figure_item_heatmap(vprobs, fig_dir, item=heatmap_item)
-        except ValueError as exc:
-            raise InputError(f"{variant_probs}: {exc}") from exc
-        log.info("figures written to %s in %.1f s", fig_dir, time.perf_counter() - t0 - t_tables)
-
-    info = {
-        "scores": str(scores), "silhouette": str(silhouette) if silhouette else None,
-        "variant_probs": str(variant_probs) if variant_probs else None,
-        "instruments": str(instruments) if instruments else None, "bootstrap": bootstrap, "seed": seed,
-        "size_classes": boundaries, "heatmap_item": heatmap_item, "n_models": n_models,
-        "questionnaires": questionnaires, "conditions": conditions,
-        "contrasts": [list(c) for c in pairs], "templates": templates, "scale": tables.analysis_scale(zs),
-        "min_models": min_models, "min_stimuli": min_stimuli, "seconds": round(time.perf_counter() - t0, 2),
-        "versions": _versions(),
-    }
-    (out / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")
-    overview.write_overview(out / OVERVIEW, items, qscores, result, info)
+    ``instruments``: the instrument table (``results/scores/instruments.csv``: questionnaire, construct, framing);
+    without it the construct map correlates the instruments but has no expected signs, and the spectrum and
+    validation tables have no construct or framing. ``memorization``: the memorization probe's table
+    (``analysis/memorization.csv``): instruments whose items a model has seen are flagged in
+    ``instrument_validation``."""
+    t0 = time.perf_counter()
+    ctx = read_context(scores, bootstrap=bootstrap, seed=seed, size_classes=size_classes, silhouette=silhouette,
+                       variant_probs=variant_probs, heatmap_item=heatmap_item, figures=figures,
+                       contrasts=contrasts, min_models=min_models, min_stimuli=min_stimuli, templates=templates,
+                       instruments=instruments, memorization=memorization)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = runner.run_tables(LIKERT, ctx, out)
+    log.info("tables written to %s in %.1f s", out, time.perf_counter() - t0)
+    info = run_info(ctx, silhouette, instruments, memorization)
+    # the report's first page before the figures: a figure that fails loses nothing else
+    overview.write_fragment(out, LIKERT, likert_overview.section(ctx, result, info))
+    overview.compose(out)
+    try:
+        if figures:
+            t1 = time.perf_counter()
+            runner.draw_figures(LIKERT, ctx, result, out / "figures")
+            log.info("figures written to %s in %.1f s", out / "figures", time.perf_counter() - t1)
+    finally:
+        info["seconds"] = round(time.perf_counter() - t0, 2)
+        (out / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")
     return result
+
+
+def run_info(ctx: LikertContext, silhouette: str | Path | None, instruments: str | Path | None,
+             memorization: str | Path | None = None) -> dict:
+    """The settings of a run (``run_info.json``), and what the overview says about them."""
+    return {
+        "scores": ctx.scores, "silhouette": str(silhouette) if silhouette else None,
+        "variant_probs": ctx.variant_probs_path, "instruments": str(instruments) if instruments else None,
+        "memorization": str(memorization) if memorization else None,
+        "bootstrap": ctx.bootstrap, "seed": ctx.seed, "size_classes": ctx.size_classes,
+        "heatmap_item": ctx.heatmap_item, "n_models": len(ctx.sizes), "questionnaires": ctx.questionnaires,
+        "conditions": ctx.conditions, "contrasts": [list(c) for c in ctx.contrasts], "templates": ctx.templates,
+        "scale": analysis_scale(ctx.zs), "min_models": ctx.min_models, "min_stimuli": ctx.min_stimuli,
+        "seconds": None, "versions": _versions(),
+    }
 
 
 def _versions() -> dict[str, str]:

@@ -3,12 +3,14 @@
 Conventions: a repeated-measures data set is an array ``y`` of shape (..., n_subjects, k_levels)
 (subjects = models); leading dimensions are independent data sets (bootstrap resamples), so the
 sums of squares of 10,000 resamples are computed in one vectorized call. Missing values are not
-allowed here: the table layer (:mod:`qclm.analysis.tables`) keeps complete cases only.
+allowed here: the table layer (:mod:`qclm.analysis.across_models`, :mod:`qclm.analysis.permodel`) keeps
+complete cases only.
 """
 
 from __future__ import annotations
 
 import warnings
+import zlib
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -230,6 +232,12 @@ def rm_twoway_interaction(y: np.ndarray) -> Interaction:
 
 
 # --------------------------------------------------------------------------- bootstrap (section 6)
+
+def rng_for(seed: int, *keys: object) -> np.random.Generator:
+    """A generator for one bootstrap (seed + what it is for), so results do not depend on computation order."""
+    tag = zlib.crc32("|".join(map(str, keys)).encode())
+    return np.random.default_rng([int(seed), tag])
+
 
 def bootstrap_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``n_boot`` resamples of ``n`` units drawn with replacement, shape (n_boot, n)."""

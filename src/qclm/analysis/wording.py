@@ -103,3 +103,8 @@ def _across_rows(scores: np.ndarray, q: str, cond: str, per_model: dict, min_mod
     return [{**base, "source": "model", "ss": ss_model, "df": n - 1},
             {**base, "source": "template", "ss": ss_template, "df": t - 1},
             {**base, "source": "residual", "ss": max(ss_total - ss_model - ss_template, 0.0), "df": (n - 1) * (t - 1)}]
+
+
+def wording(ctx) -> pd.DataFrame:
+    """The registered table (``wording.csv``): every template of the item-score table, not only the selected."""
+    return wording_table(ctx.all_templates, ctx.min_models)

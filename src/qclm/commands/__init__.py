@@ -1,14 +1,27 @@
 """Command line: ``qclm <command>``. One module per command (``add_parser`` and ``run``); the logic each
-command runs lives in the package (config checking, the engine, the probes, the analysis)."""
+command runs lives in the package (config checking, the engine, the probes, the analysis).
+
+No command prints a Python traceback for the input it was given: bad input is an
+:class:`~qclm.errors.InputError` (one ``FILE: LOCATION: PROBLEM`` line per problem, exit 2); anything else
+that goes wrong is said in one line, ``qclm COMMAND: internal error: ...; the full traceback is in FILE``
+(exit 1), with the traceback written to FILE for a bug report (in ``$QCLM_TRACEBACK_DIR``, else the
+temporary directory); an error of the machine (a full disk, a permission) is said the same way, without
+"internal error"."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
+import time
+import traceback
 
 #: command name -> module of qclm.commands that defines it (imported only when its parser is built)
 COMMANDS = ("analyze", "validate", "render", "loglik", "probe")
+#: exit status of a run that failed for another reason than its input (bad input: 2)
+INTERNAL_ERROR = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,9 +32,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _traceback_file(command: str) -> str:
+    """Write the current exception's traceback to a new file; its path (or why it could not be written)."""
+    directory = os.environ.get("QCLM_TRACEBACK_DIR") or tempfile.gettempdir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix=f"qclm-{command}-{time.strftime('%Y%m%d-%H%M%S')}-",
+                                    suffix=".traceback.txt", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"qclm {' '.join(sys.argv[1:])}\n\n")
+            traceback.print_exc(file=f)
+        return path
+    except OSError as err:
+        return f"(nowhere: {err})"
+
+
 def main(argv: list[str] | None = None) -> int:
+    from qclm.errors import InputError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as err:
+        print("\n".join(err.lines), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"qclm {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as err:  # the machine, not the input: a full disk, a file that vanished, a permission
+        where = _traceback_file(args.command)
+        print(f"qclm {args.command}: {' '.join(str(err).split())}; the full traceback is in {where}", file=sys.stderr)
+        return INTERNAL_ERROR
+    except MemoryError:
+        where = _traceback_file(args.command)
+        print(f"qclm {args.command}: out of memory; the full traceback is in {where}", file=sys.stderr)
+        return INTERNAL_ERROR
+    except Exception as err:  # noqa: BLE001 - the one place that turns a crash into one line
+        where = _traceback_file(args.command)
+        what = " ".join(f"{type(err).__name__}: {err}".split())
+        what = what if len(what) <= 300 else what[:297] + "..."
+        print(f"qclm {args.command}: internal error: {what}; the full traceback is in {where}", file=sys.stderr)
+        return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -5,26 +5,56 @@ from __future__ import annotations
 import argparse
 import logging
 
+from qclm.commands.args import check_output, non_negative_int, positive_int
+from qclm.config import size_class_problem
 from qclm.errors import InputError
-from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS
+from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, parse_contrast_args
 from qclm.logs import configure_logging
 
 log = logging.getLogger("qclm.analysis")
+
+
+def _size_classes(text: str) -> list[float]:
+    """'3,8' -> [3.0, 8.0]: positive finite numbers, increasing (qclm.config.size_class_problem)."""
+    try:
+        bounds = [float(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    problem = size_class_problem(bounds)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return bounds
+
+
+def _contrasts(text: str) -> list[tuple[str, str]] | None:
+    """'vanilla:stress,...' -> pairs; '' -> None (the paper's, as the workflow passes it); text that names no
+    contrast (',') is an error: it would analyse no contrast and say nothing."""
+    if not text.strip():
+        return None
+    try:
+        pairs = parse_contrast_args(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--contrasts: ")) from None
+    if not pairs:
+        raise argparse.ArgumentTypeError(f"no contrast in {text!r}: give FIRST:SECOND,... (or leave --contrasts "
+                                         "out for the paper's)")
+    return pairs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
     p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap iterations (default 10000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--size-classes", default="3,8", help="size-class boundaries in billions of parameters")
-    p.add_argument("--contrasts", default=None,
+    p.add_argument("--bootstrap", type=non_negative_int, default=10_000, help="bootstrap iterations (default 10000)")
+    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--size-classes", type=_size_classes, default="3,8",
+                   help="size-class boundaries in billions of parameters, increasing (default 3,8)")
+    p.add_argument("--contrasts", type=_contrasts, default=None,
                    help="contrasts FIRST:SECOND,... (differences are first minus second; default: the paper's "
                    "vanilla:stress,vanilla:neutral,neutral:stress where their conditions are present)")
-    p.add_argument("--min-models", type=int, default=MIN_MODELS,
+    p.add_argument("--min-models", type=positive_int, default=MIN_MODELS,
                    help=f"across-model analyses with fewer models are marked underpowered (default {MIN_MODELS})")
-    p.add_argument("--min-stimuli", type=int, default=MIN_STIMULI,
+    p.add_argument("--min-stimuli", type=positive_int, default=MIN_STIMULI,
                    help=f"per-model analyses with fewer stimuli per condition are marked underpowered "
                    f"(default {MIN_STIMULI})")
     p.add_argument("--templates", default=TEMPLATE_DEFAULTS["select"],
@@ -37,6 +67,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instruments", default=None,
                    help="optional instrument table (questionnaire, construct, framing): expected signs of the "
                         "construct map, framing in the spectrum")
+    p.add_argument("--memorization", default=None,
+                   help="optional memorization table (analysis/memorization.csv of the memorization probe): "
+                        "instruments whose items a model has seen are flagged in instrument_validation")
     p.add_argument("--no-figures", action="store_true")
 
     p.set_defaults(func=run)
@@ -48,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging()
     try:
+        check_output(args.out, "--out", directory=True)
         analyze(
             scores=args.scores,
             out=args.out,
@@ -63,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             min_stimuli=getattr(args, "min_stimuli", MIN_STIMULI),
             templates=getattr(args, "templates", TEMPLATE_DEFAULTS["select"]),
             instruments=getattr(args, "instruments", None),
+            memorization=getattr(args, "memorization", None),
         )
     except InputError as exc:
         log.error("%s", exc)

@@ -132,7 +132,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     stage_config = cls.stage_config(config)
     for condition in conditions:
         cell = Cell(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
-                    tuple(experiment.files_of(condition)))
+                    tuple(experiment.files_of(condition)), cls.version)
         df, meta = score_cell(loaded, cell, protocol, engine["seed"])
         raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
         write_parquet(df, raw, meta)
@@ -147,7 +147,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     analysis_config = {**config, **stage_config}
     stages.collect(kind_name, [instance], cells, models, analysis_config, {k: str(v) for k, v in score_files.items()})
     (out / "analysis").mkdir(parents=True, exist_ok=True)
-    written = cls.analyze(score_files, out / "analysis", analysis_config)
+    written = cls.analyze(score_files, out / "analysis", analysis_config, [instance])
     log.info("%s on %s: %d condition(s) scored; tables in %s%s", ident, spec.name, len(conditions), out / "scores",
              f"; analysis: {', '.join(str(p) for p in written)}" if written else "")
     return 0

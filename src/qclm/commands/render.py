@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from qclm import settings
-from qclm.config import DEFAULT_CONFIG
+from qclm.commands.args import non_negative_int
+from qclm.config import DEFAULT_CONFIG, validate_config
 from qclm.errors import InputError
 from qclm.inputs import read_yaml
 
@@ -39,6 +40,9 @@ def render(config_file: str, model: str, probe: str, condition: str, item: str |
     from qclm.stimuli import load_stimuli
 
     config, _ = settings.migrate(read_yaml(config_file))
+    problems = validate_config(config, config_file)  # the workflow's checks: render shows what a valid run scores
+    if problems:
+        raise InputError(problems)
     models = load_model_table(config["models"])
     if model not in models:
         return _fail(f"model {model!r} is not in {config['models']} (models: {', '.join(models)})")
@@ -115,7 +119,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--condition", required=True, help="a condition of the config (vanilla, a class, a+b)")
     p.add_argument("--item", default=None, help="only this item id")
     p.add_argument("--stimulus", default=None, help="only this stimulus id (e.g. stress01, stress01+relaxation01)")
-    p.add_argument("--limit", type=int, default=8, help="at most this many variants (default 8; 0 = all)")
+    p.add_argument("--limit", type=non_negative_int, default=8,
+                   help="at most this many variants (default 8; 0 = all)")
     p.set_defaults(func=run)
 
 

@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from qclm.engine.scorers import make_scorer
+from qclm.settings import ENGINE, defaults
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
     LoglikResult, Request, choice_result, prompt_sha256, tokenize_requests,
@@ -59,10 +60,9 @@ class LocalBackend:
     def __init__(self, model, tokenizer, engine: dict):
         self.model = model
         self.tokenizer = tokenizer
-        self.engine = engine
-        self.boundary = engine.get("boundary", "error")
-        self.scorer = make_scorer(model, engine.get("method", "auto"), int(engine.get("batch_size", 16)),
-                                  engine.get("pack_tokens", "auto"))
+        self.engine = engine = {**defaults(ENGINE), **engine}
+        self.boundary = engine["boundary"]
+        self.scorer = make_scorer(model, engine["method"], int(engine["batch_size"]), engine["pack_tokens"])
 
     @property
     def stats(self):
@@ -136,8 +136,26 @@ class LocalBackend:
 
         return isinstance(self.scorer, AutoScorer) and not self.scorer.checked
 
-    def _fall_back(self, reason: str) -> None:
+    def _session_or_plain(self, session: Callable, check: Callable, plain: Callable):
+        """``session(tree)`` through the tree sessions, or ``plain()`` where this model is scored with full
+        sequences. With ``auto`` not yet checked, ``check(result)`` compares the session's numbers with full
+        sequences (a reason if they differ); a difference, or an error in the session, switches the model to full
+        sequences (``AutoScorer.fall_back``, with a log line) and the requests run ``plain()``."""
+        tree = self._session_scorer()
+        if tree is None:
+            return plain()
+        unchecked = self._unchecked()
+        try:
+            out = session(tree)
+            reason = check(out) if unchecked else None
+        except Exception as err:  # noqa: BLE001 - with auto, any failure means: do not use this path
+            if not unchecked:
+                raise
+            reason = f"tree session raised {type(err).__name__}: {err}"
+        if reason is None:
+            return out
         self.scorer.fall_back(reason)
+        return plain()
 
     def choose_chain(self, requests: Sequence[ChainRequest], describe: Callable[[int], str] | None = None
                      ) -> list[ChainResult]:
@@ -147,21 +165,9 @@ class LocalBackend:
         from qclm.engine.chains import chains_by_requests, run_chains, tokenize_chains
 
         chains = tokenize_chains(self.tokenizer, requests, describe)
-        tree = self._session_scorer()
-        if tree is None:
-            steps = chains_by_requests(self.scorer, chains)
-        else:
-            check = self._unchecked()
-            try:
-                steps = run_chains(tree, chains)
-                reason = self._check_chain(chains, steps) if check and chains else None
-            except Exception as err:  # noqa: BLE001 - with auto, any failure means: do not use this path
-                if not check:
-                    raise
-                reason = f"tree session raised {type(err).__name__}: {err}"
-            if reason is not None:
-                self._fall_back(reason)
-                steps = chains_by_requests(self.scorer, chains)
+        steps = self._session_or_plain(lambda tree: run_chains(tree, chains),
+                                       lambda steps: self._check_chain(chains, steps),
+                                       lambda: chains_by_requests(self.scorer, chains))
         for i, results in enumerate(steps):
             for s, result in enumerate(results):
                 if not all(np.all(np.isfinite(t)) for t in result.token_logprobs):
@@ -176,10 +182,10 @@ class LocalBackend:
         from qclm.engine.scorers import FullSequenceScorer, self_check_tolerance
 
         self.scorer.checked = True
+        if not any(c.steps for c in chains):
+            return None
         c = max(range(len(chains)), key=lambda i: (len(chains[i].steps), -i))
         chain, results = chains[c], steps[c]
-        if not chain.steps:
-            return None
         ids = chain.context
         for (text, options), result in zip(chain.steps[:-1], results):
             ids = ids + text + options[result.argmax]
@@ -212,21 +218,9 @@ class LocalBackend:
         def decode(ids: list[int]) -> str:
             return self.tokenizer.decode(ids, skip_special_tokens=False)
 
-        tree = self._session_scorer()
-        if tree is None:
-            out = generate_plain(self.model, prompts, settings, seeds, eos, decode)
-        else:
-            check = self._unchecked()
-            try:
-                out = run_generation(tree, prompts, settings, seeds, eos, decode)
-                reason = self._check_generation(prompts, out) if check else None
-            except Exception as err:  # noqa: BLE001 - with auto, any failure means: do not use this path
-                if not check:
-                    raise
-                reason = f"tree session raised {type(err).__name__}: {err}"
-            if reason is not None:
-                self._fall_back(reason)
-                out = generate_plain(self.model, prompts, settings, seeds, eos, decode)
+        out = self._session_or_plain(lambda tree: run_generation(tree, prompts, settings, seeds, eos, decode),
+                                     lambda out: self._check_generation(prompts, out),
+                                     lambda: generate_plain(self.model, prompts, settings, seeds, eos, decode))
         results = []
         for i, (p, g) in enumerate(zip(prompts, out)):
             if not all(np.isfinite(g.token_logprobs)):

@@ -38,14 +38,31 @@ def tokenize_requests(
     across the boundary), ``boundary="error"`` raises BoundaryError naming the variant,
     ``boundary="split"`` tokenizes the continuation on its own, and ``boundary="first_divergence"``
     scores the whole's tokens from the first one that differs from the context's (the authors' public
-    code's rule: the merged token, which spans context text, is scored); both log a warning for it."""
+    code's rule: the merged token, which spans context text, is scored); both log a warning for it.
+
+    An empty context stands for "no prompt": the beginning-of-sequence token (else the end-of-sequence token, as
+    lm-evaluation-harness does) is the context and the continuation is tokenized on its own."""
     if boundary not in BOUNDARY_MODES:
         raise ValueError(f"boundary must be one of {', '.join(BOUNDARY_MODES)}, got {boundary!r}")
-    unique_ctx = list(dict.fromkeys(contexts))
-    ctx_ids = dict(zip(unique_ctx, tokenizer(unique_ctx, add_special_tokens=True)["input_ids"]))
+    empty = {i for i, c in enumerate(contexts) if c == ""}
+    if empty:
+        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        if start is None:
+            what = describe(min(empty)) if describe else f"request {min(empty)}"
+            raise BoundaryError(f"{what}: an empty context, and the tokenizer has neither a BOS nor an EOS token to "
+                                "stand for it")
+        alone = tokenizer([continuations[i] for i in sorted(empty)], add_special_tokens=False)["input_ids"]
+        empty_ids = dict(zip(sorted(empty), alone))
+    unique_ctx = list(dict.fromkeys(c for c in contexts if c != ""))
+    ctx_ids = dict(zip(unique_ctx, tokenizer(unique_ctx, add_special_tokens=True)["input_ids"])) if unique_ctx else {}
     whole = tokenizer([c + k for c, k in zip(contexts, continuations)], add_special_tokens=True)["input_ids"]
     out = []
     for i, (c, k, ids) in enumerate(zip(contexts, continuations, whole)):
+        if i in empty:
+            if not empty_ids[i]:
+                raise BoundaryError(f"{describe(i) if describe else f'request {i}'}: continuation {k!r} has no tokens")
+            out.append(Request((start,), tuple(empty_ids[i])))
+            continue
         cids = ctx_ids[c]
         n = len(cids)
         what = describe(i) if describe else f"request {i}"

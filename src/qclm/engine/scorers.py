@@ -322,7 +322,18 @@ def _split(requests: Sequence[Request], lp: np.ndarray, greedy: np.ndarray, owne
         at += k
 
 
-class FullSequenceScorer:
+class _Scorer:
+    """What the scorers share: ``score_with_greedy(requests, progress, raw)`` gives per request the continuation's
+    token log-probs and per token whether it is the argmax; ``raw`` (one flag per request): the first continuation
+    token of a flagged request gets its logit only, the log-sum-exp over the vocabulary left out
+    (``LogprobHead.score``; forced choices, qclm.engine.backend). ``score`` keeps the log-probs."""
+
+    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+              raw: Sequence[bool] | None = None) -> list[np.ndarray]:
+        return self.score_with_greedy(requests, progress, raw)[0]
+
+
+class FullSequenceScorer(_Scorer):
     """Reference scorer: each request is a full sequence (right-padded, batched, longest first)."""
 
     def __init__(self, model, batch_size: int = 16):
@@ -331,16 +342,9 @@ class FullSequenceScorer:
         self.head = LogprobHead(model)
         self.stats = Stats(method="full")
 
-    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
-              raw: Sequence[bool] | None = None) -> list[np.ndarray]:
-        return self.score_with_greedy(requests, progress, raw)[0]
-
     @torch.inference_mode()
     def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
                           raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per request: the continuation's token log-probs, and per token whether it is the argmax. ``raw`` (one
-        flag per request): the first continuation token of a flagged request gets its logit only, the log-sum-exp
-        over the vocabulary left out (``LogprobHead.score``; forced choices, qclm.engine.backend)."""
         t0 = time.perf_counter()
         results: list = [None] * len(requests)
         flags: list = [None] * len(requests)
@@ -412,7 +416,7 @@ def _common_prefix_length(seqs: Sequence[tuple[int, ...]]) -> int:
     return n
 
 
-class PrefixTreeScorer:
+class PrefixTreeScorer(_Scorer):
     """Shared-prefix scorer: one KV cache for the common prefix, packed token tries over it.
 
     ``pack_tokens``: trie nodes (tokens computed) per forward pass, or ``"auto"``: ``PACK_TOKENS``
@@ -496,16 +500,9 @@ class PrefixTreeScorer:
         return t
 
     # -- scoring -----------------------------------------------------------------------------
-    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
-              raw: Sequence[bool] | None = None) -> list[np.ndarray]:
-        return self.score_with_greedy(requests, progress, raw)[0]
-
     @torch.inference_mode()
     def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
                           raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per request: the continuation's token log-probs, and per token whether it is the argmax. ``raw`` (one
-        flag per request): the first continuation token of a flagged request gets its logit only, the log-sum-exp
-        over the vocabulary left out (``LogprobHead.score``; forced choices, qclm.engine.backend)."""
         t0 = time.perf_counter()
         results: list = [None] * len(requests)
         flags: list = [None] * len(requests)
@@ -594,7 +591,7 @@ class PrefixTreeScorer:
         _split(requests, lp.cpu().numpy(), greedy.cpu().numpy(), pack.owners, results, flags)
 
 
-class AutoScorer:
+class AutoScorer(_Scorer):
     """The prefix-tree scorer, checked once against full sequences: the first requests it scores
     are scored with the prefix tree, then one of them (``_check_sample``) again as a full
     sequence. If the numbers differ by more than
@@ -610,10 +607,6 @@ class AutoScorer:
     @property
     def stats(self) -> Stats:
         return self.scorer.stats
-
-    def score(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
-              raw: Sequence[bool] | None = None) -> list[np.ndarray]:
-        return self.score_with_greedy(requests, progress, raw)[0]
 
     def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
                           raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -37,7 +37,7 @@ from qclm.models.table import ModelSpec
 from qclm.parquet import read_metadata, write_parquet
 from qclm.probes import kind_class
 from qclm.probes.base import Instance, ScoringCell
-from qclm.settings import RUN_ONLY
+from qclm.settings import ENGINE, RUN_ONLY, defaults
 from qclm.stimuli import load_stimuli
 
 log = logging.getLogger("qclm.jobs")
@@ -54,6 +54,7 @@ class Cell:
     settings: dict[str, Any] = field(default_factory=dict)
     files: tuple[str, ...] = ()
     stimuli_files: tuple[str, ...] = ()
+    version: int = 1  # the kind's version (ProbeKind.version)
 
     def __post_init__(self):
         object.__setattr__(self, "files", tuple(self.files))
@@ -70,6 +71,7 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> s
         "model": spec.as_row(),
         "probe": cell.probe,
         "kind": cell.kind,
+        "kind_version": cell.version,
         "condition": cell.condition,
         "settings": cell.settings,
         "files_sha256": [sha256_file(Path(f)) for f in cell.files],
@@ -93,8 +95,13 @@ class Loaded:
         self.model = model
         self.tokenizer = tokenizer
         self.provenance = provenance
-        self.engine = engine
-        self.backend = LocalBackend(model, tokenizer, engine)
+        self.engine = engine = {**defaults(ENGINE), **engine}
+        if spec.head == "nli":  # a sequence classifier: only the entailment probe scores it
+            from qclm.probes.entailment.nli import NliBackend
+
+            self.backend = NliBackend(model, tokenizer, engine, spec.name)
+        else:
+            self.backend = LocalBackend(model, tokenizer, engine)
         self.format = PromptFormat.from_settings(spec.prompt_format, engine)
         self.prompts = PromptBuilder(tokenizer, self.format)
 
@@ -102,7 +109,8 @@ class Loaded:
 def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict) -> Loaded:
     from qclm.models.loading import load_model
 
-    model, tokenizer, provenance = load_model(spec, prepared_dir, engine.get("device", "auto"))
+    engine = {**defaults(ENGINE), **engine}
+    model, tokenizer, provenance = load_model(spec, prepared_dir, engine["device"])
     return Loaded(spec, model, tokenizer, provenance, engine)
 
 
@@ -128,6 +136,7 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
              len(contexts), tokens, seconds, stats.method)
     metadata = {
         **loaded.provenance, "qclm": qclm.__version__, "probe": cell.probe, "kind": cell.kind,
+        "kind_version": cell.version,
         "probe_settings": cell.settings, "probe_files": list(cell.files),
         "probe_files_sha256": [sha256_file(Path(f)) for f in cell.files],
         "condition": cell.condition, "stimuli_files": [str(p) for p in cell.stimuli_files],
@@ -135,7 +144,7 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
         "separator": protocol.separator, "limit_items": protocol.limit_items,
         "limit_stimuli": protocol.limit_stimuli, **loaded.format.provenance(),
         "scoring_method": stats.method, "scoring_notes": list(stats.notes),
-        "boundary": loaded.engine.get("boundary", "error"), "params_b": spec.params_b, "model_type": spec.type,
+        "boundary": loaded.engine["boundary"], "params_b": spec.params_b, "model_type": spec.type,
         "family": spec.family, "tokens_computed": tokens, "seconds": round(seconds, 3), **own,
     }
     return df, metadata

@@ -54,7 +54,8 @@ def collect(kind: str, instances: list[Instance], cells: dict[tuple[str, str, st
     files (``raw`` and the kind's per-cell tables); ``outputs`` maps the kind's score tables to files."""
     cls = kind_class(kind)
     frames = {key: {name: pd.read_parquet(path) for name, path in files.items()} for key, files in cells.items()}
-    tables = cls.collect(CollectInput(frames, models, instances, config))
+    metadata = {key: read_metadata(files["raw"]) for key, files in cells.items()}
+    tables = cls.collect(CollectInput(frames, models, instances, config, metadata))
     for name, path in outputs.items():
         write_table(tables[name], path, {"table": Path(path).name.split(".")[0], "kind": kind})
     return tables

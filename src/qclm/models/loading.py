@@ -158,7 +158,7 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
     Returns (model, tokenizer, provenance dict)."""
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     device = resolve_device(device)
     dtype = resolve_dtype(spec.dtype, device, spec.params_b, bool(spec.quantization), spec.name)
@@ -190,7 +190,8 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
     if device.startswith("cuda"):
         kwargs["device_map"] = {"": device}
     tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code)
-    model = AutoModelForCausalLM.from_pretrained(where, **kwargs)
+    auto = AutoModelForSequenceClassification if spec.head == "nli" else AutoModelForCausalLM
+    model = auto.from_pretrained(where, **kwargs)
     if not device.startswith("cuda"):
         model.to(device)
     model.eval()
@@ -200,5 +201,6 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         "dtype": str(dtype).replace("torch.", ""), "device": device, "quantization": spec.quantization or "none",
         "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
         "torch": torch.__version__, "transformers": transformers.__version__,
+        **({"head": spec.head} if spec.head else {}),
     }
     return model, tokenizer, provenance

@@ -13,7 +13,6 @@ A model's ``source`` is one of:
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import logging
 import math
@@ -23,12 +22,15 @@ from pathlib import Path
 
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
-from qclm.inputs import read_text
+from qclm.inputs import read_tsv
 
 log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
-OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "notes")
+OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "notes")
+#: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
+#: entailment probe scores through; qclm.probes.entailment.nli)
+HEADS = ("", "nli")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -75,6 +77,7 @@ class ModelSpec:
     trust_remote_code: bool = False
     allow_pickle: bool = False
     prompt_format: str = "raw"  # raw | chat | chat_preamble (qclm.prompts)
+    head: str = ""  # "" (causal LM) | nli (HEADS)
     line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
 
     @property
@@ -98,6 +101,7 @@ class ModelSpec:
             "dtype": self.dtype, "quantization": self.quantization,
             "trust_remote_code": str(self.trust_remote_code).lower(),
             "allow_pickle": str(self.allow_pickle).lower(), "prompt_format": self.prompt_format,
+            **({"head": self.head} if self.head else {}),  # only when set: other models' provenance is unchanged
         }
 
 
@@ -150,6 +154,9 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if prompt_format not in PROMPT_FORMATS:
         problems.append((file, f"{where}: column prompt_format",
                          f"must be one of {', '.join(PROMPT_FORMATS)} (or empty: raw); got {prompt_format!r}"))
+    head = (row.get("head") or "").strip().lower()
+    if head not in HEADS:
+        problems.append((file, f"{where}: column head", f"must be empty (a causal LM) or nli; got {head!r}"))
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
@@ -159,27 +166,24 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if problems:
         raise InputError(problems)
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
-                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format)
+                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head)
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
-    """Read config/models.tsv (tab-separated, one model per row, '#' lines are comments)."""
+    """Read config/models.tsv (tab-separated, one model per row, '#' lines are comments; a column named twice
+    or a byte-order mark are handled by :func:`qclm.inputs.read_tsv`)."""
     path = Path(path)
-    lines = read_text(path, "tab-separated table").splitlines()
-    numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
-    if not numbered:
-        raise InputError.one(path, "file", "no header and no models")
-    reader = csv.DictReader([ln for _, ln in numbered], delimiter="\t")
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    header_line, columns, rows = read_tsv(path, "tab-separated table")
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
-        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"missing column(s) {missing}")
-    unknown = [c for c in reader.fieldnames if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+        raise InputError.one(path, f"line {header_line} (header)", f"missing column(s) {missing}")
+    unknown = [c for c in columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
     if unknown:
-        raise InputError.one(path, f"line {numbered[0][0]} (header)", f"unknown column(s) {unknown}")
+        raise InputError.one(path, f"line {header_line} (header)", f"unknown column(s) {unknown}")
     models: dict[str, ModelSpec] = {}
     first_line: dict[str, int] = {}
     problems = []
-    for (line, _), row in zip(numbered[1:], reader):
+    for line, row in rows:
         try:
             spec = parse_model_row(row, str(path), line)
         except InputError as err:

@@ -20,6 +20,8 @@ from qclm.probes.base import Instance, ProbeKind
 #: built-in probe kinds: name -> "module:class"
 KINDS = {
     "likert": "qclm.probes.likert.kind:LikertProbe",
+    "memorization": "qclm.probes.memorization.kind:MemorizationProbe",
+    "entailment": "qclm.probes.entailment.kind:EntailmentProbe",
     "csi": "qclm.probes.csi.kind:CSIProbe",
 }
 #: the Likert kind, whose instances ``questionnaires:`` declares

@@ -82,15 +82,41 @@ class Labelled:
 
 
 @dataclass
+class ProbeAnalysis:
+    """What a kind's analysis functions receive (the registry's ``context``): the kind's name, its score tables
+    (name -> file, read once on first use) and the config (contrasts, the analysis settings, the sections the kind
+    reads)."""
+
+    kind: str
+    files: dict[str, Path]
+    config: dict
+    item_table: str | None = None
+    instances: list[Instance] = field(default_factory=list)
+    _frames: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def table(self, name: str):
+        if name not in self._frames:
+            import pandas as pd
+
+            path = Path(self.files[name])
+            self._frames[name] = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(
+                path, keep_default_na=False, na_values=[""])
+        return self._frames[name]
+
+
+@dataclass
 class CollectInput:
     """The per-cell tables of one kind's instances, across models and conditions, for :meth:`ProbeKind.collect`:
-    ``cells[(model, instance, condition)][table name]`` (``raw`` is the scoring job's table), the model table's
-    rows as a frame (model, params_b, model_type, family, dtype, prompt_format) and the instances."""
+    ``cells[(model, instance, condition)][table name]`` (``raw`` is the scoring job's table) and each raw table's
+    provenance, the model table's rows as a frame (model, params_b, model_type, family, dtype, prompt_format) and
+    the instances."""
 
     cells: dict[tuple[str, str, str], dict[str, Any]]
     models: Any
     instances: list[Instance]
     config: dict = field(default_factory=dict)
+    #: each cell's raw-table provenance (the Parquet metadata the scoring job wrote)
+    metadata: dict[tuple[str, str, str], dict] = field(default_factory=dict)
 
 
 class ProbeKind:
@@ -102,6 +128,9 @@ class ProbeKind:
     name: ClassVar[str] = ""
     #: one line for ``qclm probe --help`` and the docs
     summary: ClassVar[str] = ""
+    #: the version of what the kind's scoring computes: raise it when the requests or the raw table change, so that
+    #: the scoring jobs' params and cell-cache keys change and finished cells are scored again
+    version: ClassVar[int] = 1
     #: JSON Schema (draft 2020-12) of the instance's own keys (``kind`` and ``conditions`` are common), defaults
     #: included; ``additionalProperties: false`` so a misspelt key is reported
     schema: ClassVar[dict] = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -165,21 +194,25 @@ class ProbeKind:
         return {name: pd.concat(frames, ignore_index=True) for name in cls.score_tables}
 
     @classmethod
-    def analysis_files(cls) -> list[str]:
-        """The files :meth:`analyze` writes, relative to the analysis directory (the workflow declares them)."""
-        return [f"{cls.name}_state_trait.csv"] if cls.item_table else []
+    def analyze(cls, tables: dict[str, Path], out: Path, config: dict, instances=()) -> dict[str, Any]:
+        """The kind's analysis: its registered tables and figures (qclm.analysis.registry, probe = the kind's
+        name) computed from its score tables (``tables``: name -> file) by the analysis runner, and its section of
+        the report's first page (``analysis/overview.NAME.md``); ``instances``: the run's instances of the kind
+        (their settings); returns the tables."""
+        from qclm.analysis.overview import write_fragment
+        from qclm.analysis.runner import run_outputs
+
+        context = ProbeAnalysis(cls.name, dict(tables), config, cls.item_table, list(instances))
+        results = run_outputs(cls.name, context, out)
+        write_fragment(out, cls.name, cls.overview(context, results))
+        return results
 
     @classmethod
-    def analyze(cls, tables: dict[str, Path], out: Path, config: dict) -> list[Path]:
-        """The kind's analysis: tables and figures in ``out`` from its score tables (``tables``: name -> file);
-        returns the files written. The default: the per-model state-trait decomposition of :attr:`item_table`."""
-        if not cls.item_table:
-            return []
-        from qclm.probes.items import state_trait
-
-        path = Path(out) / f"{cls.name}_state_trait.csv"
-        state_trait(tables[cls.item_table], config).to_csv(path, index=False)
-        return [path]
+    def overview(cls, context: ProbeAnalysis, results: dict[str, Any]) -> str:
+        """The kind's section of the report's first page (Markdown opening with a ``##`` heading)."""
+        lines = [f"## {cls.name}: {cls.summary}", ""]
+        lines += [f"- `{name}.csv`: {len(table)} rows" for name, table in results.items()]
+        return "\n".join(lines) + "\n"
 
     # -- the command line (qclm probe KIND) --------------------------------------------------------------------
     @classmethod

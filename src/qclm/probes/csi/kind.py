@@ -219,16 +219,11 @@ class CSIProbe(ProbeKind):
         return collect_tables([t["raw"] for _, t in sorted(data.cells.items())])
 
     @classmethod
-    def analysis_files(cls) -> list[str]:
-        from qclm.probes.csi.analysis import FILES
+    def overview(cls, context, results) -> str:
+        from qclm.probes.csi.analysis import overview
 
-        return list(FILES)
-
-    @classmethod
-    def analyze(cls, tables: dict[str, Any], out, config: dict) -> list:
-        from qclm.probes.csi.analysis import analyze
-
-        return analyze(tables, out, config)
+        return overview(results["csi_scores"], results["csi_validity"], results["csi_contrasts"],
+                        results["csi_story"], results["csi_state_trait"])
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod

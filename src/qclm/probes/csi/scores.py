@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from qclm.analysis.stats import percentile_ci
-from qclm.analysis.tables import rng_for
+from qclm.analysis.stats import rng_for
 
 #: resamples per bootstrap chunk (bounds memory: chunk x words indices)
 CHUNK = 500
@@ -189,7 +189,7 @@ SCORE_STATS = ["O", "P", "N", "consistency", "reluctancy", "mean_bias", "positio
 SCORE_COLUMNS = (["model", "probe", "labels", "condition", "n_words", "n_stimuli", "repetitions"]
                  + [c for s in SCORE_STATS for c in (s, f"{s}_ci_low", f"{s}_ci_high")]
                  + ["consistency_random", "consistency_independent", "option_mass", "valence_auc",
-                    "valence_auc_ci_low", "valence_auc_ci_high", "interpretable"])
+                    "valence_auc_ci_low", "valence_auc_ci_high", "interpretable", "underpowered"])
 
 
 def score_table(answers: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
@@ -257,14 +257,19 @@ def validity_table(words: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
 
 
 def mark_interpretable(scores: pd.DataFrame, validity: pd.DataFrame) -> pd.DataFrame:
-    """The valence control's AUC beside O and P (the control list's, else the word list's own valence words)."""
-    out = scores.drop(columns=["valence_auc", "valence_auc_ci_low", "valence_auc_ci_high", "interpretable"])
+    """The valence control's AUC beside O and P (the control list's, else the word list's own valence words).
+    ``underpowered``: what the run cannot support, O and P read as sentiment: the control's AUC is not above
+    0.5 (its CI's lower end), or there were too few valence words to compute it (the mark tables and figures
+    show)."""
+    out = scores.drop(columns=["valence_auc", "valence_auc_ci_low", "valence_auc_ci_high", "interpretable",
+                               "underpowered"])
     v = validity[validity["auc"].notna()].copy()
     v["rank"] = (v["set"] != "control").astype(int)
     v = v.sort_values("rank").drop_duplicates(GROUP)[GROUP + ["auc", "auc_ci_low", "auc_ci_high", "interpretable"]]
     v = v.rename(columns={"auc": "valence_auc", "auc_ci_low": "valence_auc_ci_low",
                           "auc_ci_high": "valence_auc_ci_high"})
     out = out.merge(v, on=GROUP, how="left")
+    out["underpowered"] = out["interpretable"].astype(str) != "True"
     return out[SCORE_COLUMNS]
 
 

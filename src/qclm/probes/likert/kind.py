@@ -177,7 +177,7 @@ class LikertProbe(ProbeKind):
 
         files = {i.id: i.settings["questionnaire"] for i in data.instances}
         default_templates = {q: load_questionnaire(path).templates[0] for q, path in files.items()}
-        keys = sorted(data.cells)
+        keys = list(data.cells)  # the workflow's order: models as the model table lists them, then instances, conditions
         tables = collect_tables([data.cells[k]["items"] for k in keys], [data.cells[k]["variants"] for k in keys],
                                 data.models, default_templates, template_settings(data.config)["select"])
         tables["items_csv"] = tables["items"]
@@ -185,7 +185,7 @@ class LikertProbe(ProbeKind):
         return tables
 
     @classmethod
-    def analyze(cls, tables: dict[str, Any], out, config: dict) -> list:
+    def analyze(cls, tables: dict[str, Any], out, config: dict, instances=()) -> list:
         """The Likert analysis (``qclm analyze``: method.md sections 6-8) on the collected score tables."""
         from qclm.analysis.stage import analyze
         from qclm.experiment import Experiment

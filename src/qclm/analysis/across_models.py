@@ -1,31 +1,32 @@
-"""The result tables of the analysis stage (method.md sections 6-7), built from tidy score tables.
-
-Each ``*_table`` function takes tidy DataFrames and returns one output table; :func:`write_table` writes it
-as CSV plus a Markdown copy (for pasting into papers) and an HTML copy (for the Snakemake report).
+"""The across-model tables (method.md section 6): z-scores, condition means, paired t-tests, the one-way
+decomposition (all models and per size class) and the condition x questionnaire interaction, built from tidy
+score tables.
 
 Across-model statistics are computed on the z-scores of section 6 (units: vanilla SDs). Where a
 questionnaire has no z-scale (fewer than two models, or no vanilla variance) the raw scores are used
 and the ``scale`` column says so; t, p, d, eta^2 and F of the per-questionnaire tests do not depend on
 this choice (a linear rescaling), the stimulus x questionnaire interaction does. Across-model tables with
 fewer than ``min_models`` models (``analysis.min_models``, default :data:`MIN_MODELS`) carry
-``underpowered = True`` and a warning in the log; the figures draw the same mark.
+``underpowered = True`` and a warning in the log; the figures draw that column as their mark.
 
 Contrasts are ordered pairs of conditions (:mod:`qclm.experiment`); every difference, t and Cohen's d of a
 contrast is first minus second, and every table that depends on a contrast has a ``contrast`` column
 ("vanilla vs stress").
+
+Each ``*_table`` function takes tidy DataFrames and returns one table; the registered functions
+(:mod:`qclm.analysis.registry`: :func:`zscores`, :func:`condition_summary`, ...) take the Likert context
+(:class:`qclm.analysis.stage.LikertContext`).
 """
 
 from __future__ import annotations
 
-import html
 import logging
-import zlib
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from qclm.analysis import stats
+from qclm.analysis.stats import rng_for
 from qclm.experiment import MIN_MODELS, VANILLA, contrast_label, order_conditions
 
 log = logging.getLogger("qclm.analysis")
@@ -33,12 +34,6 @@ SOURCES = ("stimuli", "model", "residual")
 #: the contrast whose bootstrap streams keep the keys they had before contrasts were configurable, so
 #: that the paper protocol's tables reproduce exactly
 _LEGACY_CONTRAST = (VANILLA, "stress")
-
-
-def rng_for(seed: int, *keys: object) -> np.random.Generator:
-    """A generator for one bootstrap (seed + what it is for), so results do not depend on computation order."""
-    tag = zlib.crc32("|".join(map(str, keys)).encode())
-    return np.random.default_rng([int(seed), tag])
 
 
 def _underpowered(n: int, what: str, min_models: int) -> bool:
@@ -298,100 +293,31 @@ def interaction_table(zs: pd.DataFrame, contrasts: list[tuple[str, str]], min_mo
     return out[cols]
 
 
-# --------------------------------------------------------------------------- validation
+# --------------------------------------------------------------------------- the registered tables
 
-def validation_table(items: pd.DataFrame, zs: pd.DataFrame, silhouette: pd.DataFrame | None) -> pd.DataFrame:
-    """Validation of the adaptation on vanilla scores (method.md section 7), long format.
-
-    Rows: cronbach_alpha per questionnaire (models x items, complete models); spearman_r / spearman_p per
-    pair of questionnaires (``a~b``, vanilla questionnaire scores across models); silhouette_mean /
-    silhouette_sd per questionnaire and over all ("all") when silhouette values are given. ``n`` counts the
-    models (alpha, Spearman) or the model x item silhouettes.
-    """
-    rows = []
-    vanilla = items[items["condition"] == "vanilla"]
-    questionnaires = _ordered(zs["questionnaire"])
-    for q in questionnaires:
-        mat = vanilla[vanilla["questionnaire"] == q].pivot(index="model", columns="item_id", values="score")
-        complete = mat.dropna()
-        if len(complete) < len(mat):
-            log.warning("cronbach_alpha %s: %d model(s) with missing items left out", q, len(mat) - len(complete))
-        rows.append({"metric": "cronbach_alpha", "questionnaire": q,
-                     "value": stats.cronbach_alpha(complete.to_numpy()), "n": len(complete)})
-    vz = zs[zs["condition"] == "vanilla"].pivot(index="model", columns="questionnaire", values="raw")
-    for qa, qb in stats.pairs(questionnaires):
-        r, p, n = stats.spearman(vz[qa].to_numpy(), vz[qb].to_numpy())
-        rows.append({"metric": "spearman_r", "questionnaire": f"{qa}~{qb}", "value": r, "n": n})
-        rows.append({"metric": "spearman_p", "questionnaire": f"{qa}~{qb}", "value": p, "n": n})
-    if silhouette is not None:
-        groups = [(q, silhouette.loc[silhouette["questionnaire"] == q, "silhouette"]) for q in
-                  _ordered(silhouette["questionnaire"])] + [("all", silhouette["silhouette"])]
-        for q, values in groups:
-            mean, sd, n = stats.mean_sd(values.to_numpy())
-            rows.append({"metric": "silhouette_mean", "questionnaire": q, "value": mean, "n": n})
-            rows.append({"metric": "silhouette_sd", "questionnaire": q, "value": sd, "n": n})
-    return pd.DataFrame(rows, columns=["metric", "questionnaire", "value", "n"])
+#: the columns of the written z-score table (the fitted vanilla mean and SD stay in the context's copy)
+ZSCORE_COLUMNS = ["model", "questionnaire", "condition", "raw", "z"]
 
 
-# --------------------------------------------------------------------------- writing
-
-def _format_cell(value: object, column: str) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        if np.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        if column == "p" or column.startswith("p_") or column.endswith("_p"):
-            return f"{v:.2e}" if v < 0.001 else f"{v:.3f}"
-        if column in ("df", "df1", "df2", "n") and v.is_integer():
-            return str(int(v))
-        if abs(v) < 1e-12:  # floating-point zero, e.g. the mean vanilla z-score
-            return "0.000"
-        if abs(v) < 0.001 or abs(v) >= 1e5:
-            return f"{v:.3e}"
-        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
-    return str(value).replace("|", "\\|")
+def zscores(ctx) -> pd.DataFrame:
+    return ctx.zs[ZSCORE_COLUMNS]
 
 
-def to_markdown(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table; numbers right-aligned, p-values in 3 decimals or scientific form."""
-    header = [str(c) for c in df.columns]
-    body = [[_format_cell(v, str(c)) for c, v in zip(df.columns, row)] for row in df.itertuples(index=False)]
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
-    widths = [max([len(h)] + [len(r[i]) for r in body] + [3]) for i, h in enumerate(header)]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) if num else c.ljust(w)
-                                 for c, w, num in zip(cells, widths, numeric)) + " |"
-
-    sep = "| " + " | ".join(("-" * (w - 1) + ":") if num else "-" * w for w, num in zip(widths, numeric)) + " |"
-    return "\n".join([line(header), sep] + [line(r) for r in body]) + "\n"
+def condition_summary(ctx) -> pd.DataFrame:
+    return condition_summary_table(ctx.zs, ctx.bootstrap, ctx.seed, ctx.min_models)
 
 
-def to_html(df: pd.DataFrame, title: str) -> str:
-    """A standalone HTML page with the table (shown inline by ``snakemake --report``)."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_format_cell(v, str(c)))}</td>"
-                                    for c, v in zip(df.columns, row)) + "</tr>"
-                   for row in df.itertuples(index=False))
-    style = ("body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body><table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table></body></html>\n")
+def paired_tests(ctx) -> pd.DataFrame:
+    return paired_tests_table(ctx.zs, ctx.contrasts, ctx.min_models)
 
 
-def write_table(df: pd.DataFrame, out_dir: Path, name: str) -> Path:
-    """Write ``name``.csv in ``out_dir`` and Markdown/HTML copies in ``out_dir``/tables."""
-    out_dir = Path(out_dir)
-    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.csv"
-    df.to_csv(path, index=False)
-    (out_dir / "tables" / f"{name}.md").write_text(to_markdown(df))
-    (out_dir / "tables" / f"{name}.html").write_text(to_html(df, name))
-    return path
+def anova_oneway(ctx) -> pd.DataFrame:
+    return oneway_table(ctx.zs, ctx.contrasts, ctx.bootstrap, ctx.seed, min_models=ctx.min_models)
+
+
+def anova_interaction(ctx) -> pd.DataFrame:
+    return interaction_table(ctx.zs, ctx.contrasts, ctx.min_models)
+
+
+def anova_by_size(ctx) -> pd.DataFrame:
+    return by_size_table(ctx.zs, ctx.sizes, ctx.size_classes, ctx.contrasts, ctx.bootstrap, ctx.seed, ctx.min_models)

@@ -1,0 +1,172 @@
+"""Instruments as item wordings: what the memorization and survey probes read.
+
+Two file formats give an instrument:
+
+- a **questionnaire file** (resources/questionnaires/README.md; the Likert kind's material): its items' original
+  wording is in ``text`` where ``item_wording`` is ``reproduced`` (the licence allows it) or ``written`` (written
+  for this project); ``described`` files paraphrase the items and carry no wording;
+- a **plain item list** anyone can write (schemas/instrument.schema.json): ``name``, optional ``id``,
+  ``dimensions``, ``original_scale``, ``decoy`` and ``items: [{id, text, dimension, keyword, keying}]``. A user's
+  own BFI-44, PVQ-40, MFQ or SD-3 in this form runs as is.
+
+Both may give ``original_scale`` (the original option labels with their official scores, including options a
+Likert adaptation dropped, and the instruction to respondents), and per item a ``keyword`` (its most informative
+word, which must occur in its text), a ``dimension`` and a ``keying`` (``reverse``: the option scores are mirrored,
+:func:`keyed_score`). Every problem is a ``FILE: LOCATION: PROBLEM`` line naming the item and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from qclm.errors import InputError, Problem
+from qclm.inputs import check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems, sha256_file
+
+#: item wordings whose text is in the file
+WITH_WORDING = ("reproduced", "written")
+
+
+@dataclass(frozen=True)
+class Option:
+    label: str
+    score: float
+
+
+@dataclass(frozen=True)
+class InstrumentItem:
+    id: str
+    text: str  # "" where the file gives no wording
+    dimension: str = ""
+    keyword: str = ""
+    keying: str = "direct"
+    description: str = ""
+    number: int = 0  # its number in the published inventory (the file's ``number``, else ordinal or position)
+
+
+@dataclass(frozen=True)
+class Instrument:
+    id: str
+    name: str
+    path: Path
+    sha256: str
+    items: tuple[InstrumentItem, ...]
+    item_wording: str
+    options: tuple[Option, ...] = ()  # the original scale, lowest score first as the file lists them
+    instruction: str = ""
+    dimensions: tuple[str, ...] = ()
+    construct: str = ""
+    decoy: bool = False
+    source_format: str = "questionnaire"  # or "item_list"
+
+    @property
+    def has_wording(self) -> bool:
+        return self.item_wording in WITH_WORDING and all(i.text for i in self.items)
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        scores = [o.score for o in self.options]
+        return min(scores), max(scores)
+
+
+def keyed_score(score: float, keying: str, options: tuple[Option, ...]) -> float:
+    """The score an option gives an item: as the scale lists it, or mirrored for a reverse-keyed item
+    (min + max - score)."""
+    if keying != "reverse":
+        return score
+    scores = [o.score for o in options]
+    return min(scores) + max(scores) - score
+
+
+def _options(data: dict, path: Path, problems: list[Problem]) -> tuple[tuple[Option, ...], str]:
+    scale = data.get("original_scale")
+    if not isinstance(scale, dict):
+        return (), ""
+    out, seen_labels, seen_scores = [], set(), set()
+    for n, o in enumerate(scale.get("options") or []):
+        if not isinstance(o, dict) or not isinstance(o.get("label"), str) or isinstance(o.get("score"), bool) \
+                or not isinstance(o.get("score"), (int, float)):
+            continue  # the schema reports it
+        where = f"field original_scale.options, entry {n + 1}"
+        if o["label"] in seen_labels:
+            problems.append((str(path), where, f"label '{o['label']}' appears twice"))
+        if o["score"] in seen_scores:
+            problems.append((str(path), where, f"score {o['score']} appears twice"))
+        seen_labels.add(o["label"])
+        seen_scores.add(o["score"])
+        out.append(Option(o["label"], float(o["score"])))
+    return tuple(out), str(scale.get("instruction") or "")
+
+
+def _keyword_problem(keyword: str, text: str) -> str | None:
+    if keyword and text and not re.search(rf"(?<!\w){re.escape(keyword)}(?!\w)", text, flags=re.IGNORECASE):
+        return f"keyword '{keyword}' does not occur in the item's text as a word"
+    return None
+
+
+def load_instrument(path: str | Path) -> Instrument:
+    """An instrument from a questionnaire file or a plain item list (the format is told by the fields: a
+    questionnaire has ``scale``); raises InputError with every problem of the file."""
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise InputError.one(path, "top level", "expected a mapping with name and items")
+    if "scale" in data:
+        return _from_questionnaire(path, data)
+    problems = schema_problems(data, load_schema("instrument"), path, {"items": "item"})
+    dimensions = tuple(d for d in data.get("dimensions") or [] if isinstance(d, str))
+    items, seen = [], {}
+    raw = data.get("items") if isinstance(data.get("items"), list) else []
+    for n, it in enumerate(raw):
+        if not isinstance(it, dict):
+            continue
+        where = entry_label("item", raw, n)
+        check_duplicate_id("item", raw, n, seen, str(path), problems)
+        text = it.get("text") if isinstance(it.get("text"), str) else ""
+        dim = it.get("dimension") if isinstance(it.get("dimension"), str) else ""
+        keyword = it.get("keyword") if isinstance(it.get("keyword"), str) else ""
+        if dimensions and dim and dim not in dimensions:
+            problems.append((str(path), f"{where}: field dimension",
+                             f"'{dim}' is not one of the file's dimensions ({', '.join(dimensions)})"))
+        if dimensions and not dim:
+            problems.append((str(path), f"{where}: field dimension", "missing: the file declares dimensions"))
+        found = _keyword_problem(keyword, text)
+        if found:
+            problems.append((str(path), f"{where}: field keyword", found))
+        number = it.get("number") if isinstance(it.get("number"), int) else n + 1
+        items.append(InstrumentItem(str(it.get("id")), text, dim, keyword, it.get("keying") or "direct", "", number))
+    options, instruction = _options(data, path, problems)
+    ident = data.get("id") if isinstance(data.get("id"), str) else path.stem
+    if problems:
+        raise InputError(problems)
+    return Instrument(ident, data["name"], path, sha256_file(path), tuple(items), data.get("item_wording", "reproduced"),
+                      options, instruction, dimensions, str(data.get("construct") or ""), bool(data.get("decoy")),
+                      "item_list")
+
+
+def _from_questionnaire(path: Path, data: dict) -> Instrument:
+    from qclm.questionnaire import load_questionnaire
+
+    q = load_questionnaire(path)  # every problem of the questionnaire itself
+    problems: list[Problem] = []
+    raw = data.get("items") or []
+    items = []
+    for n, (item, it) in enumerate(zip(q.items, raw)):
+        where = entry_label("item", raw, n)
+        text = it.get("text") or "" if q.item_wording in WITH_WORDING else ""
+        keyword = it.get("keyword") or ""
+        found = _keyword_problem(keyword, text)
+        if found:
+            problems.append((str(path), f"{where}: field keyword", found))
+        if keyword and not text:
+            problems.append((str(path), f"{where}: field keyword", "a keyword needs the item's text"))
+        number = it.get("number") or item.ordinal or n + 1
+        items.append(InstrumentItem(item.id, text, it.get("dimension") or "", keyword, item.keying or "direct",
+                                    item.description, int(number)))
+    options, instruction = _options(data, path, problems)
+    if problems:
+        raise InputError(problems)
+    dims = tuple(dict.fromkeys(i.dimension for i in items if i.dimension))
+    return Instrument(q.id, q.name, path, q.sha256, tuple(items), q.item_wording, options, instruction, dims,
+                      q.construct, False, "questionnaire")

@@ -1,0 +1,1 @@
+"""The entailment probe kind (docs/entailment.md): questionnaire items as premise/hypothesis pairs."""

@@ -1,0 +1,179 @@
+"""The entailment probe kind: questionnaire items as natural-language-inference pairs (Reuben et al., "Assessment
+and manipulation of latent constructs in pre-trained language models using psychometric scales"; docs/entailment.md).
+
+Each variant of an entailment instrument (item x cterm x intensifier: a premise with the cterm, a hypothesis with the
+intensifier; qclm.probes.entailment.material) is asked of a causal language model as a forced choice after the
+condition's stimulus: does the premise imply the hypothesis, " True", " False" or " Neither"? p_raw is P(True), the
+softmax of the three answers' summed log-probabilities. From there the Likert math applies unchanged, through the
+functions of qclm.probes.likert.equations (one home for each equation): the two-way normalization over cterms x
+intensifiers, eq. 2 over the S+ rows, eq. 3 / eq. 5 means, condition means, and the silhouettes of section 7. The
+tables have the Likert shapes (``questionnaire`` is the instance id, ``template`` the prompt form), so the item
+scores get the per-model state-trait decomposition.
+
+Config::
+
+    probes:
+      gad7_nli: {kind: entailment, instrument: resources/entailment/gad7.yaml}   # form: qclm (default) or mnli
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from qclm import settings
+from qclm.errors import InputError, Problem
+from qclm.probes.base import CollectInput, Labelled, ProbeKind
+from qclm.probes.entailment.material import EntailmentInstrument, Variant, load_entailment
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: the prompt forms: ``qclm`` was written for this project; ``mnli`` is the form lm-evaluation-harness documents for
+#: MNLI (premise, then "Question: hypothesis True, False or Neither?", then "Answer:")
+FORMS = {
+    "qclm": "Premise: {premise}\nHypothesis: {hypothesis}\nDoes the premise imply the hypothesis? "
+            "Answer True, False or Neither.\nAnswer:",
+    "mnli": "{premise}\nQuestion: {hypothesis} True, False or Neither?\nAnswer:",
+}
+#: the answers, in this order: p_raw is the probability of the first (entailment)
+OPTIONS = ("True", "False", "Neither")
+#: the raw table: one row per variant and context (the Likert variant keys, then the answers' log-probabilities)
+COLUMNS = ["model", "questionnaire", "condition", "stimulus_id", "template", "item_id", "cterm", "polarity",
+           "intensifier", "level", "weight", "logp_true", "logp_false", "logp_neither", "p_raw"]
+
+
+def describe_variant(inst: EntailmentInstrument, v: Variant, stimulus_id: str) -> str:
+    return (f"{inst.path}: item {v.item_id}: cterm {v.cterm!r}, intensifier {v.intensifier!r}"
+            + (f", stimulus {stimulus_id}" if stimulus_id else ""))
+
+
+class EntailmentProbe(ProbeKind):
+    name = "entailment"
+    summary = "questionnaire items as premise/hypothesis pairs, scored by P(True) of a forced choice (Reuben et al.)"
+    version = 1
+    schema = {
+        "type": "object",
+        "required": ["instrument"],
+        "properties": {
+            "instrument": {"type": "string", "minLength": 1,
+                           "description": "the entailment instrument file (resources/entailment/README.md)"},
+            "form": {"enum": list(FORMS), "default": "qclm",
+                     "description": "the prompt: qclm (written for this project) or mnli (lm-evaluation-harness's "
+                                    "MNLI form)"},
+        },
+        "additionalProperties": False,
+    }
+    scoring_keys = ("instrument", "form")
+    file_keys = ("instrument",)
+    cell_tables = ("variants", "items")
+    config_sections = (settings.SCORING,)
+    score_tables = {"items": "entailment_item_scores.parquet", "questionnaires": "entailment_questionnaire_scores.csv",
+                    "conditions": "entailment_condition_means.csv", "variants": "entailment_variant_probs.parquet",
+                    "silhouette": "entailment_silhouette.csv"}
+    item_table = "items"
+
+    def __init__(self, instance):
+        super().__init__(instance)
+        self._inst: EntailmentInstrument | None = None
+
+    @property
+    def material(self) -> EntailmentInstrument:
+        if self._inst is None:
+            self._inst = load_entailment(self.settings["instrument"])
+        return self._inst
+
+    def problems(self) -> list[Problem]:
+        try:
+            self.material
+        except InputError as err:
+            return err.problems
+        return []
+
+    # -- scoring ----------------------------------------------------------------------------------------------
+    def requests(self, context, prompts, protocol) -> list[Labelled]:
+        from qclm.engine.requests import ChoiceRequest
+
+        inst, form = self.material, FORMS[self.settings["form"]]
+        options = tuple(prompts.continuation(o) for o in OPTIONS)
+        return [Labelled({"variant": v, "item_id": v.item_id},
+                         ChoiceRequest(prompts.context(context.lead, form.format(premise=v.premise,
+                                                                                 hypothesis=v.hypothesis)), options),
+                         describe_variant(inst, v, context.stimulus_id),
+                         f"item {v.item_id}, cterm {v.cterm!r} (S{v.polarity}), intensifier {v.intensifier!r} "
+                         f"(level {v.level}, weight {v.weight:g})")
+                for v in inst.variants(protocol.limit_items)]
+
+    def score(self, cell) -> tuple[pd.DataFrame, dict]:
+        import pandas as pd
+
+        if getattr(cell.backend, "nli", False):
+            return self._score_nli(cell)
+        rows = []
+        for ctx in cell.contexts:
+            labelled = self.requests(ctx, cell.prompts, cell.protocol)
+            results = cell.backend.choose([x.request for x in labelled], describe=lambda i, m=labelled: m[i].describe)
+            if cell.progress:
+                cell.progress(len(labelled))
+            for x, res in zip(labelled, results):
+                v: Variant = x.key["variant"]
+                rows.append((cell.model, self.instance.id, cell.condition, ctx.stimulus_id, self.settings["form"],
+                             v.item_id, v.cterm, v.polarity, v.intensifier, v.level, float(v.weight),
+                             *map(float, res.option_logprobs), float(res.probs[0])))
+        df = pd.DataFrame(rows, columns=COLUMNS)
+        inst = self.material
+        return df, {"instrument": inst.id, "instrument_sha256": inst.sha256, "form": self.settings["form"],
+                    "prompt": FORMS[self.settings["form"]], "options": list(OPTIONS)}
+
+    def _score_nli(self, cell) -> tuple[pd.DataFrame, dict]:
+        """A model with an NLI head (qclm.probes.entailment.nli): each variant is a (stimulus + premise,
+        hypothesis) pair, p_raw the head's entailment probability."""
+        import pandas as pd
+
+        rows = []
+        inst = self.material
+        for ctx in cell.contexts:
+            variants = inst.variants(cell.protocol.limit_items)
+            probs = cell.backend.classify([(ctx.lead + v.premise, v.hypothesis) for v in variants], cell.progress)
+            logs = cell.backend.log_answers(probs)
+            for v, lp, p in zip(variants, logs, probs[:, cell.backend.index["true"]]):
+                rows.append((cell.model, self.instance.id, cell.condition, ctx.stimulus_id, self.settings["form"],
+                             v.item_id, v.cterm, v.polarity, v.intensifier, v.level, float(v.weight), *map(float, lp),
+                             float(p)))
+        return pd.DataFrame(rows, columns=COLUMNS), {
+            "instrument": inst.id, "instrument_sha256": inst.sha256, "form": self.settings["form"], "head": "nli",
+            "prompt": "(premise, hypothesis) pairs through the sequence classifier; the form is not used",
+            "labels": {k: v for k, v in cell.backend.index.items()}}
+
+    # -- CPU stages -------------------------------------------------------------------------------------------
+    def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
+        from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize
+
+        scoring = config[settings.SCORING]
+        variants = normalize(raw[VARIANT_KEYS + ["p_raw"]], scoring["normalization_epsilon"])
+        return {"variants": variants, "items": item_scores(variants, scoring["item_score"])}
+
+    @classmethod
+    def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
+        from qclm.probes.likert.equations import collect_tables
+
+        keys = list(data.cells)
+        forms = {i.id: i.settings["form"] for i in data.instances}
+        return collect_tables([data.cells[k]["items"] for k in keys], [data.cells[k]["variants"] for k in keys],
+                              data.models, forms, "first")
+
+    @classmethod
+    def overview(cls, context, results) -> str:
+        from qclm.probes.entailment.analysis import overview
+
+        return overview(context, results)
+
+    # -- the command line -------------------------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--instrument", help="an entailment instrument file (resources/entailment/*.yaml)")
+        parser.add_argument("--form", choices=list(FORMS), help="the prompt form (default qclm)")
+
+    @classmethod
+    def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        return {k: getattr(args, k) for k in ("instrument", "form") if getattr(args, k, None)}

@@ -1,0 +1,320 @@
+"""The memorization probe's analysis: ``memorization.csv`` (every metric with its baseline, CI, p and item count),
+its figure and its section of the report's overview (docs/memorization.md).
+
+One row per model x condition x instrument (an inventory for the dimension task) x task x metric:
+
+| task | metric | baseline (kind) | p |
+|---|---|---|---|
+| exposure | auc_min_k, auc_zlib (items vs the decoy's items) | 0.5 (decoy) | permutation, items shuffled between the two sets; Holm over instruments in ``p_holm`` |
+| exposure | min_k, zlib (the instrument's mean) | the decoy's mean (decoy) | |
+| recall | top1 | 1/N (random) | binomial |
+| recall | mrr | H_N/N (random) | simulated uniform ranks |
+| recall (generate mode) | token_f1, rouge_l | the output's mean similarity to the other items (other items) | |
+| cloze | top1 | 1/N keywords (random) | binomial |
+| dimension | macro_f1 | the permutation null's mean (permutation); 1/D (random) | permutation |
+| option_score | mae, expected_mae | (K^2 - 1)/(3K) (random) | simulated uniform guesses |
+| target | mae, expected_mae per target | E|t - U| summed over the options (random) | simulated uniform answers |
+
+CIs are percentile bootstraps over items (seeded by the analysis seed). ``decoy_value`` is the same metric on the
+decoy instrument in the same model and condition: the null of every task, within the model. ``underpowered``
+marks rows resting on fewer than :data:`MIN_ITEMS` items. Tasks an instrument or model cannot take are rows with
+an empty value and the reason in ``note``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from qclm import settings
+from qclm.analysis.stats import holm, rng_for
+from qclm.instruments import load_instrument
+from qclm.probes.memorization import metrics as m
+
+log = logging.getLogger("qclm.memorization")
+
+COLUMNS = ["model", "condition", "instrument", "task", "metric", "value", "ci_low", "ci_high", "baseline",
+           "baseline_kind", "p_value", "p_holm", "n_items", "decoy_value", "underpowered", "above_decoy", "note"]
+#: fewer items and a row is marked underpowered (a permutation or binomial test over fewer items has little power)
+MIN_ITEMS = 10
+#: simulated draws of the random baselines' null distributions
+N_SIMULATED = 10_000
+
+
+def _row(model, condition, instrument, task, metric, value, baseline, kind, n, ci=(np.nan, np.nan), p=np.nan,
+         note="") -> dict:
+    return {"model": model, "condition": condition, "instrument": instrument, "task": task, "metric": metric,
+            "value": value, "ci_low": ci[0], "ci_high": ci[1], "baseline": baseline, "baseline_kind": kind,
+            "p_value": p, "p_holm": np.nan, "n_items": n, "decoy_value": np.nan, "underpowered": n < MIN_ITEMS,
+            "above_decoy": False, "note": note}
+
+
+def memorization_table(raw: pd.DataFrame, not_applicable: pd.DataFrame, decoy: str, min_k: float = m.MIN_K,
+                       n_perm: int = 10_000, n_boot: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    rows: list[dict] = []
+    for (model, condition), sub in raw.groupby(["model", "condition"], sort=False):
+        rows.extend(_exposure(sub, model, condition, decoy, min_k, n_perm, n_boot, seed))
+        for task in ("recall", "cloze"):
+            for inst, t in sub[sub["task"] == task].groupby("instrument", sort=False):
+                rows.extend(_ranking(t, model, condition, inst, task, n_boot, seed))
+        for inst, t in sub[sub["task"] == "recall_generated"].groupby("instrument", sort=False):
+            rows.extend(_generated(t, sub, model, condition, inst, n_boot, seed))
+        rows.extend(_dimension(sub[sub["task"] == "dimension"], model, condition, n_perm, n_boot, seed))
+        for inst, t in sub[sub["task"] == "option_score"].groupby("instrument", sort=False):
+            rows.extend(_option_score(t, model, condition, inst, n_boot, seed))
+        for inst, t in sub[sub["task"] == "target"].groupby("instrument", sort=False):
+            rows.extend(_target(t, model, condition, inst, n_boot, seed))
+    for r in not_applicable.drop_duplicates().itertuples(index=False):
+        rows.append(_row(r.model, r.condition, r.instrument, r.task, "", np.nan, np.nan, "", 0,
+                         note=f"not applicable: {r.reason}") | {"underpowered": False})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    return _with_decoy(out, decoy)
+
+
+def _items(t: pd.DataFrame) -> pd.DataFrame:
+    return t.drop_duplicates(["item_id", "option", "target"])
+
+
+def _exposure(sub, model, condition, decoy, min_k, n_perm, n_boot, seed) -> list[dict]:
+    e = sub[sub["task"] == "exposure"].copy()
+    if e.empty:
+        return []
+    e["min_k"] = [m.min_k_logprob(lp, min_k) for lp in e["token_logprobs"]]
+    e["zlib"] = [m.zlib_ratio(lp, text) for lp, text in zip(e["logprob"], e["text"])]
+    rows = []
+    null = e[e["instrument"] == decoy]
+    for inst, t in e.groupby("instrument", sort=False):
+        rng = rng_for(seed, "memorization", model, condition, inst)
+        for metric in ("min_k", "zlib"):
+            values = t[metric].to_numpy()
+            rows.append(_row(model, condition, inst, "exposure", metric, float(values.mean()),
+                             float(null[metric].mean()) if len(null) else np.nan, "decoy", len(t),
+                             m.bootstrap_ci(values, n_boot, rng)))
+            if inst == decoy or null.empty:
+                continue
+            auc, p = m.auc_permutation(values, null[metric].to_numpy(), n_perm, rng)
+            ci = _auc_ci(values, null[metric].to_numpy(), n_boot, rng)
+            rows.append(_row(model, condition, inst, "exposure", f"auc_{metric}", auc, 0.5, "decoy", len(t), ci, p))
+    frame = pd.DataFrame(rows)
+    for metric in ("auc_min_k", "auc_zlib"):  # Holm over the instruments of this model and condition
+        mask = frame["metric"] == metric
+        if mask.any():
+            frame.loc[mask, "p_holm"] = holm(frame.loc[mask, "p_value"].to_numpy())
+    return frame.to_dict("records")
+
+
+def _auc_ci(pos: np.ndarray, neg: np.ndarray, n_boot: int, rng) -> tuple[float, float]:
+    from qclm.analysis.stats import percentile_ci
+
+    if n_boot <= 0 or len(pos) < 2 or len(neg) < 2:
+        return np.nan, np.nan
+    ip = rng.integers(0, len(pos), size=(n_boot, len(pos)))
+    ineg = rng.integers(0, len(neg), size=(n_boot, len(neg)))
+    lo, hi = percentile_ci(np.array([m.auc(pos[a], neg[b]) for a, b in zip(ip, ineg)]))
+    return float(lo), float(hi)
+
+
+def _ranking(t, model, condition, inst, task, n_boot, seed) -> list[dict]:
+    """top-1 and (recall) MRR of the true candidate, ranked by mean token log-prob (recall) or summed (cloze)."""
+    key = "logprob_mean" if task == "recall" else "logprob"
+    ranks, n_cand = [], 0
+    for _, g in t.groupby("item_id", sort=False):
+        scores = g[key].to_numpy()
+        true = np.flatnonzero(g["is_true"].to_numpy())
+        if len(true) != 1:
+            continue
+        ranks.append(m.rank_of_true(scores, int(true[0])))
+        n_cand = len(g)
+    ranks = np.asarray(ranks)
+    n = len(ranks)
+    rng = rng_for(seed, "memorization", model, condition, inst, task)
+    top1 = (ranks == 1).astype(float)
+    k = int(top1.sum())
+    p_top1 = float(sps.binomtest(k, n, 1 / n_cand, alternative="greater").pvalue) if n else np.nan
+    rows = [_row(model, condition, inst, task, "top1", float(top1.mean()), 1 / n_cand, "random", n,
+                 m.bootstrap_ci(top1, n_boot, rng), p_top1)]
+    if task == "recall":
+        rr = 1 / ranks
+        sim = (1 / rng.integers(1, n_cand + 1, size=(N_SIMULATED, n))).mean(axis=1)
+        p = float(((sim >= rr.mean() - 1e-12).sum() + 1) / (N_SIMULATED + 1))
+        rows.append(_row(model, condition, inst, task, "mrr", float(rr.mean()), m.random_mrr(n_cand), "random", n,
+                         m.bootstrap_ci(rr, n_boot, rng), p))
+    return rows
+
+
+def _generated(t, sub, model, condition, inst, n_boot, seed) -> list[dict]:
+    truth = sub[(sub["task"] == "exposure") & (sub["instrument"] == inst)].set_index("item_id")["text"]
+    if truth.empty:
+        truth = sub[sub["instrument"] == inst].drop_duplicates("item_id").set_index("item_id")["text"]
+    rows = []
+    rng = rng_for(seed, "memorization", model, condition, inst, "generated")
+    for metric, fn in (("token_f1", m.token_f1), ("rouge_l", m.rouge_l)):
+        own, others = [], []
+        for r in t.itertuples(index=False):
+            own.append(fn(r.text, truth.get(r.item_id, "")))
+            others.append(np.mean([fn(r.text, x) for i, x in truth.items() if i != r.item_id]) if len(truth) > 1
+                          else np.nan)
+        rows.append(_row(model, condition, inst, "recall_generated", metric, float(np.mean(own)),
+                         float(np.nanmean(others)), "other items", len(own), m.bootstrap_ci(own, n_boot, rng)))
+    return rows
+
+
+def _dimension(t, model, condition, n_perm, n_boot, seed) -> list[dict]:
+    if t.empty:
+        return []
+    rows = []
+    for name, g in t.groupby("inventory", sort=False):
+        dims = list(dict.fromkeys(g["candidate"]))
+        gold, pred = [], []
+        for _, item in g.groupby(["instrument", "item_id"], sort=False):
+            gold.append(item.loc[item["is_true"], "candidate"].iloc[0])
+            pred.append(item.loc[item["logprob"].idxmax(), "candidate"])
+        rng = rng_for(seed, "memorization", model, condition, name)
+        f1, null, p = m.macro_f1_permutation(gold, pred, dims, n_perm, rng)
+        correct = (np.asarray(gold) == np.asarray(pred)).astype(float)
+        rows.append(_row(model, condition, name, "dimension", "macro_f1", f1, null, "permutation", len(gold),
+                         _f1_ci(gold, pred, dims, n_boot, rng), p))
+        rows.append(_row(model, condition, name, "dimension", "macro_f1", f1, 1 / len(dims), "random", len(gold)))
+        rows.append(_row(model, condition, name, "dimension", "accuracy", float(correct.mean()), 1 / len(dims),
+                         "random", len(gold), m.bootstrap_ci(correct, n_boot, rng)))
+    return rows
+
+
+def _f1_ci(gold, pred, dims, n_boot, rng) -> tuple[float, float]:
+    from qclm.analysis.stats import percentile_ci
+
+    if n_boot <= 0 or len(gold) < 2:
+        return np.nan, np.nan
+    g, p = np.asarray(gold), np.asarray(pred)
+    idx = rng.integers(0, len(g), size=(n_boot, len(g)))
+    lo, hi = percentile_ci(np.array([m.macro_f1(g[i], p[i], dims) for i in idx]))
+    return float(lo), float(hi)
+
+
+def _choice_errors(t: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Per question (item x option, or item x target): |argmax - truth|, the expected |answer - truth| under the
+    option probabilities, the truth, and each question's candidate values."""
+    err, expected, truth, values = [], [], [], []
+    for _, g in t.groupby(keys, sort=False):
+        v = g["candidate_value"].to_numpy()
+        lp = g["logprob"].to_numpy()
+        prob = np.exp(lp - lp.max())
+        prob /= prob.sum()
+        true = v[g["is_true"].to_numpy()]
+        if len(true) != 1:
+            continue
+        err.append(abs(v[int(np.argmax(lp))] - true[0]))
+        expected.append(float(np.dot(prob, np.abs(v - true[0]))))
+        truth.append(true[0])
+        values.append(v)
+    return np.asarray(err), np.asarray(expected), np.asarray(truth), values
+
+
+def _option_score(t, model, condition, inst, n_boot, seed) -> list[dict]:
+    err, expected, truth, values = _choice_errors(t, ["item_id", "option"])
+    if not len(err):
+        return []
+    k = len(values[0])
+    steps = np.diff(np.sort(values[0]))
+    # each item is asked every option, so the true scores are uniform over the scale: (K^2 - 1) / (3K) in steps
+    baseline = m.random_option_mae(k) * (float(steps.mean()) if len(steps) else 1.0)
+    rng = rng_for(seed, "memorization", model, condition, inst, "option")
+    sim = np.abs(np.stack([rng.choice(v, N_SIMULATED) for v in values], axis=1) - truth).mean(axis=1)
+    n_items = t["item_id"].nunique() if (t["item_id"] != "").any() else len(err)
+    p = float(((sim <= err.mean() + 1e-12).sum() + 1) / (N_SIMULATED + 1))
+    return [_row(model, condition, inst, "option_score", "mae", float(err.mean()), baseline, "random", n_items,
+                 m.bootstrap_ci(err, n_boot, rng), p),
+            _row(model, condition, inst, "option_score", "expected_mae", float(expected.mean()), baseline, "random",
+                 n_items, m.bootstrap_ci(expected, n_boot, rng))]
+
+
+def _target(t, model, condition, inst, n_boot, seed) -> list[dict]:
+    """Per target (the scale's minimum, middle, maximum: its keyed scores' range), the absolute error of the chosen
+    option's keyed score and its expectation under the option probabilities; the middle of a scale with an even
+    number of options is between two of them, so no answer reaches it exactly."""
+    rows = []
+    for goal, g in t.groupby("target", sort=False):
+        err, expected, truth, values = [], [], [], []
+        for _, q in g.groupby("item_id", sort=False):
+            v = q["candidate_value"].to_numpy()
+            lp = q["logprob"].to_numpy()
+            prob = np.exp(lp - lp.max())
+            prob /= prob.sum()
+            target = m.target_score(v, goal)
+            err.append(abs(v[int(np.argmax(lp))] - target))
+            expected.append(float(np.dot(prob, np.abs(v - target))))
+            truth.append(target)
+            values.append(v)
+        err, expected, truth = np.asarray(err), np.asarray(expected), np.asarray(truth)
+        if not len(err):
+            continue
+        baseline = float(np.mean([m.random_target_mae(v, tr) for v, tr in zip(values, truth)]))
+        rng = rng_for(seed, "memorization", model, condition, inst, "target", goal)
+        sim = np.abs(np.stack([rng.choice(v, N_SIMULATED) for v in values], axis=1) - truth).mean(axis=1)
+        p = float(((sim <= err.mean() + 1e-12).sum() + 1) / (N_SIMULATED + 1))
+        rows.append(_row(model, condition, inst, "target", f"mae_{goal}", float(err.mean()), baseline, "random",
+                         len(err), m.bootstrap_ci(err, n_boot, rng), p))
+        rows.append(_row(model, condition, inst, "target", f"expected_mae_{goal}", float(expected.mean()), baseline,
+                         "random", len(err), m.bootstrap_ci(expected, n_boot, rng)))
+    return rows
+
+
+def _with_decoy(table: pd.DataFrame, decoy: str) -> pd.DataFrame:
+    """``decoy_value``: the same metric on the decoy in the same model and condition; ``above_decoy``: an
+    exposure AUC whose Holm-corrected p is below 0.05."""
+    keys = ["model", "condition", "task", "metric", "baseline_kind"]
+    d = table[table["instrument"] == decoy].drop_duplicates(keys).set_index(keys)["value"]
+    idx = pd.MultiIndex.from_frame(table[keys])
+    table["decoy_value"] = d.reindex(idx).to_numpy()
+    table["above_decoy"] = (table["metric"].str.startswith("auc_") & (table["value"] > 0.5)
+                            & (table["p_holm"] < 0.05)).fillna(False).astype(bool)
+    return table
+
+
+def exposure_notes(table: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The instruments whose items a model has seen, from a ``memorization`` table: (model, instrument) -> a note
+    for the library analysis's instrument tables, for every exposure row marked ``above_decoy``."""
+    rows = table[(table["task"] == "exposure") & table["above_decoy"].astype(bool)]
+    notes: dict[tuple[str, str], list[str]] = {}
+    for r in rows.itertuples():
+        notes.setdefault((r.model, r.instrument), []).append(
+            f"{r.metric} {r.value:.2f}, Holm p {r.p_holm:.3f}, {r.condition}")
+    return {k: "items exposed above the decoy (memorization: " + "; ".join(v) + ")" for k, v in notes.items()}
+
+
+def memorization_output(context) -> pd.DataFrame:
+    """The registered table ``memorization``: :func:`memorization_table` for every memorization instance of the
+    run (its decoy, Min-K% share and permutation count from the instance's settings), with a ``probe`` column."""
+    raw = context.table("raw")
+    na = context.table("not_applicable")
+    analysis = settings.section(context.config, settings.ANALYSIS)
+    frames = []
+    for inst in context.instances:
+        decoy = load_instrument(inst.settings["decoy"]).id
+        mine = raw[raw["probe"] == inst.id]
+        frame = memorization_table(mine, na[na["probe"] == inst.id] if "probe" in na.columns else na, decoy,
+                                   inst.settings["min_k"], inst.settings["permutations"], analysis["bootstrap"],
+                                   analysis["seed"])
+        frames.append(frame.assign(probe=inst.id, decoy=decoy))
+    columns = ["probe", *COLUMNS, "decoy"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def overview_section(table: pd.DataFrame) -> str:
+    """The report's line per model: above the decoy on X of Y instruments."""
+    lines = ["## Memorization: does the model know the test?", ""]
+    auc = table[table["metric"] == "auc_min_k"]
+    for (model, condition), g in auc.groupby(["model", "condition"], sort=False):
+        above = g[g["above_decoy"].astype(bool)]["instrument"].tolist()
+        lines.append(f"- **{model}** ({condition}): item exposure (Min-K%) above the decoy on {len(above)} of {len(g)} "
+                     f"instruments (Holm-corrected permutation p < 0.05)" + (f": {', '.join(above)}" if above else ""))
+    if auc.empty:
+        lines.append("- no exposure rows (no instrument with item wording)")
+    decoys = ", ".join(f"`{d}`" for d in dict.fromkeys(table["decoy"])) if "decoy" in table.columns else ""
+    lines += ["", "Every metric with its baseline (decoy, random, permutation) and CI over items: `memorization.csv`; "
+              f"the decoy instrument ({decoys or 'never published'}) is each task's null within each model.", ""]
+    return "\n".join(lines)

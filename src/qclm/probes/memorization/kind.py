@@ -1,0 +1,399 @@
+"""The memorization and contamination probe kind: does the model know the test? (Han et al., "Quantifying Data
+Contamination in Psychometric Evaluations of LLMs"; docs/memorization.md).
+
+For open causal models, through log-probabilities by default (base models included, nothing to parse), and through
+generation for the recall task on chat-format models (``mode: generate``). Per model x instrument x condition:
+
+- ``exposure``: the item text with no prompt (after the condition's stimulus, if any): its token log-probabilities
+  (Min-K% and zlib calibration in the analysis), against the decoy instrument's items;
+- ``recall``: after "<name>, item <k>:", every item text of the instrument as a candidate (the true one ranked
+  by mean token log-prob); generation mode adds the greedy continuation;
+- ``cloze``: the item with its keyword left out, every keyword of the instrument as a candidate;
+- ``dimension``: an item of a multi-dimension inventory, its dimension labels as options;
+- ``option_score``: an item and one option label of the original scale, the scale's scores as options;
+- ``target``: answer an item so that the total score is as low / middle / high as possible (chat-format models).
+
+Instruments whose wording is only described get the tasks that need no wording (option -> score without the
+item); every task an instrument or model cannot take is reported as not applicable, with the reason. The decoy
+instrument (written for this project, never published) is the null of every task, within each model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qclm.errors import InputError, Problem
+from qclm.instruments import Instrument, keyed_score, load_instrument
+from qclm.probes.base import CollectInput, Labelled, ProbeKind
+from qclm.probes.memorization import metrics as m
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TASKS = ("exposure", "recall", "cloze", "dimension", "option_score", "target")
+#: target score matching's targets: the minimum, the middle and the maximum of the scale
+TARGETS = ("minimum", "middle", "maximum")
+MODES = ("logprob", "generate")
+#: the raw table: one row per task x instrument x item x candidate (or target)
+COLUMNS = ["model", "probe", "condition", "stimulus_id", "task", "instrument", "inventory", "item_id", "option", "target",
+           "candidate", "candidate_value", "is_true", "logprob", "logprob_mean", "n_tokens", "token_logprobs", "text"]
+#: why a task does not apply (reported, never silently skipped)
+NEEDS_WORDING = "no item wording in the file (item_wording {wording})"
+NEEDS_SCALE = "no original_scale in the file"
+NEEDS_DIMENSIONS = "not part of an inventory with several dimensions (config inventories, or items' dimension)"
+NEEDS_CHAT = "needs a chat-format model (prompt_format chat or chat_preamble)"
+NEEDS_KEYWORDS = "no keyword on every item"
+
+#: prompts written for this project (the papers' prompts are not reused)
+RECALL = "{name}, item {number}:"
+CLOZE = '{name}, item {number}, with one word left out: "{masked}"\nThe missing word:'
+DIMENSION = '{inventory}: which of its scales does this item belong to? "{text}"\nScale:'
+OPTION_SCORE = '{name}. Item: "{text}"\nAnswer: "{label}"\nPoints for this answer:'
+OPTION_SCORE_NO_ITEM = '{name}. Answer: "{label}"\nPoints for this answer:'
+GOALS = {"minimum": "as low as possible", "middle": "as close to the middle of its range as possible",
+         "maximum": "as high as possible"}
+TARGET = ('{instruction}You are filling in the {name}, and you want your total score to be {goal}.\n'
+          'Item: "{text}"\nOptions: {options}\nAnswer:')
+BLANK = "____"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Instruments read as one inventory whose dimensions are its instruments (or one instrument whose items say
+    their dimension)."""
+
+    id: str  # the config's key, or the instrument's id (tables name the inventory by it)
+    name: str
+    items: tuple[tuple[str, str, str, str], ...]  # (instrument id, item id, text, dimension)
+
+    @property
+    def dimensions(self) -> list[str]:
+        return list(dict.fromkeys(d for *_, d in self.items))
+
+
+def score_label(score: float) -> str:
+    """How a score is written as an option ("3", "2.5")."""
+    return f"{score:g}"
+
+
+class MemorizationProbe(ProbeKind):
+    name = "memorization"
+    version = 2  # 2: the raw table names each dimension row's inventory
+    summary = "does the model know the test? item exposure, recall, keyword cloze, dimension, option scores, targets"
+    schema = {
+        "type": "object",
+        "required": ["instruments", "decoy"],
+        "additionalProperties": False,
+        "properties": {
+            "instruments": {"type": "array", "minItems": 1, "uniqueItems": True,
+                            "items": {"type": "string", "minLength": 1},
+                            "description": "instrument files: questionnaires or plain item lists"},
+            "decoy": {"type": "string", "minLength": 1,
+                      "description": "the decoy instrument (items never published): the null of every task"},
+            "inventories": {"type": "object", "default": {},
+                            "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+                            "additionalProperties": {
+                                "type": "object", "required": ["name", "instruments"], "additionalProperties": False,
+                                "properties": {"name": {"type": "string", "minLength": 1},
+                                               "instruments": {"type": "array", "minItems": 2,
+                                                               "items": {"type": "string"}}}},
+                            "description": "instruments read as one inventory, each instrument a dimension "
+                                           "(named by its construct): the item -> dimension task"},
+            "tasks": {"type": "array", "items": {"enum": list(TASKS)}, "minItems": 1, "uniqueItems": True,
+                      "default": list(TASKS)},
+            "mode": {"enum": list(MODES), "default": "logprob",
+                     "description": "generate: the recall task also by greedy generation (chat-format models)"},
+            "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 512, "default": 48},
+            "min_k": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.2,
+                      "description": "Min-K%: the share of lowest token log-probabilities averaged"},
+            "permutations": {"type": "integer", "minimum": 0, "default": 10000,
+                             "description": "permutations of the exposure AUC and the dimension macro-F1 nulls"},
+        },
+    }
+    scoring_keys = ("instruments", "decoy", "inventories", "tasks", "mode", "max_new_tokens")
+    file_keys = ("instruments", "decoy")
+    score_tables = {"raw": "memorization_raw.parquet", "items": "memorization_items.parquet",
+                    "not_applicable": "memorization_not_applicable.csv"}
+    item_table = "items"
+
+    # -- material -----------------------------------------------------------------------------------------------
+    def instruments(self) -> list[Instrument]:
+        """The instruments, then the decoy."""
+        if not hasattr(self, "_instruments"):
+            self._instruments = [load_instrument(p) for p in self.settings["instruments"]]
+            self._decoy = load_instrument(self.settings["decoy"])
+        return self._instruments + [self._decoy]
+
+    @property
+    def decoy(self) -> Instrument:
+        self.instruments()
+        return self._decoy
+
+    def inventories(self) -> list[Inventory]:
+        """Every inventory with several dimensions: the config's groups of instruments, and each instrument (the
+        decoy included) whose items give their dimension."""
+        by_id = {i.id: i for i in self.instruments()}
+        out = []
+        for key, spec in (self.settings.get("inventories") or {}).items():
+            items = []
+            for ident in spec["instruments"]:
+                inst = by_id[ident]
+                label = inst.construct or inst.name
+                items.extend((inst.id, it.id, it.text, label) for it in inst.items if it.text)
+            out.append(Inventory(key, spec["name"], tuple(items)))
+        for inst in self.instruments():
+            if len(inst.dimensions) > 1 and inst.has_wording:
+                out.append(Inventory(inst.id, inst.name,
+                                     tuple((inst.id, it.id, it.text, it.dimension) for it in inst.items)))
+        return out
+
+    def problems(self) -> list[Problem]:
+        src, where = self.instance.source, self.instance.where
+        out: list[Problem] = []
+        loaded = []
+        for path in list(self.settings["instruments"]) + [self.settings["decoy"]]:
+            try:
+                loaded.append(load_instrument(path))
+            except InputError as err:
+                out.extend(err.problems)
+        if out:
+            return out
+        *instruments, decoy = loaded
+        if not decoy.decoy:
+            out.append((src, f"{where}.decoy", f"{decoy.path} is not marked as a decoy (decoy: true): the null of "
+                        "every task must be items no model can have seen"))
+        if not decoy.has_wording:
+            out.append((src, f"{where}.decoy", f"{decoy.path}: the decoy needs every item's text"))
+        ids = [i.id for i in loaded]
+        for ident in sorted({i for i in ids if ids.count(i) > 1}):
+            out.append((src, f"{where}.instruments", f"two files have the id '{ident}' (each instrument needs its own)"))
+        known = set(ids)
+        for key, spec in (self.settings.get("inventories") or {}).items():
+            for n, ident in enumerate(spec["instruments"]):
+                if ident not in known:
+                    out.append((src, f"{where}.inventories.{key}.instruments, entry {n + 1}",
+                                f"'{ident}' is not the id of one of the instruments ({', '.join(ids)})"))
+        return out
+
+    # -- requests -----------------------------------------------------------------------------------------------
+    def applicable(self, inst: Instrument, task: str, chat: bool) -> str | None:
+        """Why a task does not apply to an instrument (and model), or None."""
+        if task in ("exposure", "recall", "cloze", "target") and not inst.has_wording:
+            return NEEDS_WORDING.format(wording=inst.item_wording)
+        if task == "cloze" and not all(i.keyword for i in inst.items):
+            return NEEDS_KEYWORDS
+        if task in ("option_score", "target") and not inst.options:
+            return NEEDS_SCALE
+        if task == "target" and not chat:
+            return NEEDS_CHAT
+        if task == "dimension" and not any(inst.id in {i for i, *_ in inv.items} for inv in self.inventories()):
+            return NEEDS_DIMENSIONS
+        return None
+
+    def requests(self, context, prompts, protocol) -> list[Labelled]:
+        from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, LoglikRequest
+
+        tasks = self.settings["tasks"]
+        chat = prompts.fmt.is_chat
+        out: list[Labelled] = []
+        lead = context.lead
+
+        def ask(user: str) -> str:
+            return prompts.context(lead, user)
+
+        def opts(texts) -> tuple[str, ...]:
+            return tuple(prompts.continuation(t) for t in texts)
+
+        for inst in self.instruments():
+            items = list(inst.items)
+            if "exposure" in tasks and not self.applicable(inst, "exposure", chat):
+                for it in items:  # no prompt: the text alone (after the stimulus, if any), whatever the format
+                    out.append(Labelled({"task": "exposure", "instrument": inst.id, "item_id": it.id,
+                                         "candidate": it.id, "is_true": True, "text": it.text},
+                                        LoglikRequest(lead, it.text), f"{inst.path}: item {it.id}: exposure",
+                                        f"exposure, {inst.id} item {it.id}"))
+            if "recall" in tasks and not self.applicable(inst, "recall", chat):
+                texts = [it.text for it in items]
+                for it in items:
+                    user = RECALL.format(name=inst.name, number=it.number)
+                    out.append(Labelled({"task": "recall", "instrument": inst.id, "item_id": it.id,
+                                         "candidates": [c.id for c in items], "true": it.id},
+                                        ChoiceRequest(ask(user), opts(texts)), f"{inst.path}: item {it.id}: recall",
+                                        f"recall, {inst.id} item {it.number}"))
+                    if self.settings["mode"] == "generate" and chat:
+                        settings = GenerationSettings(max_new_tokens=self.settings["max_new_tokens"], greedy=True,
+                                                      temperature=0.0, stop=("\n",))
+                        out.append(Labelled({"task": "recall_generated", "instrument": inst.id, "item_id": it.id},
+                                            GenerateRequest(ask(user), 0, settings),
+                                            f"{inst.path}: item {it.id}: recall (generated)",
+                                            f"recall by generation, {inst.id} item {it.number}"))
+            if "cloze" in tasks and not self.applicable(inst, "cloze", chat):
+                keywords = list(dict.fromkeys(it.keyword for it in items))
+                for it in items:
+                    masked = re.sub(rf"(?<!\w){re.escape(it.keyword)}(?!\w)", BLANK, it.text, count=1,
+                                    flags=re.IGNORECASE)
+                    user = CLOZE.format(name=inst.name, number=it.number, masked=masked)
+                    out.append(Labelled({"task": "cloze", "instrument": inst.id, "item_id": it.id,
+                                         "candidates": keywords, "true": it.keyword},
+                                        ChoiceRequest(ask(user), opts(keywords), full=False),
+                                        f"{inst.path}: item {it.id}: cloze", f"cloze, {inst.id} item {it.id}"))
+            if "option_score" in tasks and not self.applicable(inst, "option_score", chat):
+                scores = [o.score for o in inst.options]
+                labels = [score_label(s) for s in scores]
+                for it in (items if inst.has_wording else [None]):
+                    for o in inst.options:
+                        if it is None:
+                            user = OPTION_SCORE_NO_ITEM.format(name=inst.name, label=o.label)
+                            true = o.score
+                        else:
+                            user = OPTION_SCORE.format(name=inst.name, text=it.text, label=o.label)
+                            true = keyed_score(o.score, it.keying, inst.options)
+                        out.append(Labelled({"task": "option_score", "instrument": inst.id,
+                                             "item_id": it.id if it else "", "option": o.label,
+                                             "candidates": labels, "values": scores, "true": score_label(true)},
+                                            ChoiceRequest(ask(user), opts(labels), tuple(scores), full=False),
+                                            f"{inst.path}: {'item ' + it.id + ': ' if it else ''}option {o.label!r}",
+                                            f"option -> score, {inst.id} {it.id if it else ''} {o.label!r}"))
+            if "target" in tasks and not self.applicable(inst, "target", chat):
+                labels = [o.label for o in inst.options]
+                instruction = f"{inst.instruction}\n" if inst.instruction else ""
+                for goal in TARGETS:
+                    for it in items:
+                        values = tuple(keyed_score(o.score, it.keying, inst.options) for o in inst.options)
+                        user = TARGET.format(instruction=instruction, name=inst.name, goal=GOALS[goal], text=it.text,
+                                             options=" / ".join(labels))
+                        out.append(Labelled({"task": "target", "instrument": inst.id, "item_id": it.id,
+                                             "target": goal, "candidates": labels, "values": values,
+                                             "true": m.target_score([o.score for o in inst.options], goal)},
+                                            ChoiceRequest(ask(user), opts(labels), values, full=False),
+                                            f"{inst.path}: item {it.id}: target {goal}",
+                                            f"target {goal}, {inst.id} item {it.id}"))
+        if "dimension" in tasks:
+            for inv in self.inventories():
+                dims = inv.dimensions
+                for inst_id, item_id, text, dim in inv.items:
+                    user = DIMENSION.format(inventory=inv.name, text=text)
+                    out.append(Labelled({"task": "dimension", "instrument": inst_id, "item_id": item_id,
+                                         "inventory": inv.id, "candidates": dims, "true": dim},
+                                        ChoiceRequest(ask(user), opts(dims), full=False),
+                                        f"{inst_id}: item {item_id}: dimension", f"dimension, {inv.name} {item_id}"))
+        return out
+
+    def not_applicable(self, chat: bool) -> list[dict[str, str]]:
+        """(task, instrument, reason) for every task an instrument of this instance does not take."""
+        return [{"task": t, "instrument": inst.id, "reason": why}
+                for inst in self.instruments() for t in self.settings["tasks"]
+                if (why := self.applicable(inst, t, chat))]
+
+    def score(self, cell) -> tuple[pd.DataFrame, dict]:
+        import pandas as pd
+
+        from qclm.engine.requests import (
+            ChoiceRequest, GenerateRequest, LoglikRequest, derive_seed,
+        )
+
+        rows: list[dict[str, Any]] = []
+        base = {"model": cell.model, "probe": self.instance.id, "condition": cell.condition}
+        for ctx in cell.contexts:
+            labelled = self.requests(ctx, cell.prompts, cell.protocol)
+            common = {**base, "stimulus_id": ctx.stimulus_id}
+            for kind, call in ((LoglikRequest, cell.backend.loglikelihood), (ChoiceRequest, cell.backend.choose),
+                               (GenerateRequest, cell.backend.generate)):
+                mine = [x for x in labelled if isinstance(x.request, kind)]
+                if not mine:
+                    continue
+                if kind is GenerateRequest:
+                    mine = [Labelled(x.key, GenerateRequest(x.request.context, derive_seed(
+                        cell.seed, cell.model, self.instance.id, x.key["instrument"], x.key["item_id"],
+                        cell.condition, ctx.stimulus_id), x.request.settings), x.describe, x.label) for x in mine]
+                results = call([x.request for x in mine], describe=lambda i, m=mine: m[i].describe)
+                if cell.progress:
+                    cell.progress(len(mine))
+                for x, res in zip(mine, results):
+                    rows.extend(_rows(common, x.key, res))
+        df = pd.DataFrame(rows, columns=COLUMNS)
+        chat = cell.prompts.fmt.is_chat
+        return df, {"tasks": list(self.settings["tasks"]), "mode": self.settings["mode"],
+                    "instruments": [i.id for i in self.instruments()], "decoy": self.decoy.id,
+                    "instrument_sha256": {i.id: i.sha256 for i in self.instruments()},
+                    "not_applicable": self.not_applicable(chat), "chat": chat}
+
+    # -- CPU stages ---------------------------------------------------------------------------------------------
+    @classmethod
+    def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
+        import pandas as pd
+
+        raw = pd.concat([t["raw"] for t in data.cells.values()], ignore_index=True)
+        na = pd.DataFrame([{"model": model, "condition": cond, **r} for (model, _, cond), meta in data.metadata.items()
+                           for r in meta.get("not_applicable", [])], columns=["model", "condition", "task",
+                                                                               "instrument", "reason"])
+        exposure = raw[raw["task"] == "exposure"]
+        items = pd.DataFrame({"model": exposure["model"], "instrument": exposure["instrument"],
+                              "item_id": exposure["item_id"], "condition": exposure["condition"],
+                              "stimulus_id": exposure["stimulus_id"], "score": exposure["logprob_mean"]})
+        return {"raw": raw, "items": items.reset_index(drop=True), "not_applicable": na}
+
+    @classmethod
+    def overview(cls, context, results) -> str:
+        from qclm.probes.memorization.analysis import overview_section
+
+        return overview_section(results["memorization"])
+
+    # -- the command line ---------------------------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--instrument", action="append", default=None,
+                            help="an instrument file (a questionnaire or a plain item list); repeat for several")
+        parser.add_argument("--decoy", default=None, help="the decoy instrument (default: the shipped decoy)")
+        parser.add_argument("--tasks", default=None, help=f"tasks, comma-separated (default all: {', '.join(TASKS)})")
+        parser.add_argument("--mode", default=None, choices=MODES, help="logprob (default) or generate")
+
+    @classmethod
+    def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if args.instrument:
+            out["instruments"] = list(args.instrument)
+        out["decoy"] = args.decoy or out.get("decoy") or DEFAULT_DECOY
+        if args.tasks:
+            out["tasks"] = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        if args.mode:
+            out["mode"] = args.mode
+        return out
+
+
+#: the decoy shipped with qclm (relative to the repository root, where the workflow and the commands run)
+DEFAULT_DECOY = "resources/memorization/decoy.yaml"
+
+
+def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:
+    """The raw rows of one result: one per candidate of a choice, one for a log-likelihood or a generation."""
+    task = key["task"]
+    row = {**common, "task": task, "instrument": key["instrument"], "inventory": key.get("inventory", ""),
+           "item_id": key["item_id"],
+           "target": key.get("target", ""), "text": key.get("text", "")}
+    if hasattr(res, "option_logprobs"):  # a forced choice
+        values = key.get("values")
+        out = []
+        for j, cand in enumerate(key["candidates"]):
+            lps = res.token_logprobs[j]
+            true = key["true"]
+            out.append({**row, "option": key.get("option", ""), "candidate": str(cand),
+                        "candidate_value": float(values[j]) if values is not None else float("nan"),
+                        "is_true": (str(cand) == str(true)) if task != "target" else bool(
+                            values is not None and values[j] == true),
+                        "logprob": res.option_logprobs[j], "logprob_mean": float(sum(lps) / len(lps)),
+                        "n_tokens": len(lps), "token_logprobs": list(lps)})
+        return out
+    if hasattr(res, "token_logprobs"):  # a log-likelihood
+        lps = list(res.token_logprobs)
+        return [{**row, "option": "", "candidate": key["candidate"], "candidate_value": float("nan"), "is_true": True,
+                 "logprob": res.logprob, "logprob_mean": float(sum(lps) / len(lps)), "n_tokens": len(lps),
+                 "token_logprobs": lps}]
+    return [{**row, "option": "", "candidate": "", "candidate_value": float("nan"), "is_true": False,
+             "logprob": float("nan"),
+             "logprob_mean": float("nan"), "n_tokens": len(res.token_ids), "token_logprobs": [],
+             "text": res.text}]

@@ -1,0 +1,200 @@
+"""The entailment probe kind (docs/entailment.md): P(True) equals a softmax over the three answers' log-probabilities
+computed directly with a tiny model, and the item score equals the two-way normalization and eq. 2 done by hand;
+the shipped instruments load; bad instrument files are named by file, item and field. (Every condition of the
+workflow: tests/test_workflow.py on the shared run.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+from conftest import ROOT, load_dir, loaded_model
+
+from qclm.contexts import Protocol
+from qclm.errors import InputError
+from qclm.jobs.score_model import Cell, score_cell
+from qclm.models.table import parse_model_row
+from qclm.probes.entailment.kind import FORMS, OPTIONS, EntailmentProbe
+from qclm.probes.entailment.material import load_entailment
+
+SMALL = {
+    "id": "small", "name": "A small test instrument", "construct": "anxiety", "source": "tests",
+    "licence": "MIT (written for the tests)", "item_wording": "written",
+    "premise": "Lately I have felt {cterm}.", "hypothesis": "It happened {intensifier}.",
+    "scale": {"levels": [{"label": "rarely", "weight": -1, "intensifiers": ["rarely", "seldom"]},
+                         {"label": "often", "weight": 1, "intensifiers": ["often"]},
+                         {"label": "always", "weight": 2, "intensifiers": ["every day"]}]},
+    "items": [{"id": "A1", "cterms": {"plus": ["tense", "worried"], "minus": ["calm"]}},
+              {"id": "A2", "premise": "Lately I have {cterm}.", "cterms": {"plus": ["slept badly"],
+                                                                          "minus": ["slept well", "rested"]}}],
+}
+
+
+def _write(tmp_path, data, name="small"):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _spec(path):
+    return parse_model_row({"name": "tiny", "source": str(path), "revision": "", "params_b": "0.001",
+                            "type": "base", "family": "t", "dtype": "float32"}, "test", 0)
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_p_true_and_the_item_score_equal_a_hand_computation(tmp_path, tiny_llama_dir, form):
+    import torch
+
+    path = _write(tmp_path, SMALL)
+    model, tok = load_dir(tiny_llama_dir)
+    cell = Cell("small", "entailment", "vanilla", {"instrument": str(path), "form": form}, (str(path),))
+    raw, meta = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, Protocol())
+    assert len(raw) == (3 + 3) * 4 and meta["form"] == form and meta["options"] == list(OPTIONS)
+    # P(True) by hand: the prompt's tokens (with the tokenizer's special tokens), each answer's tokens after them,
+    # the answer's summed log-probability from one forward pass per answer, then a softmax over the three
+    for row in raw.sample(4, random_state=0).itertuples():
+        premise = (SMALL["items"][0].get("premise") if row.item_id == "A1" else SMALL["items"][1]["premise"]) \
+            or SMALL["premise"]
+        text = FORMS[form].format(premise=premise.replace("{cterm}", row.cterm),
+                                  hypothesis=SMALL["hypothesis"].replace("{intensifier}", row.intensifier))
+        ctx = tok(text).input_ids
+        sums = []
+        for option in OPTIONS:
+            ans = tok(" " + option, add_special_tokens=False).input_ids
+            with torch.no_grad():
+                logits = model(torch.tensor([ctx + ans])).logits[0].double()
+            lp = torch.log_softmax(logits, -1)
+            sums.append(sum(lp[len(ctx) - 1 + k, t].item() for k, t in enumerate(ans)))
+        p = np.exp(sums) / np.exp(sums).sum()
+        np.testing.assert_allclose([row.logp_true, row.logp_false, row.logp_neither], sums, rtol=1e-4, atol=1e-5)
+        assert row.p_raw == pytest.approx(p[0], rel=1e-4)
+    # the item score by hand: the matrix cterms x intensifiers of P(True), columns then rows normalized, eq. 2
+    tables = EntailmentProbe.cell_scores.__get__(EntailmentProbe.__new__(EntailmentProbe))(
+        raw, {"scoring": {"normalization_epsilon": 0.0, "item_score": "eq2"}})
+    for item, sub in raw.groupby("item_id"):
+        m = sub.pivot_table(index=["polarity", "cterm"], columns="intensifier", values="p_raw", sort=False)
+        m = m / m.sum(axis=0)
+        m = m.div(m.sum(axis=1), axis=0)
+        weights = sub.drop_duplicates("intensifier").set_index("intensifier")["weight"][m.columns]
+        plus = m.loc["+"]
+        expected = float((plus * weights).to_numpy().sum() / (plus.shape[0] * plus.shape[1]))
+        got = tables["items"].set_index("item_id").loc[item, "score"]
+        assert got == pytest.approx(expected, rel=1e-9)
+    assert set(tables["variants"].groupby(["item_id", "cterm"])["p_norm"].sum().round(9)) == {1.0}
+
+
+def test_the_shipped_instruments_load():
+    for name, n_items in (("gad7", 7), ("phq9", 9), ("soc", 9)):
+        inst = load_entailment(ROOT / "resources" / "entailment" / f"{name}.yaml")
+        assert len(inst.items) == n_items and inst.id == name
+        for v in inst.variants(1):
+            assert "{" not in v.premise + v.hypothesis and v.cterm in v.premise and v.intensifier in v.hypothesis
+    text = (ROOT / "resources/entailment/soc.yaml").read_text()
+    assert "MIT" in text and "NOT the SOC-13" in text
+
+
+def test_bad_instrument_files_are_named_by_file_item_and_field(tmp_path):
+    data = yaml.safe_load(yaml.safe_dump(SMALL))
+    del data["premise"]
+    data["items"][0]["cterms"]["minus"] = ["calm", "tense"]  # in both S+ and S-
+    data["items"][1]["premise"] = "Lately I have {cterm} and {cterm}."
+    data["items"].append({"id": "A1", "premise": "I am {cterm}.", "hypothesis": "Always.",
+                          "cterms": {"plus": ["x"], "minus": ["y"]}})
+    data["scale"]["levels"][1]["weight"] = -1
+    data["scale"]["levels"][2]["colour"] = "red"
+    path = _write(tmp_path, data)
+    with pytest.raises(InputError) as err:
+        load_entailment(path)
+    lines = str(err.value).splitlines()
+    f = str(path)
+    expected = [
+        f"{f}: item A1 (#1): field premise: missing: the item has no premise and the file no default premise",
+        f"{f}: item A1 (#1): field cterms: term 'tense' is in both plus (S+) and minus (S-)",
+        f"{f}: item A2: field premise: premise has 2 {{cterm}} slots; it needs exactly one",
+        f"{f}: item A1 (#3): field id: duplicate item id (item #1 has it too)",
+        f"{f}: item A1 (#3): field hypothesis: hypothesis has no {{intensifier}} slot; it needs exactly one",
+        f"{f}: level often: field weight: weight -1 repeats level rarely",
+    ]
+    for line in expected:
+        assert line in lines, (line, lines)
+    assert any(line.startswith(f"{f}: level always: field colour: unknown field") for line in lines), lines
+
+
+def test_a_bad_instrument_is_reported_through_the_config_check(tmp_path):
+    from qclm import probes
+
+    data = yaml.safe_load(yaml.safe_dump(SMALL))
+    data["items"][0]["cterms"]["plus"] = []
+    path = _write(tmp_path, data)
+    found = probes.problems({"probes": {"ent": {"kind": "entailment", "instrument": str(path), "form": "nli"}}},
+                            "config.yaml", ["vanilla"])
+    assert found == [("config.yaml", "field probes.ent.form", "must be one of qclm, mnli; got 'nli'")]
+    found = probes.problems({"probes": {"ent": {"kind": "entailment", "instrument": str(path)}}}, "config.yaml",
+                            ["vanilla"])
+    assert [(p[0], p[1]) for p in found] == [(str(path), "item A1: field cterms.plus")], found
+
+
+def _tiny_nli(tok_dir, out):
+    """A tiny random Llama sequence classifier with MNLI-style labels (entailment, neutral, contradiction)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512, num_labels=3,
+                      id2label={0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"},
+                      label2id={"ENTAILMENT": 0, "NEUTRAL": 1, "CONTRADICTION": 2},
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    model = LlamaForSequenceClassification(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_a_model_with_an_nli_head_scores_by_its_entailment_label(tmp_path, smollm2_tokenizer_dir):
+    """``head: nli`` in the model table: the scoring job loads a sequence classifier, and the entailment probe's
+    p_raw is its entailment probability for (stimulus + premise, hypothesis), batched pairs equal to one pair at a
+    time by hand; any other probe is refused with one line."""
+    import torch
+
+    from qclm.jobs.score_model import load
+    from qclm.stimuli import load_stimuli
+
+    model_dir = _tiny_nli(smollm2_tokenizer_dir, tmp_path / "nli")
+    spec = parse_model_row({"name": "tiny-nli", "source": str(model_dir), "revision": "", "params_b": "0.001",
+                            "type": "base", "family": "t", "dtype": "float32", "head": "nli"}, "test", 0)
+    assert spec.head == "nli" and spec.as_row()["head"] == "nli"
+    loaded = load(spec, None, {"device": "cpu", "batch_size": 5})
+    path = _write(tmp_path, SMALL)
+    stress = ROOT / "resources/stimuli/stress.yaml"
+    cell = Cell("small", "entailment", "stress", {"instrument": str(path)}, (str(path),), (str(stress),))
+    raw, meta = score_cell(loaded, cell, Protocol(limit_stimuli=1))
+    assert len(raw) == 24 and meta["head"] == "nli" and meta["scoring_method"] == "nli-head"
+    lead = Protocol(limit_stimuli=1)  # the context's lead: the stimulus text and the separator
+    from qclm.contexts import condition_contexts
+
+    ctx = condition_contexts("stress", [load_stimuli(stress, expected_class="stress")], lead)[0]
+    model = loaded.model
+    for row in raw.sample(3, random_state=1).itertuples():
+        premise = ("Lately I have {cterm}." if row.item_id == "A2" else SMALL["premise"]).replace("{cterm}", row.cterm)
+        enc = loaded.tokenizer(ctx.lead + premise, SMALL["hypothesis"].replace("{intensifier}", row.intensifier),
+                               return_tensors="pt")
+        with torch.no_grad():
+            p = torch.softmax(model(**enc).logits[0].double(), -1).numpy()
+        assert row.p_raw == pytest.approx(p[0], rel=1e-5)
+        np.testing.assert_allclose([row.logp_true, row.logp_false, row.logp_neither], np.log(p[[0, 2, 1]]),
+                                   rtol=1e-5)
+    assert raw["p_raw"].std() > 0.01  # a random head still answers differently per pair
+    with pytest.raises(ValueError, match="tiny-nli has an NLI head"):
+        loaded.backend.loglikelihood([])
+
+
+def test_the_model_table_names_a_bad_head():
+    with pytest.raises(InputError, match="line 3 \\(model m\\): column head: must be empty"):
+        parse_model_row({"name": "m", "source": "embedded:smollm2-135m-instruct", "revision": "", "params_b": "1",
+                         "type": "base", "family": "t", "dtype": "float32", "head": "mlm"}, "models.tsv", 3)
