@@ -124,6 +124,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         if isinstance(path, str) and Path(path).expanduser().is_file():  # else: the schema or the kind reports it
             likert[ident] = _collect(problems, load_questionnaire, path)
     problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
+    problems.extend(_chat_only_problems(config, table, models or {}))
 
     problems.extend(_experiment_problems(config, cf, stimuli))
     declared_likert = [i for i, kind, *_ in probes.declared(config) if kind == probes.LIKERT]
@@ -228,6 +229,27 @@ def config_file_problems(files: list[str | Path]) -> list[Problem]:
         except InputError as err:
             problems.extend(err.problems)
     return problems
+
+
+def _chat_only_problems(config: dict, table: str | None, models: dict) -> list[Problem]:
+    """A probe kind that asks chat-format models only (``chat_only``, e.g. the survey) and a raw row of the model
+    table: one problem per such row, naming the row and the probe instances."""
+    from qclm import probes
+
+    chat_only = []
+    for ident, kind, _, _ in probes.declared(config):
+        try:
+            if getattr(probes.kind_class(kind), "chat_only", False):
+                chat_only.append(f"{ident} ({kind})")
+        except probes.UnknownKind:
+            continue  # reported with the probes
+    if not chat_only or table is None:
+        return []
+    return [(table, f"line {spec.line} (model {spec.name}): column prompt_format",
+             f"{'probe' if len(chat_only) == 1 else 'probes'} {', '.join(chat_only)} "
+             f"{'asks' if len(chat_only) == 1 else 'ask'} chat-format models only, and this row's prompt format is raw: "
+             "set it to chat (or run the probe with a model table of chat-format rows)")
+            for spec in models.values() if spec.prompt_format == "raw"]
 
 
 def _template_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:

@@ -18,12 +18,14 @@ import argparse
 import logging
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from qclm import probes, settings
 from qclm.errors import InputError
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES
+from qclm.prompts import PROMPT_FORMATS
 
 log = logging.getLogger("qclm.probe")
 
@@ -53,6 +55,8 @@ def kind_parser(cls) -> argparse.ArgumentParser:
     p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
                    help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
     p.add_argument("--dtype", default=None, choices=DTYPES, help="default: the model table's, else auto")
+    p.add_argument("--prompt-format", default=None, choices=PROMPT_FORMATS,
+                   help="the model's prompt format (default: the model table's, else raw)")
     p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N (default: the config's engine.device)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's default)")
     cls.add_arguments(p)
@@ -119,6 +123,12 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     spec = resolve_model(args.model, args.models, args.dtype)
+    if args.prompt_format:
+        spec = replace(spec, prompt_format=args.prompt_format)
+    if getattr(cls, "chat_only", False) and spec.prompt_format == "raw":
+        raise InputError.one("command line", "--model", f"model {spec.name}: probe kind {kind_name} asks chat-format "
+                             "models only, and its prompt format is raw: give --prompt-format chat (or a model "
+                             "table row with prompt_format chat)")
     if args.threads:
         import torch
 

@@ -23,6 +23,7 @@ KINDS = {
     "memorization": "qclm.probes.memorization.kind:MemorizationProbe",
     "entailment": "qclm.probes.entailment.kind:EntailmentProbe",
     "csi": "qclm.probes.csi.kind:CSIProbe",
+    "survey": "qclm.probes.survey.kind:SurveyProbe",
 }
 #: the Likert kind, whose instances ``questionnaires:`` declares
 LIKERT = "likert"

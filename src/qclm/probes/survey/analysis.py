@@ -1,0 +1,318 @@
+"""The survey's analysis (no torch): response rates and scale scores per prompt variant, and how the generated
+answers agree with the forced choice on the identical prompt and with the QCLM item scores of the same instrument.
+
+``survey_summary.csv`` (per model, instrument, condition and prompt variant)
+    the share of responses per status (answered, inconclusive, not_present, invalid, refused); the scale score
+    (the instrument's total: the mean answered keyed score of each item, summed over the items, prorated where an
+    item has no answered response) with a bootstrap CI (answers resampled within items), beside the scale score of
+    a uniformly random respondent and the forced choice's expected scale score on the same prompts; the order
+    shift (regular minus reversed option order, CI) beside the forced choice's; with personas, the persona effect
+    (the range of the personas' scale scores) with a permutation p-value (persona labels shuffled within items).
+``survey_agreement.csv`` (per model, instrument, condition and variant, and ``all`` variants pooled)
+    the share of answered responses whose option is the forced choice's argmax on the identical prompt, beside the
+    share expected if the two were unrelated (the product of their option frequencies) and a permutation p-value
+    (the pairing of answers and prompts shuffled within option orders); the mean probability the forced choice
+    gave the generated option beside a uniformly random option's (1/K); the total-variation distance between
+    each prompt's sampled option frequencies and its forced-choice probabilities, beside the distance sampling
+    alone leaves when answers are drawn from those probabilities; the Spearman correlations over items between
+    the survey's item scores, the forced choice's expected scores and the QCLM item scores of the same instrument
+    (the Likert kind's, default wording, mean over the condition's stimuli) where the run scored it, each with a
+    permutation p-value.
+``survey_state_trait.csv``
+    the per-model state-trait decomposition of the survey's item scores (qclm.probes.items), where the run has
+    contrasts.
+
+A statistic the run cannot support is marked in the ``underpowered`` column (and the figures): correlations over
+fewer than :data:`MIN_ITEMS` items, scale scores with an item that no response answered, agreement over fewer
+than :data:`MIN_ANSWERED` answered responses.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from qclm import settings
+from qclm.probes.survey.judge import STATUSES
+
+log = logging.getLogger("qclm.survey")
+
+#: correlations over fewer items than this are marked underpowered
+MIN_ITEMS = 10
+#: agreement over fewer answered responses than this is marked underpowered
+MIN_ANSWERED = 30
+#: permutations of every permutation test (at most; the config's bootstrap count if smaller)
+PERMUTATIONS = 2000
+#: the analysis' files (relative to the analysis directory)
+FILES = ("survey_summary.csv", "survey_agreement.csv", "survey_state_trait.csv", "figures/survey_rates.png",
+         "figures/survey_rates.pdf", "figures/survey_agreement.png", "figures/survey_agreement.pdf",
+         "overview.survey.md")
+GROUP = ["model", "instrument", "condition", "variant"]
+ALL = "all"
+
+
+# -- summary ----------------------------------------------------------------------------------------------------
+def _item_arrays(answered: pd.DataFrame) -> list[np.ndarray]:
+    return [g["score"].to_numpy(float) for _, g in answered.groupby("item_id", sort=True)]
+
+
+def _scale(arrays: list[np.ndarray], n_items: int) -> float:
+    means = [a.mean() for a in arrays if len(a)]
+    return float(n_items * np.mean(means)) if means else np.nan
+
+
+def _scale_boot(arrays: list[np.ndarray], n_items: int, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    arrays = [a for a in arrays if len(a)]
+    if not arrays or n_boot <= 0:
+        return np.full(0, np.nan)
+    means = np.column_stack([a[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(axis=1) for a in arrays])
+    return n_items * means.mean(axis=1)
+
+
+def _ci(draws: np.ndarray) -> tuple[float, float]:
+    if draws.size == 0 or not np.isfinite(draws).any():
+        return np.nan, np.nan
+    lo, hi = np.nanpercentile(draws, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _option_scores(choices: pd.DataFrame) -> np.ndarray:
+    return np.sort(choices.drop_duplicates("label")["keyed_score"].to_numpy(float))
+
+
+def summary(responses: pd.DataFrame, choices: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """``survey_summary.csv`` (module docstring)."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for key, g in responses.groupby(GROUP, sort=True):
+        c = choices.merge(pd.DataFrame([dict(zip(GROUP, key))]), on=GROUP)
+        n_items = g["item_id"].nunique()
+        answered = g[g["status"] == "answered"]
+        arrays = _item_arrays(answered)
+        scale = _scale(arrays, n_items)
+        lo, hi = _ci(_scale_boot(arrays, n_items, rng, n_boot))
+        option_scores = _option_scores(c) if len(c) else np.array([np.nan])
+        fc_items = c.drop_duplicates(["item_id", "persona", "order", "stimulus_id"]).groupby("item_id")["expected"]
+        row = {**dict(zip(GROUP, key)), "n_responses": len(g), "n_answered": len(answered),
+               **{f"rate_{s}": float((g["status"] == s).mean()) for s in STATUSES},
+               "n_items": n_items, "items_answered": len(arrays), "scale_score": scale, "scale_ci_low": lo,
+               "scale_ci_high": hi, "scale_min": n_items * float(np.min(option_scores)),
+               "scale_max": n_items * float(np.max(option_scores)),
+               "random_scale_score": n_items * float(np.mean(option_scores)),
+               "fc_scale_score": n_items * float(fc_items.mean().mean()) if len(c) else np.nan}
+        shift = lo_s = hi_s = fc_shift = np.nan
+        if set(g["order"]) >= {"regular", "reversed"}:
+            parts = {o: _item_arrays(answered[answered["order"] == o]) for o in ("regular", "reversed")}
+            shift = _scale(parts["regular"], n_items) - _scale(parts["reversed"], n_items)
+            if all(parts.values()):
+                lo_s, hi_s = _ci(_scale_boot(parts["regular"], n_items, rng, n_boot)
+                                 - _scale_boot(parts["reversed"], n_items, rng, n_boot))
+            fc_by = {o: c[c["order"] == o].drop_duplicates(["item_id", "persona", "stimulus_id"])
+                     .groupby("item_id")["expected"].mean().mean() for o in ("regular", "reversed")}
+            fc_shift = n_items * float(fc_by["regular"] - fc_by["reversed"])
+        row.update({"order_shift": shift, "order_shift_ci_low": lo_s, "order_shift_ci_high": hi_s,
+                    "fc_order_shift": fc_shift})
+        effect, p = _persona_effect(answered, n_items, rng, min(PERMUTATIONS, max(n_boot, 1)))
+        row.update({"personas": int(g["persona"].nunique()) if (g["persona"] != "").any() else 0,
+                    "persona_effect": effect, "persona_effect_p": p})
+        notes = []
+        if len(arrays) < n_items:
+            notes.append(f"{n_items - len(arrays)} of {n_items} items without an answered response")
+        if len(answered) < MIN_ANSWERED:
+            notes.append(f"{len(answered)} answered responses (< {MIN_ANSWERED})")
+        row.update({"underpowered": bool(notes), "note": "; ".join(notes)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _persona_effect(answered: pd.DataFrame, n_items: int, rng: np.random.Generator, n_perm: int
+                    ) -> tuple[float, float]:
+    """The range of the personas' scale scores and its permutation p-value (labels shuffled within items)."""
+    personas = sorted(p for p in answered["persona"].unique())
+    if len(personas) < 2 or (answered["persona"] == "").all():
+        return np.nan, np.nan
+
+    def effect(frame: pd.DataFrame, labels: np.ndarray) -> float:
+        values = [_scale(_item_arrays(frame[labels == p]), n_items) for p in personas]
+        values = [v for v in values if np.isfinite(v)]
+        return float(max(values) - min(values)) if len(values) > 1 else np.nan
+
+    labels = answered["persona"].to_numpy()
+    observed = effect(answered, labels)
+    if not np.isfinite(observed):
+        return np.nan, np.nan
+    items = answered["item_id"].to_numpy()
+    hits = 0
+    for _ in range(n_perm):
+        shuffled = labels.copy()
+        for it in np.unique(items):
+            idx = np.flatnonzero(items == it)
+            shuffled[idx] = rng.permutation(shuffled[idx])
+        value = effect(answered, shuffled)
+        hits += bool(np.isfinite(value) and value >= observed)
+    return observed, (1 + hits) / (1 + n_perm)
+
+
+# -- agreement --------------------------------------------------------------------------------------------------
+def _spearman(x: np.ndarray, y: np.ndarray, rng: np.random.Generator, n_perm: int) -> tuple[float, float]:
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return np.nan, np.nan
+    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
+    rho = float(np.corrcoef(rx, ry)[0, 1])
+    perms = np.array([np.corrcoef(rx, rng.permutation(ry))[0, 1] for _ in range(n_perm)])
+    return rho, float((1 + np.sum(np.abs(perms) >= abs(rho) - 1e-12)) / (1 + n_perm))
+
+
+def _prob_matrix(choices: pd.DataFrame) -> dict[tuple, np.ndarray]:
+    """Per prompt (PROMPT_KEY) its forced-choice probabilities by position."""
+    from qclm.probes.survey.kind import PROMPT_KEY
+
+    out = {}
+    for key, part in choices.groupby(PROMPT_KEY, sort=False):
+        out[key] = part.sort_values("position")["prob"].to_numpy(float)
+    return out
+
+
+def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None, strata: list[str],
+                   rng: np.random.Generator, n_perm: int) -> dict[str, Any]:
+    from qclm.probes.survey.kind import PROMPT_KEY
+
+    answered = g[g["status"] == "answered"]
+    n = len(answered)
+    row: dict[str, Any] = {"n_responses": len(g), "n_answered": n}
+    k_options = c.groupby(PROMPT_KEY, sort=False).size()
+    if n:
+        agrees = answered["fc_agrees"].astype(bool).to_numpy()
+        judged = answered["judged_option"].to_numpy()
+        argmax = answered["fc_argmax_option"].to_numpy()
+        gen_freq = pd.Series(judged).value_counts(normalize=True)
+        arg_freq = pd.Series(argmax).value_counts(normalize=True)
+        chance = float(sum(gen_freq.get(o, 0.0) * arg_freq.get(o, 0.0) for o in set(gen_freq.index)))
+        probs = _prob_matrix(c)
+        keys = [tuple(r) for r in answered[PROMPT_KEY].itertuples(index=False, name=None)]
+        pos = answered["judged_position"].astype(int).to_numpy() - 1
+        width = max(len(v) for v in probs.values())
+        matrix = np.vstack([np.pad(probs[k], (0, width - len(probs[k]))) for k in keys])  # answers x positions
+        fc_prob = matrix[np.arange(n), pos]
+        # permutation: the answers' pairing with the prompts shuffled within strata (the option order, where
+        # positions mean the same options)
+        strata_ids = answered[strata].astype(str).agg("\x1f".join, axis=1).to_numpy() if strata else np.zeros(n)
+        hits_agree = hits_prob = 0
+        arg_pos = answered["fc_argmax_position"].astype(int).to_numpy() - 1
+        obs_prob = float(fc_prob.mean())
+        groups = [np.flatnonzero(strata_ids == s) for s in np.unique(strata_ids)]
+        for _ in range(n_perm):
+            perm = np.arange(n)
+            for idx in groups:
+                perm[idx] = rng.permutation(idx)
+            hits_agree += np.mean(pos[perm] == arg_pos) >= agrees.mean() - 1e-12
+            hits_prob += matrix[np.arange(n), pos[perm]].mean() >= obs_prob - 1e-12
+        row.update({"agree_argmax": float(agrees.mean()), "agree_chance": chance,
+                    "agree_p": (1 + hits_agree) / (1 + n_perm), "fc_prob_generated": obs_prob,
+                    "fc_prob_random": float(np.mean(1.0 / k_options.to_numpy(float))),
+                    "fc_prob_p": (1 + hits_prob) / (1 + n_perm)})
+        # distance between each prompt's sampled option frequencies and its forced-choice probabilities
+        dist, floor = [], []
+        for key, part in answered.groupby(PROMPT_KEY, sort=False):
+            p = probs[key]
+            counts = np.bincount(part["judged_position"].astype(int).to_numpy() - 1, minlength=len(p))
+            dist.append(0.5 * np.abs(counts / counts.sum() - p).sum())
+            sims = rng.multinomial(counts.sum(), p / p.sum(), size=200) / counts.sum()
+            floor.append(float(np.mean(0.5 * np.abs(sims - p).sum(axis=1))))
+        row.update({"prompts_answered": len(dist), "tv_distance": float(np.mean(dist)),
+                    "tv_distance_sampling": float(np.mean(floor))})
+    else:
+        row.update({k: np.nan for k in ("agree_argmax", "agree_chance", "agree_p", "fc_prob_generated",
+                                        "fc_prob_random", "fc_prob_p", "tv_distance", "tv_distance_sampling")})
+        row["prompts_answered"] = 0
+    # correlations over items
+    survey_items = answered.groupby("item_id")["score"].mean()
+    fc_items = c.drop_duplicates(PROMPT_KEY).groupby("item_id")["expected"].mean()
+    items = sorted(set(g["item_id"]))
+    s = survey_items.reindex(items).to_numpy(float)
+    f = fc_items.reindex(items).to_numpy(float)
+    q = likert.groupby("item_id")["score"].mean().reindex(items).to_numpy(float) if likert is not None and len(likert) \
+        else np.full(len(items), np.nan)
+    for name, (x, y) in {"survey_fc": (s, f), "survey_qclm": (s, q), "fc_qclm": (f, q)}.items():
+        rho, p = _spearman(x, y, rng, n_perm)
+        row.update({f"rho_{name}": rho, f"rho_{name}_p": p, f"n_items_{name}": int(np.sum(np.isfinite(x) & np.isfinite(y)))})
+    row["qclm_scored"] = bool(np.isfinite(q).any())
+    notes = []
+    if n < MIN_ANSWERED:
+        notes.append(f"{n} answered responses (< {MIN_ANSWERED})")
+    if len(items) < MIN_ITEMS:
+        notes.append(f"correlations over {len(items)} items (< {MIN_ITEMS})")
+    row.update({"underpowered": bool(notes), "note": "; ".join(notes)})
+    return row
+
+
+def _likert_items(likert: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The QCLM item scores in the default wording, mean over the stimuli of a condition."""
+    if likert is None or likert.empty:
+        return None
+    frame = likert[likert["default_template"].astype(bool)] if "default_template" in likert else likert
+    return frame.groupby(["model", "questionnaire", "condition", "item_id"], as_index=False)["score"].mean()
+
+
+def agreement(responses: pd.DataFrame, choices: pd.DataFrame, likert: pd.DataFrame | None, seed: int,
+              n_perm: int = PERMUTATIONS) -> pd.DataFrame:
+    """``survey_agreement.csv`` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    qclm = _likert_items(likert)
+    rows = []
+    for key, g in responses.groupby(GROUP[:3], sort=True):
+        model, instrument, condition = key
+        c_all = choices[(choices["model"] == model) & (choices["instrument"] == instrument)
+                        & (choices["condition"] == condition)]
+        q = None if qclm is None else qclm[(qclm["model"] == model) & (qclm["questionnaire"] == instrument)
+                                           & (qclm["condition"] == condition)]
+        variants = sorted(g["variant"].unique())
+        for variant in variants + ([ALL] if len(variants) > 1 else []):
+            gv = g if variant == ALL else g[g["variant"] == variant]
+            cv = c_all if variant == ALL else c_all[c_all["variant"] == variant]
+            strata = ["variant", "order"] if variant == ALL else ["order"]
+            rows.append({"model": model, "instrument": instrument, "condition": condition, "variant": variant,
+                         **_agreement_row(gv, cv, q, strata, rng, n_perm)})
+    return pd.DataFrame(rows)
+
+
+# -- the stage --------------------------------------------------------------------------------------------------
+def analyze(tables: dict[str, Any], out, config: dict) -> list[Path]:
+    """Every file of :data:`FILES` from the survey's score tables (``likert_items``: the run's Likert item scores,
+    where it has them)."""
+    from qclm.probes.items import state_trait
+    from qclm.probes.survey import figures, overview
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    analysis = settings.section(config, settings.ANALYSIS)
+    responses = pd.read_parquet(tables["responses"])
+    choices = pd.read_parquet(tables["choices"])
+    likert = pd.read_parquet(tables["likert_items"]) if tables.get("likert_items") else None
+    n_perm = min(PERMUTATIONS, max(int(analysis["bootstrap"]), 1))
+    summary_table = summary(responses, choices, int(analysis["bootstrap"]), int(analysis["seed"]))
+    agreement_table = agreement(responses, choices, likert, int(analysis["seed"]), n_perm)
+    written = []
+    for name, table in (("survey_summary.csv", summary_table), ("survey_agreement.csv", agreement_table)):
+        table.to_csv(out / name, index=False)
+        written.append(out / name)
+    items = pd.read_parquet(tables["items"])
+    try:
+        st = state_trait(items, config) if len(items) else pd.DataFrame()
+    except (ValueError, KeyError) as err:  # no contrast the table has: nothing to decompose
+        log.info("survey state-trait decomposition not computed: %s", err)
+        st = pd.DataFrame()
+    st.to_csv(out / "survey_state_trait.csv", index=False)
+    written.append(out / "survey_state_trait.csv")
+    written += figures.rates(summary_table, out / "figures")
+    written += figures.agreement(responses, choices, agreement_table, out / "figures")
+    path = out / "overview.survey.md"
+    path.write_text(overview.fragment(responses, summary_table, agreement_table), encoding="utf-8")
+    written.append(path)
+    return written

@@ -1,0 +1,225 @@
+"""Post-processing of a generated answer, every step recorded (written for this project; R.U.Psycho's cleaners,
+validators and judge were read to understand them, none of their code or word lists is used):
+
+1. **cleaning** (:func:`clean`): the text up to the first chat-markup token (a model that runs on into another
+   turn), typographic quotes and dashes as ASCII, emoji and invisible characters dropped, markdown emphasis
+   dropped, line breaks and runs of white space as one space;
+2. **JSON** (:func:`json_answer`), where the variant asks for it: the first JSON object in the text that has an
+   ``answer`` field; its value is what the judge reads;
+3. **refusal** (:func:`refusal`): phrases by which a model declines or steps out of the respondent's role
+   (:data:`REFUSAL_PHRASES`);
+4. **the judge** (:func:`judge`): each option's mentions in the text, an option's number (as shown) or its label,
+   a number and the label of the same option next to each other counted once, a label inside a longer option's
+   label not counted, a number followed by a unit not counted ("2 weeks" is a duration, not option 2), and a mention after a negation in its clause not counted ("not several days"); the option with the
+   most mentions is the answer, a tie is ``inconclusive``, none is ``not_present``;
+5. **status** (:func:`process`): ``invalid`` (nothing left after cleaning, or no JSON answer where the variant asks
+   for one), ``refused``, ``answered``, ``inconclusive`` or ``not_present``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: the statuses of a response, in the order tables and figures show them
+STATUSES = ("answered", "inconclusive", "not_present", "invalid", "refused")
+#: the judge's verdicts besides an option
+INCONCLUSIVE, NOT_PRESENT = "inconclusive", "not_present"
+
+#: chat markup that ends a response: a model that generates past its turn writes the next turn's header
+_MARKUP = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|<(?:start|end)_of_turn>|</s>|<eos>|\[/?INST\]")
+_ASCII = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u201c": '"', "\u201d": '"',
+                        "\u201e": '"', "\u2032": "'", "\u2013": "-", "\u2014": "-", "\u2212": "-", "\u00a0": " ",
+                        "\u2026": "..."})
+#: unicode categories dropped: other symbols (emoji), controls, format (zero-width), private use, surrogates
+_DROP = {"So", "Cc", "Cf", "Co", "Cs", "Cn"}
+_EMPHASIS = re.compile(r"[*_`#~]+")
+
+#: phrases by which a model declines to answer or answers as an AI rather than as a respondent (lower case,
+#: typographic apostrophes as ASCII); found anywhere in the cleaned text
+REFUSAL_PHRASES = (
+    "as an ai", "as an artificial intelligence", "as a language model", "as an assistant", "as a machine",
+    "i am an ai", "i'm an ai", "i am just an ai", "i'm just an ai", "i am a language model", "i'm a language model",
+    "i am an artificial", "i'm an artificial", "i don't have personal", "i do not have personal",
+    "i don't have feelings", "i do not have feelings", "i don't have emotions", "i do not have emotions",
+    "i don't experience", "i do not experience", "i'm not able to answer", "i am not able to answer",
+    "i'm unable to answer", "i am unable to answer", "i cannot answer", "i can't answer", "i cannot respond",
+    "i can't respond", "i cannot provide", "i can't provide", "i cannot choose", "i can't choose",
+    "i cannot pick", "i can't pick", "i cannot select", "i can't select", "i cannot rate", "i can't rate",
+    "i cannot fill", "i can't fill", "i cannot comply", "i can't comply", "i won't answer", "i will not answer",
+    "i prefer not to answer", "i'd rather not answer", "i would rather not answer", "i'm sorry, but",
+    "i am sorry, but", "sorry, but i",
+)
+
+#: words that negate what follows them in their clause ("not several days"); two-word ones as tuples
+NEGATORS = frozenset({"not", "never", "no", "nor", "neither", "without", "hardly"})
+NEGATOR_PAIRS = frozenset({("rather", "than"), ("instead", "of"), ("other", "than"), ("except", "for")})
+#: words after a number that make it a quantity, not an option ("the last 2 weeks", "3 times")
+UNITS = frozenset({"second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "night", "nights",
+                   "week", "weeks", "weekend", "weekends", "month", "months", "year", "years", "time", "times",
+                   "occasion", "occasions", "percent", "people", "person", "persons", "hundred", "thousand"})
+#: how many words before a mention a negation reaches
+NEGATION_REACH = 3
+#: what ends a clause between two words (a negation does not reach across it)
+_CLAUSE_END = re.compile(r"[.,;:!?()\[\]{}\"]|\bbut\b")
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+def clean(text: str) -> str:
+    """The cleaned text (module docstring, step 1)."""
+    cut = _MARKUP.search(text)
+    text = text[:cut.start()] if cut else text
+    text = unicodedata.normalize("NFKC", text.translate(_ASCII))
+    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROP)
+    text = _EMPHASIS.sub("", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def json_answer(text: str) -> tuple[str, str | None]:
+    """The JSON step: ("parsed", the answer as text) for the first JSON object with an ``answer`` field,
+    ("malformed", None) when the text has a ``{`` but no such object, ("absent", None) when it has none."""
+    if "{" not in text:
+        return "absent", None
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            value, _ = decoder.raw_decode(text[start:])
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "answer" in value and isinstance(value["answer"], (str, int, float)) \
+                and not isinstance(value["answer"], bool):
+            answer = value["answer"]
+            return "parsed", (f"{answer:g}" if isinstance(answer, float) else str(answer))
+    return "malformed", None
+
+
+def refusal(text: str) -> str:
+    """The first refusal phrase in the text ("" if none)."""
+    lowered = text.lower()
+    for phrase in REFUSAL_PHRASES:
+        if re.search(rf"(?<![a-z]){re.escape(phrase)}(?![a-z])", lowered):
+            return phrase
+    return ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's verdict: the option's index (0-based, in the order shown) or None, the verdict's name (the
+    option's label, ``inconclusive`` or ``not_present``) and each option's counted mentions (negated ones apart)."""
+
+    index: int | None
+    name: str
+    mentions: tuple[int, ...]
+    negated: tuple[int, ...]
+
+
+def _words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    found = [(m.group(0), m.span()) for m in _WORD.finditer(text)]
+    return [w for w, _ in found], [s for _, s in found]
+
+
+def _is_decimal_part(text: str, start: int, end: int) -> bool:
+    """A number that is part of a decimal or a larger figure ("2.5", "1,000", "3/4")."""
+    before = text[max(0, start - 2):start]
+    after = text[end:end + 2]
+    return bool(re.fullmatch(r"\d[.,/]", before) or re.match(r"[.,/]\d", after))
+
+
+def judge(text: str, labels: Sequence[str]) -> Verdict:
+    """The option a text chooses among options shown as ``1 = labels[0]; 2 = labels[1]; ...`` (module docstring,
+    step 4)."""
+    lowered = text.lower()
+    words, spans = _words(lowered)
+    label_words = [_words(label.lower())[0] for label in labels]
+    # every mention: (option, first word, last word + 1, is a number)
+    mentions: list[tuple[int, int, int, bool]] = []
+    for k, lw in enumerate(label_words):
+        n = len(lw)
+        for i in range(len(words) - n + 1 if n else 0):
+            if words[i:i + n] == lw:
+                mentions.append((k, i, i + n, False))
+    numbers = {str(k + 1): k for k in range(len(labels))}
+    for i, w in enumerate(words):
+        k = numbers.get(w)
+        if k is None or _is_decimal_part(lowered, *spans[i]):
+            continue
+        nxt = i + 1
+        if nxt < len(words) and words[nxt] in UNITS and lowered[spans[i][1]:spans[nxt][0]].strip() == "" \
+                and words[nxt:nxt + len(label_words[k])] != label_words[k]:
+            continue  # "2 weeks": a quantity, not the option
+        mentions.append((k, i, i + 1, True))
+    # a label inside a longer option's label ("agree" in "strongly agree") counts for the longer one only
+    labels_found = [m for m in mentions if not m[3]]
+    mentions = [m for m in mentions if m[3] or not any(
+        o[0] != m[0] and o[1] <= m[1] and m[2] <= o[2] and o[2] - o[1] > m[2] - m[1] for o in labels_found)]
+    # a number and the same option's label next to each other ("2 = Several days", "several days (2)") are one
+    # mention
+    mentions.sort(key=lambda m: (m[1], m[2]))
+    merged: list[tuple[int, int, int, bool]] = []
+    for m in mentions:
+        if merged:
+            p = merged[-1]
+            between = lowered[spans[p[2] - 1][1]:spans[m[1]][0]] if m[1] >= p[2] else None
+            if p[0] == m[0] and p[3] != m[3] and between is not None and m[1] == p[2] \
+                    and re.fullmatch(r"\s*[=:.)\-(]?\s*\(?\s*", between):
+                merged[-1] = (p[0], p[1], m[2], False)
+                continue
+        merged.append(m)
+    counts, negated = [0] * len(labels), [0] * len(labels)
+    for k, start, _, _ in merged:
+        (negated if _negated(lowered, words, spans, start) else counts)[k] += 1
+    best = max(counts) if counts else 0
+    if best == 0:
+        return Verdict(None, NOT_PRESENT, tuple(counts), tuple(negated))
+    winners = [k for k, c in enumerate(counts) if c == best]
+    if len(winners) > 1:
+        return Verdict(None, INCONCLUSIVE, tuple(counts), tuple(negated))
+    return Verdict(winners[0], labels[winners[0]], tuple(counts), tuple(negated))
+
+
+def _negated(text: str, words: list[str], spans: list[tuple[int, int]], start: int) -> bool:
+    """Whether a negation in the same clause reaches the mention that starts at word ``start``."""
+    for j in range(start - 1, max(-1, start - 1 - NEGATION_REACH), -1):
+        if _CLAUSE_END.search(text[spans[j][1]:spans[j + 1][0]]):
+            return False
+        w = words[j]
+        if w in NEGATORS or w.endswith("n't") or (j > 0 and (words[j - 1], w) in NEGATOR_PAIRS
+                                                   and not _CLAUSE_END.search(text[spans[j - 1][1]:spans[j][0]])):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Processed:
+    """Every step of one response: the cleaned text, the JSON step (``""`` where the variant asks for none), what
+    the judge read, the refusal phrase found, the judge's verdict and the status."""
+
+    cleaned: str
+    json: str
+    judged_text: str
+    refusal: str
+    verdict: Verdict
+    status: str
+
+
+def process(text: str, labels: Sequence[str], wants_json: bool) -> Processed:
+    """A response through every step (module docstring)."""
+    cleaned = clean(text)
+    json_status, answer = json_answer(cleaned) if wants_json else ("", None)
+    judged_text = answer if answer is not None else cleaned
+    verdict = judge(judged_text, labels)
+    found = refusal(cleaned)
+    if not cleaned:
+        status = "invalid"
+    elif found:
+        status = "refused"
+    elif wants_json and json_status != "parsed":
+        status = "invalid"
+    elif verdict.index is not None:
+        status = "answered"
+    else:
+        status = verdict.name
+    return Processed(cleaned, json_status, judged_text, found, verdict, status)

@@ -1,0 +1,339 @@
+"""The generated-survey probe kind (issue 19, R.U.Psycho-style): an instruct model answers an instrument's items in
+its own words, and the same prompt is scored as a forced choice over the options.
+
+Per item, prompt variant (:data:`~qclm.probes.survey.material.VARIANTS`), persona and option order, one prompt
+(one user message through the model's chat template, after the context's stimulus lead); per prompt:
+
+- **generations**: one per seed x repetition, each with its own seed ``derive_seed(engine.seed, model, probe, item,
+  variant, persona, order, seed, repetition)`` (the same draws under every condition: a condition's shift is not a
+  different set of random numbers), all of a context's in one ``generate`` call (the engine shares the prefix);
+- **the forced choice** on the identical prompt: the options as the prompt lists them ("2 = Several days") as the
+  first tokens of the answer, after the variant's answer opening (``{"answer": "`` for ``json``), with the
+  options' keyed scores as values: each option's probability and the expected score.
+
+The raw table (the scoring job's) has one row per generation (``record`` = ``response``: its text, new tokens,
+finish reason, seed) and one per option of a forced choice (``record`` = ``option``: its log-probability and
+probability); the CPU stages clean, validate and judge each response (:mod:`qclm.probes.survey.judge`) into the
+``responses`` table (every response with a status, none dropped, the forced choice beside it) and the ``choices``
+table, then the analysis (:mod:`qclm.probes.survey.analysis`).
+
+Chat-format models only (:attr:`SurveyProbe.chat_only`: ``qclm validate`` names a raw row of the model table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from qclm.contexts import Context, Protocol
+from qclm.errors import InputError, Problem
+from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.survey.material import (
+    OPENINGS, ORDERS, VARIANTS, display_options, load_survey_instrument, user_message,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from qclm.instruments import Instrument
+    from qclm.prompts import PromptBuilder
+
+#: R.U.Psycho's generation defaults (max 64 new tokens, temperature 1.0, top-k 50, top-p 0.95); greedy optional
+GENERATION = {
+    "type": "object",
+    "description": "generation settings: sampled (temperature, top_k, top_p) or greedy; at most max_new_tokens",
+    "properties": {
+        "max_new_tokens": {"type": "integer", "minimum": 1, "default": 64},
+        "temperature": {"type": "number", "exclusiveMinimum": 0, "default": 1.0},
+        "top_k": {"type": "integer", "minimum": 0, "default": 50, "description": "0: no top-k filter"},
+        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.95},
+        "greedy": {"type": "boolean", "default": False, "description": "true: the most probable token each step"},
+    },
+    "additionalProperties": False,
+}
+GENERATION["default"] = {k: v["default"] for k, v in GENERATION["properties"].items()}
+
+#: the raw table: one row per generation (record ``response``) and per option of a forced choice (``option``)
+RAW_COLUMNS = ["model", "probe", "instrument", "condition", "stimulus_id", "item_id", "variant", "persona", "order",
+               "record", "prompt_sha256", "seed", "repetition", "request_seed", "raw_text", "new_tokens",
+               "finish_reason", "position", "label", "option_score", "keyed_score", "logprob", "n_tokens", "prob",
+               "prob_mean", "expected", "normalized"]
+#: what identifies a prompt
+PROMPT_KEY = ["model", "probe", "instrument", "condition", "stimulus_id", "item_id", "variant", "persona", "order"]
+
+
+def generation_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The instance's generation settings with the schema's defaults filled in."""
+    return {**GENERATION["default"], **(settings.get("generation") or {})}
+
+
+class SurveyProbe(ProbeKind):
+    name = "survey"
+    summary = ("an instrument administered as a survey: generated answers judged to options, beside the forced "
+               "choice on the identical prompt (chat-format models)")
+    #: the kind needs a chat-format model (qclm.config names a raw row of the model table)
+    chat_only: ClassVar[bool] = True
+    schema = {
+        "type": "object",
+        "required": ["instrument"],
+        "properties": {
+            "instrument": {"type": "string", "minLength": 1,
+                           "description": "an instrument with item wording and original_scale (a questionnaire "
+                                          "file or a plain item list: qclm.instruments)"},
+            "variants": {"type": "array", "items": {"enum": list(VARIANTS)}, "minItems": 1, "uniqueItems": True,
+                         "default": list(VARIANTS), "description": "prompt variants"},
+            "orders": {"type": "array", "items": {"enum": list(ORDERS)}, "minItems": 1, "uniqueItems": True,
+                       "default": list(ORDERS), "description": "option orders (reversed: mapped back to the scores)"},
+            "personas": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"},
+                         "uniqueItems": True, "default": [],
+                         "description": "short descriptions the model answers as (none: no persona line)"},
+            "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1,
+                      "uniqueItems": True, "default": [0], "description": "seeds, each a set of draws"},
+            "repetitions": {"type": "integer", "minimum": 1, "default": 1,
+                            "description": "generations per prompt and seed (each its own draws)"},
+            "generation": GENERATION,
+        },
+        "additionalProperties": False,
+    }
+    scoring_keys = ("instrument", "variants", "orders", "personas", "seeds", "repetitions", "generation")
+    file_keys = ("instrument",)
+    cell_tables = ("responses", "choices")
+    score_tables = {"responses": "survey_responses.parquet", "choices": "survey_choices.parquet",
+                    "items": "survey_items.parquet"}
+    item_table = "items"
+    #: score tables of other kinds the analysis reads where the run has them (the workflow passes them when that
+    #: kind is in the run): the Likert item scores of the same instrument
+    optional_tables: ClassVar[dict[str, tuple[str, str]]] = {"likert_items": ("likert", "items")}
+
+    def __init__(self, instance):
+        super().__init__(instance)
+        self._instrument: Instrument | None = None
+
+    @property
+    def instrument(self) -> Instrument:
+        if self._instrument is None:
+            self._instrument = load_survey_instrument(self.settings["instrument"], self.instance.source,
+                                                      f"{self.instance.where}.instrument" if self.instance.where
+                                                      else "")
+        return self._instrument
+
+    @classmethod
+    def scoring_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """The scoring settings with the generation defaults filled in and the hash of the survey's own prompt texts
+        (a change of wording is a change of what the job computes: its cell-cache key and params)."""
+        out = super().scoring_settings(settings)
+        out["generation"] = generation_settings(settings)
+        out["prompt_texts_sha256"] = texts_sha256()
+        return out
+
+    def problems(self) -> list[Problem]:
+        try:
+            instrument = self.instrument
+        except InputError as err:
+            return err.problems
+        out: list[Problem] = []
+        numeric = [o.label for o in instrument.options if o.label.strip().replace(".", "", 1).isdigit()]
+        if numeric:
+            out.append((str(instrument.path), "field original_scale.options",
+                        f"labels {', '.join(numeric)} are numbers: the survey numbers the options by the position it "
+                        "shows them at, so a number in an answer could not be told from a label"))
+        gen = generation_settings(self.settings)
+        draws = len(self.settings.get("seeds") or [0]) * int(self.settings.get("repetitions") or 1)
+        if gen["greedy"] and draws > 1:
+            where = self.instance.where or "probe"
+            out.append((self.instance.source, f"{where}.generation.greedy",
+                        f"greedy generation gives the same text for every seed and repetition ({draws} per prompt "
+                        "here): give one seed and repetitions 1, or sample (greedy: false)"))
+        return out
+
+    # -- scoring ----------------------------------------------------------------------------------------------
+    def prompts_of(self, context: Context, prompts: PromptBuilder, protocol: Protocol):
+        """Every prompt of a context: (key, the prompt, the options shown, the forced choice's context and
+        options)."""
+        instrument = self.instrument
+        items = instrument.items[: protocol.limit_items] if protocol.limit_items else instrument.items
+        for item in items:
+            for variant in self.settings["variants"]:
+                for persona in self.settings["personas"] or [""]:
+                    for order in self.settings["orders"]:
+                        prompt = prompts.context(context.lead, user_message(instrument, item, variant, order,
+                                                                             persona))
+                        shown = display_options(instrument, item, order)
+                        opening = OPENINGS[variant]
+                        fc_context = prompt + prompts.continuation(opening) if opening else prompt
+                        options = tuple(s.text if opening else prompts.continuation(s.text) for s in shown)
+                        key = {"item_id": item.id, "variant": variant, "persona": persona, "order": order}
+                        yield key, prompt, shown, fc_context, options
+
+    def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol, model: str = "",
+                 run_seed: int = 0) -> list[Labelled]:
+        """The forced choice and the generations of every prompt of a context. ``model`` and ``run_seed`` enter
+        the generations' seeds (the scoring job passes them; ``qclm render`` shows the seeds of model "" and run
+        seed 0)."""
+        from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, derive_seed
+
+        gen = GenerationSettings(**generation_settings(self.settings))
+        path = self.instrument.path
+        out = []
+        for key, prompt, shown, fc_context, options in self.prompts_of(context, prompts, protocol):
+            what = (f"{path}: item {key['item_id']}: variant {key['variant']}, order {key['order']}"
+                    + (f", persona {key['persona']!r}" if key["persona"] else "")
+                    + (f", stimulus {context.stimulus_id}" if context.stimulus_id else ""))
+            label = (f"item {key['item_id']}, variant {key['variant']}, order {key['order']}"
+                     + (f", persona {key['persona']!r}" if key["persona"] else ""))
+            out.append(Labelled({**key, "request": "choice", "shown": shown},
+                                ChoiceRequest(fc_context, options, values=tuple(s.keyed for s in shown)),
+                                what + ": forced choice", label + ": forced choice over the options"))
+            for seed in self.settings["seeds"]:
+                for rep in range(int(self.settings["repetitions"])):
+                    s = derive_seed(run_seed, model, self.instance.id, key["item_id"], key["variant"], key["persona"],
+                                    key["order"], seed, rep)
+                    out.append(Labelled({**key, "request": "generate", "seed": seed, "repetition": rep,
+                                         "request_seed": s},
+                                        GenerateRequest(prompt, s, gen), f"{what}: seed {seed}, repetition {rep}",
+                                        f"{label}: generation, seed {seed}, repetition {rep}" + (
+                                            "" if model else " (the request seed below is for model '' and run "
+                                            "seed 0; the scoring job derives it with its model and engine.seed)")))
+        return out
+
+    def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
+        import pandas as pd
+
+        if not cell.prompts.fmt.is_chat:
+            raise InputError(f"model {cell.model}: probe {self.instance.id} (kind survey) asks chat-format models "
+                             f"only, and this model's prompt format is {cell.prompts.fmt.kind}: set its model-table "
+                             "column prompt_format to chat")
+        instrument = self.instrument
+        rows: list[dict] = []
+        hashes: dict[str, str] = {}
+        for ctx in cell.contexts:
+            labelled = self.requests(ctx, cell.prompts, cell.protocol, model=cell.model, run_seed=cell.seed)
+            choices = [r for r in labelled if r.key["request"] == "choice"]
+            gens = [r for r in labelled if r.key["request"] == "generate"]
+            generated = cell.backend.generate([r.request for r in gens], describe=lambda i: gens[i].describe)
+            if cell.progress:
+                cell.progress(len(gens))
+            chosen = cell.backend.choose([r.request for r in choices], describe=lambda i: choices[i].describe)
+            if cell.progress:
+                cell.progress(len(choices))
+            base = {"model": cell.model, "probe": self.instance.id, "instrument": instrument.id,
+                    "condition": cell.condition, "stimulus_id": ctx.stimulus_id}
+            prompt_hash: dict[tuple, str] = {}
+            for r, g in zip(gens, generated):
+                k = r.key
+                ident = (k["item_id"], k["variant"], k["persona"], k["order"])
+                prompt_hash[ident] = g.prompt_sha256
+                hashes["/".join(filter(None, (ctx.stimulus_id, *ident)))] = g.prompt_sha256
+                rows.append({**base, **{c: k[c] for c in ("item_id", "variant", "persona", "order")},
+                             "record": "response", "prompt_sha256": g.prompt_sha256, "seed": k["seed"],
+                             "repetition": k["repetition"], "request_seed": k["request_seed"], "raw_text": g.text,
+                             "new_tokens": len(g.token_ids), "finish_reason": g.finish_reason})
+            for r, res in zip(choices, chosen):
+                k = r.key
+                ident = (k["item_id"], k["variant"], k["persona"], k["order"])
+                for s, lp, tokens, p, pm in zip(k["shown"], res.option_logprobs, res.token_logprobs, res.probs,
+                                                res.probs_mean):
+                    rows.append({**base, **{c: k[c] for c in ("item_id", "variant", "persona", "order")},
+                                 "record": "option", "prompt_sha256": prompt_hash.get(ident, ""),
+                                 "position": s.position, "label": s.label, "option_score": s.score,
+                                 "keyed_score": s.keyed, "logprob": lp, "n_tokens": len(tokens), "prob": p,
+                                 "prob_mean": pm, "expected": res.expected, "normalized": res.normalized})
+        df = pd.DataFrame(rows, columns=RAW_COLUMNS)
+        df = df.astype({"seed": "Int64", "repetition": "Int64", "request_seed": "Int64", "new_tokens": "Int64",
+                        "position": "Int64", "n_tokens": "Int64", "option_score": "float64",
+                        "keyed_score": "float64", "logprob": "float64", "prob": "float64", "prob_mean": "float64",
+                        "expected": "float64", "normalized": "boolean"})
+        for column in ("raw_text", "finish_reason", "label", "prompt_sha256"):
+            df[column] = df[column].fillna("").astype(str)
+        return df, {"instrument": instrument.id, "instrument_sha256": instrument.sha256,
+                    "variants": list(self.settings["variants"]), "orders": list(self.settings["orders"]),
+                    "personas": list(self.settings["personas"]), "seeds": list(self.settings["seeds"]),
+                    "repetitions": int(self.settings["repetitions"]), "run_seed": cell.seed,
+                    "seed_parts": "derive_seed(run_seed, model, probe, item, variant, persona, order, seed, "
+                                  "repetition)",
+                    "generation": generation_settings(self.settings), "prompt_texts_sha256": texts_sha256(),
+                    "prompt_sha256": hashes}
+
+    # -- CPU stages -------------------------------------------------------------------------------------------
+    def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
+        from qclm.probes.survey.tables import cell_tables
+
+        return cell_tables(raw)
+
+    @classmethod
+    def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
+        import pandas as pd
+
+        from qclm.probes.survey.tables import item_scores
+
+        keys = sorted(data.cells)
+        responses = pd.concat([data.cells[k]["responses"] for k in keys], ignore_index=True)
+        choices = pd.concat([data.cells[k]["choices"] for k in keys], ignore_index=True)
+        return {"responses": responses, "choices": choices, "items": item_scores(responses)}
+
+    @classmethod
+    def analysis_files(cls) -> list[str]:
+        from qclm.probes.survey.analysis import FILES
+
+        return list(FILES)
+
+    @classmethod
+    def analyze(cls, tables: dict[str, Any], out, config: dict) -> list:
+        from qclm.probes.survey.analysis import analyze
+
+        return analyze(tables, out, config)
+
+    # -- the command line -------------------------------------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--instrument", help="an instrument with item wording and original_scale")
+        parser.add_argument("--variants", help=f"prompt variants, comma-separated ({', '.join(VARIANTS)})")
+        parser.add_argument("--orders", help=f"option orders, comma-separated ({', '.join(ORDERS)})")
+        parser.add_argument("--seeds", help="seeds, comma-separated integers (default 0)")
+        parser.add_argument("--repetitions", type=int, help="generations per prompt and seed (default 1)")
+        parser.add_argument("--persona", action="append", help="a persona description (repeat for several)")
+        parser.add_argument("--max-new-tokens", type=int, help="at most this many new tokens (default 64)")
+        parser.add_argument("--greedy", action="store_true", help="greedy generation instead of sampling")
+
+    @classmethod
+    def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if args.instrument:
+            out["instrument"] = args.instrument
+        for name in ("variants", "orders"):
+            value = getattr(args, name)
+            if value:
+                out[name] = [v.strip() for v in value.split(",") if v.strip()]
+        if args.seeds:
+            out["seeds"] = [_int(v) for v in args.seeds.split(",") if v.strip()]
+        if args.repetitions is not None:
+            out["repetitions"] = args.repetitions
+        if args.persona:
+            out["personas"] = list(args.persona)
+        generation = {}
+        if args.max_new_tokens is not None:
+            generation["max_new_tokens"] = args.max_new_tokens
+        if args.greedy:
+            generation["greedy"] = True
+        if generation:
+            out["generation"] = generation
+        return out
+
+
+def _int(value: str) -> int | str:
+    """An integer, or the text as given (the schema then names it)."""
+    try:
+        return int(value.strip())
+    except ValueError:
+        return value.strip()
+
+
+def texts_sha256() -> str:
+    """Hash of the survey's own prompt texts (the code of :func:`~qclm.probes.survey.material.user_message`), so
+    a change of wording shows in the provenance."""
+    import inspect
+
+    from qclm.probes.survey import material
+
+    return hashlib.sha256(inspect.getsource(material).encode()).hexdigest()
