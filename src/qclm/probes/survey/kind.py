@@ -330,10 +330,23 @@ def _int(value: str) -> int | str:
 
 
 def texts_sha256() -> str:
-    """Hash of the survey's own prompt texts (the code of :func:`~qclm.probes.survey.material.user_message`), so
-    a change of wording shows in the provenance."""
-    import inspect
+    """Hash of the survey's own prompt wording: every variant's user message, with and without a persona, in both
+    orders, for a placeholder instrument (a change of wording shows in the provenance and the cell-cache key; a
+    change elsewhere in the code does not)."""
+    import json
 
+    from qclm.instruments import Instrument, InstrumentItem, Option
     from qclm.probes.survey import material
 
-    return hashlib.sha256(inspect.getsource(material).encode()).hexdigest()
+    item = InstrumentItem("ITEM", "{item}")
+    options = (Option("{option 1}", 0.0), Option("{option 2}", 1.0))
+    texts = {}
+    for instruction in ("{instruction}", ""):
+        placeholder = Instrument("ID", "NAME", None, "", (item,), "written", options, instruction)
+        for variant in material.VARIANTS:
+            for order in material.ORDERS:
+                for persona in ("", "{persona}"):
+                    texts[f"{variant}/{order}/{persona}/{instruction}"] = material.user_message(
+                        placeholder, item, variant, order, persona)
+    texts["openings"] = json.dumps(material.OPENINGS, sort_keys=True)
+    return hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()
