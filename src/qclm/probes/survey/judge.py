@@ -128,9 +128,12 @@ def _is_decimal_part(text: str, start: int, end: int) -> bool:
     return bool(re.fullmatch(r"\d[.,/]", before) or re.match(r"[.,/]\d", after))
 
 
-def judge(text: str, labels: Sequence[str]) -> Verdict:
+def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: bool = True, pairs: bool = True
+          ) -> Verdict:
     """The option a text chooses among options shown as ``1 = labels[0]; 2 = labels[1]; ...`` (module docstring,
-    step 4)."""
+    step 4). ``negation``, ``quantities``, ``pairs``: the rules that discount a negated mention, a number that is a
+    quantity (followed by a unit, or part of a decimal), and the second half of a number-label pair (all on; switched off one by one, they show what each rule
+    changes against a judge without it: tests/test_survey_peers.py)."""
     lowered = text.lower()
     words, spans = _words(lowered)
     label_words = [_words(label.lower())[0] for label in labels]
@@ -144,10 +147,10 @@ def judge(text: str, labels: Sequence[str]) -> Verdict:
     numbers = {str(k + 1): k for k in range(len(labels))}
     for i, w in enumerate(words):
         k = numbers.get(w)
-        if k is None or _is_decimal_part(lowered, *spans[i]):
+        if k is None or (quantities and _is_decimal_part(lowered, *spans[i])):
             continue
         nxt = i + 1
-        if nxt < len(words) and words[nxt] in UNITS and lowered[spans[i][1]:spans[nxt][0]].strip() == "" \
+        if quantities and nxt < len(words) and words[nxt] in UNITS and lowered[spans[i][1]:spans[nxt][0]].strip() == "" \
                 and words[nxt:nxt + len(label_words[k])] != label_words[k]:
             continue  # "2 weeks": a quantity, not the option
         mentions.append((k, i, i + 1, True))
@@ -163,14 +166,14 @@ def judge(text: str, labels: Sequence[str]) -> Verdict:
         if merged:
             p = merged[-1]
             between = lowered[spans[p[2] - 1][1]:spans[m[1]][0]] if m[1] >= p[2] else None
-            if p[0] == m[0] and p[3] != m[3] and between is not None and m[1] == p[2] \
+            if pairs and p[0] == m[0] and p[3] != m[3] and between is not None and m[1] == p[2] \
                     and re.fullmatch(r"\s*[=:.)\-(]?\s*\(?\s*", between):
                 merged[-1] = (p[0], p[1], m[2], False)
                 continue
         merged.append(m)
     counts, negated = [0] * len(labels), [0] * len(labels)
     for k, start, _, _ in merged:
-        (negated if _negated(lowered, words, spans, start) else counts)[k] += 1
+        (negated if negation and _negated(lowered, words, spans, start) else counts)[k] += 1
     best = max(counts) if counts else 0
     if best == 0:
         return Verdict(None, NOT_PRESENT, tuple(counts), tuple(negated))
