@@ -421,3 +421,78 @@ assert 'torch' not in sys.modules
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "survey_responses.parquet"),
                                   pd.read_parquet(workdir / "results/scores/survey_responses.parquet"))
+
+
+# -- the analysis on a made-up survey whose answers are known ----------------------------------------------------
+
+def _made_up(answer, personas=("",), seeds=range(4)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Responses and choices of GAD-7 (natural variant, both orders) where ``answer(item, order, persona, seed)``
+    gives each response's text; the forced choice puts 0.7 on the first option shown."""
+    gad = load_survey_instrument(str(GAD7))
+    frames = []
+    for persona in personas:
+        for item in gad.items:
+            answers = {(o, s): answer(item.id, o, persona, s) for o in ("regular", "reversed") for s in seeds}
+            raw = _raw_table(gad, item.id, answers)
+            raw["persona"] = persona
+            frames.append(raw)
+    tables = cell_tables(pd.concat(frames, ignore_index=True))
+    return tables["responses"], tables["choices"]
+
+
+def test_summary_scale_score_order_shift_and_persona_effect():
+    from qclm.probes.survey.analysis import summary
+
+    # "1" always: the first option shown, 0 in the regular order and 3 in the reversed one (a position habit)
+    responses, choices = _made_up(lambda item, order, persona, seed: "1")
+    row = summary(responses, choices, 200, 0).iloc[0]
+    assert row["rate_answered"] == 1 and row["n_items"] == 7 and row["items_answered"] == 7
+    assert row["scale_score"] == pytest.approx(7 * 1.5) and row["random_scale_score"] == pytest.approx(7 * 1.5)
+    assert row["order_shift"] == pytest.approx(-21) and row["order_shift_ci_high"] == pytest.approx(-21)
+    assert (row["scale_min"], row["scale_max"]) == (0, 21)
+    # the forced choice (0.7 on the first option shown) has the same habit, weaker
+    fc_regular = 0.7 * 0 + 0.1 * (1 + 2 + 3)
+    assert row["fc_order_shift"] == pytest.approx(7 * (fc_regular - (0.7 * 3 + 0.1 * 3)))
+    assert not row["underpowered"] and np.isnan(row["persona_effect"])
+    # two personas, one answering "Not at all", the other "Nearly every day", every other response unanswerable
+    responses, choices = _made_up(
+        lambda item, order, persona, seed: ("Not at all" if persona == "calm" else "Nearly every day") if seed < 2
+        else "hmm", personas=("calm", "worried"))
+    row = summary(responses, choices, 200, 0).iloc[0]
+    assert row["rate_answered"] == 0.5 and row["rate_not_present"] == 0.5
+    assert row["personas"] == 2 and row["persona_effect"] == pytest.approx(21) and row["persona_effect_p"] < 0.05
+    assert row["order_shift"] == pytest.approx(0)
+    lo, hi = row["scale_ci_low"], row["scale_ci_high"]
+    assert lo < row["scale_score"] < hi
+    # an item nobody answered: the scale score is prorated and marked
+    responses, choices = _made_up(lambda item, order, persona, seed: "hmm" if item == "G01" else "2")
+    row = summary(responses, choices, 200, 0).iloc[0]
+    assert row["items_answered"] == 6 and row["scale_score"] == pytest.approx(7 * 1.5)
+    assert row["underpowered"] and "1 of 7 items without an answered response" in row["note"]
+
+
+def test_agreement_with_the_forced_choice_and_its_baselines():
+    from qclm.probes.survey.analysis import agreement
+
+    # every answer is the forced choice's argmax (the first option shown)
+    responses, choices = _made_up(lambda item, order, persona, seed: "1", seeds=range(6))
+    row = agreement(responses, choices, None, 0, n_perm=200).iloc[0]
+    assert row["n_answered"] == 84 and row["agree_argmax"] == 1
+    assert not row["underpowered"] and row["correlations_underpowered"]  # 84 answers, but 7 items
+    assert row["fc_prob_generated"] == pytest.approx(0.7) and row["fc_prob_random"] == pytest.approx(0.25)
+    assert row["tv_distance"] == pytest.approx(0.3) and 0 < row["tv_distance_sampling"] < row["tv_distance"] + 0.3
+    # agreement expected by chance: answers and argmax both always "the first shown" of their order
+    assert row["agree_chance"] == pytest.approx(0.5)
+    assert row["agree_p"] > 0.5  # shuffling within orders cannot do worse: nothing to reject
+    assert not row["qclm_scored"] and np.isnan(row["rho_survey_qclm"])
+    # answers that never take the argmax, and QCLM item scores that follow the survey's item scores
+    values = {f"G0{k}": k % 4 for k in range(1, 8)}
+    labels = GAD[:]
+    responses, choices = _made_up(lambda item, order, persona, seed: labels[values[item]], seeds=range(6))
+    likert = pd.DataFrame({"model": "m", "questionnaire": "gad7", "condition": "vanilla", "template": "t",
+                           "default_template": True, "stimulus_id": "", "item_id": list(values),
+                           "score": [v + 0.1 * k for k, v in enumerate(values.values())]})
+    row = agreement(responses, choices, likert, 0, n_perm=500).iloc[0]
+    assert row["qclm_scored"] and row["n_items_survey_qclm"] == 7
+    assert row["rho_survey_qclm"] > 0.9 and row["rho_survey_qclm_p"] < 0.05
+    assert row["correlations_underpowered"] and "correlations over 7 items" in row["note"]  # fewer than MIN_ITEMS

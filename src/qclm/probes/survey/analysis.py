@@ -22,9 +22,10 @@ answers agree with the forced choice on the identical prompt and with the QCLM i
     the per-model state-trait decomposition of the survey's item scores (qclm.probes.items), where the run has
     contrasts.
 
-A statistic the run cannot support is marked in the ``underpowered`` column (and the figures): correlations over
-fewer than :data:`MIN_ITEMS` items, scale scores with an item that no response answered, agreement over fewer
-than :data:`MIN_ANSWERED` answered responses.
+A statistic the run cannot support is marked where the reader sees it (and in the figures): ``underpowered`` for
+scale scores with an item that no response answered or fewer than :data:`MIN_ANSWERED` answered responses, and
+for agreement over fewer than :data:`MIN_ANSWERED` answered responses; ``correlations_underpowered`` for
+correlations over fewer than :data:`MIN_ITEMS` items; ``note`` says which.
 """
 
 from __future__ import annotations
@@ -248,7 +249,8 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
         notes.append(f"{n} answered responses (< {MIN_ANSWERED})")
     if len(items) < MIN_ITEMS:
         notes.append(f"correlations over {len(items)} items (< {MIN_ITEMS})")
-    row.update({"underpowered": bool(notes), "note": "; ".join(notes)})
+    row.update({"underpowered": n < MIN_ANSWERED, "correlations_underpowered": len(items) < MIN_ITEMS,
+                "note": "; ".join(notes)})
     return row
 
 

@@ -56,8 +56,8 @@ def rates(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_xlabel("share of responses")
         ax.legend(ncol=len(STATUSES), loc="lower center", bbox_to_anchor=(0.5, 1.0))
         if rows["underpowered"].any():
-            ax.text(1.0, -0.6 / max(len(rows), 1) - 0.02, "* underpowered: see the note column of survey_summary.csv",
-                    transform=ax.transAxes, ha="right", va="top", fontsize=6, color=UNDERPOWERED_COLOR)
+            ax.set_title("* underpowered: too few answers or an item never answered (survey_summary.csv, note)",
+                         loc="right", fontsize=6, color=UNDERPOWERED_COLOR, pad=16)
         return _save(fig, out_dir, name)
 
 
@@ -100,7 +100,7 @@ def agreement(responses: pd.DataFrame, choices: pd.DataFrame, table: pd.DataFram
                 r = pooled.iloc[0]
                 title += (f"\nagree with argmax {r['agree_argmax']:.2f} (chance {r['agree_chance']:.2f}), "
                           f"n={int(r['n_answered'])}" if np.isfinite(r["agree_argmax"]) else "")
-                if bool(r["underpowered"]):
+                if bool(r["underpowered"]) or bool(r["correlations_underpowered"]):
                     _mark(ax, str(r["note"]).split(";")[0])
             ax.set_title(title)
             ax.legend(loc="upper left", fontsize=6)

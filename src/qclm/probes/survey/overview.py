@@ -47,14 +47,16 @@ def fragment(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataF
               "| rho FC-QCLM (p) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in agreement.itertuples():
-        mark = " (underpowered)" if r.underpowered else ""
+        few = " (underpowered)" if r.underpowered else ""
+        items = " (underpowered)" if r.correlations_underpowered else ""
         lines.append(
             f"| {r.model} | {r.instrument} | {r.condition} | {r.variant} | {r.n_answered} "
-            f"| {_f(r.agree_argmax)} ({_f(r.agree_chance)}, {_p(r.agree_p)}) "
-            f"| {_f(r.fc_prob_generated)} ({_f(r.fc_prob_random)}, {_p(r.fc_prob_p)}) "
-            f"| {_f(r.tv_distance)} ({_f(r.tv_distance_sampling)}) "
-            f"| {_f(r.rho_survey_fc)} ({_p(r.rho_survey_fc_p)}){mark} "
-            f"| {_f(r.rho_survey_qclm)} ({_p(r.rho_survey_qclm_p)}) | {_f(r.rho_fc_qclm)} ({_p(r.rho_fc_qclm_p)}) |")
+            f"| {_f(r.agree_argmax)} ({_f(r.agree_chance)}, {_p(r.agree_p)}){few} "
+            f"| {_f(r.fc_prob_generated)} ({_f(r.fc_prob_random)}, {_p(r.fc_prob_p)}){few} "
+            f"| {_f(r.tv_distance)} ({_f(r.tv_distance_sampling)}){few} "
+            f"| {_f(r.rho_survey_fc)} ({_p(r.rho_survey_fc_p)}){items} "
+            f"| {_f(r.rho_survey_qclm)} ({_p(r.rho_survey_qclm_p)}){items} "
+            f"| {_f(r.rho_fc_qclm)} ({_p(r.rho_fc_qclm_p)}){items} |")
     if not agreement.empty and not agreement["qclm_scored"].any():
         lines += ["", "The QCLM columns are empty: the run scored none of these instruments as a Likert questionnaire "
                   "(add it under `questionnaires:`)."]
