@@ -239,7 +239,7 @@ def _chat_only_problems(config: dict, table: str | None, models: dict) -> list[P
     chat_only = []
     for ident, kind, _, _ in probes.declared(config):
         try:
-            if getattr(probes.kind_class(kind), "chat_only", False):
+            if probes.kind_class(kind).chat_only:
                 chat_only.append(f"{ident} ({kind})")
         except probes.UnknownKind:
             continue  # reported with the probes

@@ -127,6 +127,12 @@ for _name, _key in ANALYSIS_KINDS.items():
             "../../environment.yml"
         input:
             **{f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{path}" for t, path in _cls.score_tables.items()},
+            # other kinds' score tables the analysis reads, where the run has those kinds
+            **{
+                f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{probes.kind_class(other).score_tables[table]}"
+                for t, (other, table) in _cls.optional_tables.items()
+                if other in ANALYSIS_KINDS
+            },
         output:
             [
                 report(

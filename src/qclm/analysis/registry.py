@@ -228,3 +228,13 @@ register(Output("entailment", FIGURE, ENTAILMENT, "entailment", "qclm.probes.ent
                 table="entailment"))
 register(Output("entailment_state_trait", TABLE, ENTAILMENT, "entailment", STATE_TRAIT_CODE,
                 caption=STATE_TRAIT_CAPTION))
+
+# the generated survey (docs/survey.md)
+SURVEY = "9. Generated survey"
+register(Output("survey_summary", TABLE, SURVEY, "survey", "qclm.probes.survey.analysis:summary_output"))
+register(Output("survey_agreement", TABLE, SURVEY, "survey", "qclm.probes.survey.analysis:agreement_output"))
+register(Output("survey_state_trait", TABLE, SURVEY, "survey", STATE_TRAIT_CODE, caption=STATE_TRAIT_CAPTION))
+register(Output("survey_rates", FIGURE, SURVEY, "survey", "qclm.probes.survey.figures:figure_rates",
+                table="survey_summary", caption="survey_rates.rst"))
+register(Output("survey_agreement", FIGURE, SURVEY, "survey", "qclm.probes.survey.figures:figure_agreement",
+                table="survey_agreement"))

@@ -125,7 +125,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     spec = resolve_model(args.model, args.models, args.dtype)
     if args.prompt_format:
         spec = replace(spec, prompt_format=args.prompt_format)
-    if getattr(cls, "chat_only", False) and spec.prompt_format == "raw":
+    if cls.chat_only and spec.prompt_format == "raw":
         raise InputError.one("command line", "--model", f"model {spec.name}: probe kind {kind_name} asks chat-format "
                              "models only, and its prompt format is raw: give --prompt-format chat (or a model "
                              "table row with prompt_format chat)")

@@ -151,6 +151,11 @@ class ProbeKind:
     #: condition, stimulus_id, score): the per-model state-trait decomposition (items as subjects, stimuli as
     #: replications, method.md section 6b) applies to it, as to Likert questionnaires
     item_table: ClassVar[str | None] = None
+    #: score tables of other kinds the analysis reads where the run has those kinds, name -> (kind, score table);
+    #: the workflow passes them as ``context.files[name]`` only then (the survey reads the Likert item scores)
+    optional_tables: ClassVar[dict[str, tuple[str, str]]] = {}
+    #: the kind asks chat-format models only (``qclm validate`` and ``qclm probe`` name a raw row of the model table)
+    chat_only: ClassVar[bool] = False
 
     def __init__(self, instance: Instance):
         self.instance = instance

@@ -22,6 +22,9 @@ answers agree with the forced choice on the identical prompt and with the QCLM i
     the per-model state-trait decomposition of the survey's item scores (qclm.probes.items), where the run has
     contrasts.
 
+Registered in :mod:`qclm.analysis.registry` (probe ``survey``, with the figures ``survey_rates`` and
+``survey_agreement`` of :mod:`qclm.probes.survey.figures`) and run by ``ProbeKind.analyze``.
+
 A statistic the run cannot support is marked where the reader sees it (and in the figures): ``underpowered`` for
 scale scores with an item that no response answered or fewer than :data:`MIN_ANSWERED` answered responses, and
 for agreement over fewer than :data:`MIN_ANSWERED` answered responses; ``correlations_underpowered`` for
@@ -30,8 +33,6 @@ correlations over fewer than :data:`MIN_ITEMS` items; ``note`` says which.
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,18 +41,12 @@ import pandas as pd
 from qclm import settings
 from qclm.probes.survey.judge import STATUSES
 
-log = logging.getLogger("qclm.survey")
-
 #: correlations over fewer items than this are marked underpowered
 MIN_ITEMS = 10
 #: agreement over fewer answered responses than this is marked underpowered
 MIN_ANSWERED = 30
 #: permutations of every permutation test (at most; the config's bootstrap count if smaller)
 PERMUTATIONS = 2000
-#: the analysis' files (relative to the analysis directory)
-FILES = ("survey_summary.csv", "survey_agreement.csv", "survey_state_trait.csv", "figures/survey_rates.png",
-         "figures/survey_rates.pdf", "figures/survey_agreement.png", "figures/survey_agreement.pdf",
-         "overview.survey.md")
 GROUP = ["model", "instrument", "condition", "variant"]
 ALL = "all"
 
@@ -284,37 +279,22 @@ def agreement(responses: pd.DataFrame, choices: pd.DataFrame, likert: pd.DataFra
     return pd.DataFrame(rows)
 
 
-# -- the stage --------------------------------------------------------------------------------------------------
-def analyze(tables: dict[str, Any], out, config: dict) -> list[Path]:
-    """Every file of :data:`FILES` from the survey's score tables (``likert_items``: the run's Likert item scores,
-    where it has them)."""
-    from qclm.probes.items import state_trait
-    from qclm.probes.survey import figures, overview
+# -- the registered tables (qclm.analysis.registry; run by ProbeKind.analyze) ------------------------------------
+def _settings(context) -> tuple[int, int, int]:
+    analysis = settings.section(context.config, settings.ANALYSIS)
+    n_boot, seed = int(analysis["bootstrap"]), int(analysis["seed"])
+    return n_boot, seed, min(PERMUTATIONS, max(n_boot, 1))
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    analysis = settings.section(config, settings.ANALYSIS)
-    responses = pd.read_parquet(tables["responses"])
-    choices = pd.read_parquet(tables["choices"])
-    likert = pd.read_parquet(tables["likert_items"]) if tables.get("likert_items") else None
-    n_perm = min(PERMUTATIONS, max(int(analysis["bootstrap"]), 1))
-    summary_table = summary(responses, choices, int(analysis["bootstrap"]), int(analysis["seed"]))
-    agreement_table = agreement(responses, choices, likert, int(analysis["seed"]), n_perm)
-    written = []
-    for name, table in (("survey_summary.csv", summary_table), ("survey_agreement.csv", agreement_table)):
-        table.to_csv(out / name, index=False)
-        written.append(out / name)
-    items = pd.read_parquet(tables["items"])
-    try:
-        st = state_trait(items, config) if len(items) else pd.DataFrame()
-    except (ValueError, KeyError) as err:  # no contrast the table has: nothing to decompose
-        log.info("survey state-trait decomposition not computed: %s", err)
-        st = pd.DataFrame()
-    st.to_csv(out / "survey_state_trait.csv", index=False)
-    written.append(out / "survey_state_trait.csv")
-    written += figures.rates(summary_table, out / "figures")
-    written += figures.agreement(responses, choices, agreement_table, out / "figures")
-    path = out / "overview.survey.md"
-    path.write_text(overview.fragment(responses, summary_table, agreement_table), encoding="utf-8")
-    written.append(path)
-    return written
+
+def summary_output(context) -> pd.DataFrame:
+    """``survey_summary``: response rates, scale scores, order shift and persona effect per prompt variant."""
+    n_boot, seed, _ = _settings(context)
+    return summary(context.table("responses"), context.table("choices"), n_boot, seed)
+
+
+def agreement_output(context) -> pd.DataFrame:
+    """``survey_agreement``: the generated answers against the forced choice and the QCLM item scores (the run's
+    Likert item scores, where the workflow passed them as ``likert_items``)."""
+    _, seed, n_perm = _settings(context)
+    likert = context.table("likert_items") if context.files.get("likert_items") else None
+    return agreement(context.table("responses"), context.table("choices"), likert, seed, n_perm)

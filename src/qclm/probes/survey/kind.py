@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from qclm.contexts import Context, Protocol
 from qclm.errors import InputError, Problem
@@ -72,8 +72,7 @@ class SurveyProbe(ProbeKind):
     name = "survey"
     summary = ("an instrument administered as a survey: generated answers judged to options, beside the forced "
                "choice on the identical prompt (chat-format models)")
-    #: the kind needs a chat-format model (qclm.config names a raw row of the model table)
-    chat_only: ClassVar[bool] = True
+    chat_only = True
     schema = {
         "type": "object",
         "required": ["instrument"],
@@ -102,9 +101,8 @@ class SurveyProbe(ProbeKind):
     score_tables = {"responses": "survey_responses.parquet", "choices": "survey_choices.parquet",
                     "items": "survey_items.parquet"}
     item_table = "items"
-    #: score tables of other kinds the analysis reads where the run has them (the workflow passes them when that
-    #: kind is in the run): the Likert item scores of the same instrument
-    optional_tables: ClassVar[dict[str, tuple[str, str]]] = {"likert_items": ("likert", "items")}
+    #: the Likert item scores of the same instrument, where the run has the Likert kind
+    optional_tables = {"likert_items": ("likert", "items")}
 
     def __init__(self, instance):
         super().__init__(instance)
@@ -273,16 +271,10 @@ class SurveyProbe(ProbeKind):
         return {"responses": responses, "choices": choices, "items": item_scores(responses)}
 
     @classmethod
-    def analysis_files(cls) -> list[str]:
-        from qclm.probes.survey.analysis import FILES
+    def overview(cls, context, results) -> str:
+        from qclm.probes.survey.overview import fragment
 
-        return list(FILES)
-
-    @classmethod
-    def analyze(cls, tables: dict[str, Any], out, config: dict) -> list:
-        from qclm.probes.survey.analysis import analyze
-
-        return analyze(tables, out, config)
+        return fragment(context.table("responses"), results["survey_summary"], results["survey_agreement"])
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod
