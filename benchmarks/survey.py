@@ -15,9 +15,10 @@ vanilla, in the model's chat format:
 
 Prints new tokens, seconds, tokens per second and each way's speed over ``engine, per response`` and over
 ``transformers, per response`` (best of ``--repeats``, the ways interleaved round by round so a busy spell of the
-shared machine hits all of them alike), and one JSON record (also written with --json FILE).
+shared machine hits all of them alike), and one JSON record (also written with --json FILE). ``--threads 1,2``
+runs every way at each thread count (torch.set_num_threads), the first count's being the reference of the ratios.
 
-    .venv/bin/python benchmarks/survey.py --items 2 --json benchmarks/out/survey-smollm2.json
+    .venv/bin/python benchmarks/survey.py --items 2 --threads 1,2 --json benchmarks/out/survey-smollm2.json
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--items", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2", help="CPU thread counts, comma-separated (each way runs at each)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    torch.set_num_threads(args.threads)
+    threads = [int(t) for t in args.threads.split(",") if t.strip()]
     spec = load_model_table(args.models)[args.model]
     model, tok, prov = load_model(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), "cpu")
     prompts = PromptBuilder(tok, PromptFormat.from_settings(spec.prompt_format, {}))
@@ -89,11 +90,21 @@ def main(argv: list[str] | None = None) -> int:
             out.append(ids[0, enc.input_ids.shape[1]:].tolist())
         return out
 
-    ways = {"engine, one call": engine_one_call, "engine, per response": engine_per_response,
+    base = {"engine, one call": engine_one_call, "engine, per response": engine_per_response,
             "transformers, per response": transformers_per_response}
+
+    def at(n, run):
+        def run_at():
+            torch.set_num_threads(n)
+            return run()
+        return run_at
+
+    ways = {(k if len(threads) == 1 else f"{k} @{n}"): at(n, run) for n in threads for k, run in base.items()}
+    first = "" if len(threads) == 1 else f" @{threads[0]}"
     rows: dict[str, dict] = {}
     outputs: dict[str, list] = {}
     with torch.inference_mode():
+        torch.set_num_threads(threads[0])
         backend.generate(requests[:1])  # warm up (allocator, the once-per-model head check)
         for round_ in range(args.repeats):
             for label, run in ways.items():
@@ -107,25 +118,26 @@ def main(argv: list[str] | None = None) -> int:
                 row["tokens_per_second"] = round(row["new_tokens"] / row["seconds"], 2)
             say(f"round {round_ + 1}: " + ", ".join(f"{k} {v['all'][-1]:.1f} s" for k, v in rows.items()))
     record = {
-        "model": spec.name, "prompt_format": spec.prompt_format, "dtype": prov["dtype"], "threads": args.threads,
+        "model": spec.name, "prompt_format": spec.prompt_format, "dtype": prov["dtype"], "threads": threads,
         "torch": torch.__version__, "instrument": probe.instrument.id, "items": args.items, "requests": len(requests),
         "generation": gen, "load_at_end": round(os.getloadavg()[0], 2), "ways": rows,
         "speed_over_engine_per_response": {k: round(v["tokens_per_second"]
-                                                    / rows["engine, per response"]["tokens_per_second"], 2)
+                                                    / rows[f"engine, per response{first}"]["tokens_per_second"], 2)
                                            for k, v in rows.items()},
         "speed_over_transformers_per_response": {k: round(v["tokens_per_second"]
-                                                          / rows["transformers, per response"]["tokens_per_second"], 2)
+                                                          / rows[f"transformers, per response{first}"]["tokens_per_second"],
+                                                          2)
                                                  for k, v in rows.items()},
-        "engine_text_identical_one_call_vs_per_response":
-            outputs["engine, one call"] == outputs["engine, per response"],
+        "engine_text_identical_one_call_vs_per_response": all(
+            outputs[k] == outputs[f"engine, one call{first}"] for k in outputs if k.startswith("engine")),
     }
     print(json.dumps(record, indent=2))
-    lines = [f"{'':28s}{'new tokens':>11s}{'seconds':>9s}{'tokens/s':>10s}{'x engine 1/resp':>16s}{'x hf 1/resp':>12s}"]
+    lines = [f"{'':32s}{'new tokens':>11s}{'seconds':>9s}{'tokens/s':>10s}{'x engine 1/resp':>16s}{'x hf 1/resp':>12s}"]
     for k, v in rows.items():
-        lines.append(f"{k:28s}{v['new_tokens']:11d}{v['seconds']:9.1f}{v['tokens_per_second']:10.2f}"
+        lines.append(f"{k:32s}{v['new_tokens']:11d}{v['seconds']:9.1f}{v['tokens_per_second']:10.2f}"
                      f"{record['speed_over_engine_per_response'][k]:16.2f}"
                      f"{record['speed_over_transformers_per_response'][k]:12.2f}")
-    lines.append(f"engine text identical (one call vs per response): "
+    lines.append(f"engine text identical (one call vs per response, every thread count): "
                  f"{record['engine_text_identical_one_call_vs_per_response']}")
     print("\n".join(lines), file=sys.stderr)
     if args.json:
