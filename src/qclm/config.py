@@ -125,6 +125,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
             likert[ident] = _collect(problems, load_questionnaire, path)
     problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
     problems.extend(_chat_only_problems(config, table, models or {}))
+    problems.extend(_intervention_problems(config, cf, table, models or {}, problems))
 
     problems.extend(_experiment_problems(config, cf, stimuli))
     declared_likert = [i for i, kind, *_ in probes.declared(config) if kind == probes.LIKERT]
@@ -250,6 +251,45 @@ def _chat_only_problems(config: dict, table: str | None, models: dict) -> list[P
              f"{'asks' if len(chat_only) == 1 else 'ask'} chat-format models only, and this row's prompt format is raw: "
              "set it to chat (or run the probe with a model table of chat-format rows)")
             for spec in models.values() if spec.prompt_format == "raw"]
+
+
+def _intervention_problems(config: dict, cf: str, table: str | None, models: dict,
+                           found: list[Problem]) -> list[Problem]:
+    """What the schema cannot say about ``interventions:`` (docs/interventions.md): each corpus loads, each
+    checkpoint is an epoch that runs, at most one control; and no quantized row in the model table (fine-tuning
+    loads the weights unquantized; a large model gets LoRA instead)."""
+    from qclm import interventions as iv
+    from qclm.interventions.corpus import load_corpus
+
+    section = config.get(iv.SECTION)
+    if not isinstance(section, dict) or not section or any(
+            loc.startswith(f"field {iv.SECTION}") for _, loc, _ in found):
+        return []  # none, or the schema has reported it
+    problems: list[Problem] = []
+    controls = []
+    for item in iv.interventions(config).values():
+        where = f"field {iv.SECTION}.{item.name}"
+        path = Path(item.corpus).expanduser()
+        if not path.is_file():
+            problems.append((cf, f"{where}.corpus", f"{item.corpus}: " + (
+                "is a directory, not a corpus file" if path.is_dir() else "does not exist")))
+        else:
+            _collect(problems, load_corpus, path)
+        problem = item.checkpoint_problem()
+        if problem:
+            problems.append((cf, f"{where}.checkpoints", problem))
+        if item.control:
+            controls.append(item.name)
+    if len(controls) > 1:
+        problems.append((cf, f"field {iv.SECTION}", f"{len(controls)} interventions are the control "
+                         f"({', '.join(controls)}): mark one with control: true"))
+    for spec in models.values():  # (a model's name has no @: the model table allows none)
+        if spec.quantization:
+            problems.append((str(table), f"line {spec.line} (model {spec.name}): column quantization",
+                             f"{spec.quantization}: a quantized model "
+                             f"cannot be fine-tuned by the interventions of {cf}; leave quantization empty (a model "
+                             "above full_max_b billion parameters is fine-tuned with LoRA)"))
+    return problems
 
 
 def _template_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:

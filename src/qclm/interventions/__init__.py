@@ -1,0 +1,198 @@
+"""Fine-tuning interventions: what moves with the weights (docs/interventions.md; issue 20).
+
+An intervention fine-tunes every model of the table with the causal-LM loss on a corpus (``interventions:`` in
+the config) and saves checkpoints after chosen epochs; each checkpoint is scored as a model of its own,
+``{model}@{intervention}-e{epoch}`` (:func:`derived_name`), through every probe and condition of the experiment.
+The base model's cells are scored once, as without interventions.
+
+This module is light (no torch): the settings with their schema defaults, the derived models' names and rows
+(the workflow builds its DAG from them) and where the checkpoints go. Fine-tuning itself is
+:mod:`qclm.interventions.finetune` (torch); corpora are :mod:`qclm.interventions.corpus`; the analysis (the
+intervention table and the two-axis map) is :mod:`qclm.interventions.analysis`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from qclm import settings
+from qclm.models.table import ModelSpec
+
+#: the config section
+SECTION = "interventions"
+#: what one fine-tuning job writes beside its checkpoints: every checkpoint and its provenance
+JOB_MARKER = "qclm_intervention.json"
+#: each checkpoint's provenance (base model, corpus hash, training settings, losses), in its directory
+CHECKPOINT_MARKER = "qclm_finetuned.json"
+#: a derived model's name: the base model's, the intervention's, the epoch
+DERIVED = re.compile(r"^(?P<base>.+)@(?P<intervention>[A-Za-z0-9][A-Za-z0-9_]*)-e(?P<epoch>[0-9]+)$")
+
+
+def _schema() -> dict:
+    return settings.config_schema()["properties"][SECTION]["additionalProperties"]
+
+
+#: fine-tuning methods (``method``); ``auto`` is full fine-tuning up to ``full_max_b`` billion parameters, LoRA above
+METHODS = tuple(_schema()["properties"]["method"]["enum"])
+
+
+def defaults() -> dict[str, Any]:
+    """The schema's defaults of an intervention's settings (the one home of them)."""
+    return {k: v["default"] for k, v in _schema()["properties"].items() if "default" in v}
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """One entry of ``interventions:`` with the defaults filled in."""
+
+    name: str
+    settings: dict
+
+    @property
+    def corpus(self) -> str:
+        return self.settings["corpus"]
+
+    @property
+    def control(self) -> bool:
+        return bool(self.settings.get("control"))
+
+    @property
+    def epochs(self) -> int:
+        return int(self.settings["epochs"])
+
+    @property
+    def checkpoints(self) -> list[int]:
+        """The epochs after which a checkpoint is saved and scored (default: the last)."""
+        return sorted(self.settings.get("checkpoints") or [self.epochs])
+
+    def checkpoint_problem(self) -> str | None:
+        """Why ``checkpoints`` cannot be saved, or None: each is an epoch that runs."""
+        late = [e for e in self.checkpoints if e > self.epochs]
+        if late:
+            return (f"epoch {', '.join(map(str, late))} is past epochs ({self.epochs}): a checkpoint is saved after "
+                    "one of the epochs that run")
+        return None
+
+    def training(self) -> dict[str, Any]:
+        """The settings that change the fine-tuned weights (the checkpoints' provenance)."""
+        return {k: v for k, v in sorted(self.settings.items()) if k not in ("control", "checkpoints")}
+
+    def training_settings(self) -> dict[str, Any]:
+        """What a fine-tuning job needs (its params): the training settings and the epochs it saves."""
+        return {**self.training(), "checkpoints": self.checkpoints}
+
+
+def entry_problems(entry: Any, file: str, where: str = "") -> list:
+    """One intervention's settings against the schema (unknown keys, types, ranges), located at ``where``
+    (``field interventions.NAME`` in a config; empty on the command line, where each key is its option)."""
+    from qclm.inputs import schema_problems
+
+    out = []
+    for f, loc, msg in schema_problems(entry, _schema(), file, {}):
+        key = loc.removeprefix("field ").split(".")[0] if loc.startswith("field ") else ""
+        out.append((f, f"{where}.{key}" if where else f"--{key.replace('_', '-')}", msg) if key else (f, loc, msg))
+    return out
+
+
+def interventions(config: dict) -> dict[str, Intervention]:
+    """The config's interventions (none: an empty dict), defaults filled in."""
+    section = config.get(SECTION) or {}
+    base = defaults()
+    return {name: Intervention(name, {**base, **entry}) for name, entry in section.items()}
+
+
+def method_for(spec: ModelSpec, intervention: Intervention) -> str:
+    """``full`` or ``lora`` for this model: the intervention's ``method``, or by size where it is ``auto``."""
+    method = intervention.settings["method"]
+    if method != "auto":
+        return method
+    return "lora" if spec.params_b > float(intervention.settings["full_max_b"]) else "full"
+
+
+def derived_name(model: str, intervention: str, epoch: int) -> str:
+    return f"{model}@{intervention}-e{epoch}"
+
+
+def parse_derived(name: str) -> tuple[str, str, int] | None:
+    """(base model, intervention, epoch) of a derived model's name, or None for a model of the table."""
+    match = DERIVED.match(name)
+    return (match["base"], match["intervention"], int(match["epoch"])) if match else None
+
+
+def parse_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
+    """A model row as a job receives it (its params): a row of the model table, or a derived model's row, whose
+    name the model table would refuse (it has ``@``) and whose source is its checkpoint directory."""
+    from qclm.models.table import parse_model_row
+
+    derived = parse_derived(str(row.get("name", "")))
+    if not derived:
+        return parse_model_row(row, file, line)
+    return replace(parse_model_row({**row, "name": derived[0]}, file, line), name=row["name"])
+
+
+def without_derived(frame):
+    """A table's rows of the model table's own models (derived models' rows dropped), and the names dropped: the
+    across-model analyses count models, and a checkpoint is not another model (the intervention analysis reads
+    the checkpoints beside their base model)."""
+    if frame is None or "model" not in frame:
+        return frame, []
+    derived = sorted(m for m in frame["model"].unique() if parse_derived(str(m)))
+    return (frame[~frame["model"].isin(derived)] if derived else frame), derived
+
+
+#: what determines a checkpoint's weights (its provenance without timings and versions): the scoring provenance
+#: of a checkpoint names them, and its scoring cells' cache key includes them
+CHECKPOINT_IDENTITY = ("base_model", "base_gguf_sha256", "intervention", "corpus", "settings", "method", "epoch")
+
+
+def checkpoint_provenance(source: str | Path) -> dict | None:
+    """What made a checkpoint (:data:`CHECKPOINT_IDENTITY` of its :data:`CHECKPOINT_MARKER`: base model, corpus
+    hash, training settings), or None for a directory that is no checkpoint of an intervention."""
+    import json
+
+    marker = Path(source).expanduser() / CHECKPOINT_MARKER
+    if not marker.is_file():
+        return None
+    found = json.loads(marker.read_text(encoding="utf-8"))
+    return {k: found.get(k) for k in CHECKPOINT_IDENTITY}
+
+
+def job_dir(results: str | Path, model: str, intervention: str) -> Path:
+    """Where one model's fine-tuning on one intervention writes its checkpoints (``e{epoch}/``) and marker."""
+    return Path(results) / "checkpoints" / f"{model}@{intervention}"
+
+
+def checkpoint_dir(results: str | Path, model: str, intervention: str, epoch: int) -> Path:
+    return job_dir(results, model, intervention) / f"e{epoch}"
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A checkpoint scored as a model of its own."""
+
+    spec: ModelSpec
+    base: str
+    intervention: str
+    epoch: int
+    #: the fine-tuning job's marker: the scoring job of this model waits for it
+    marker: str
+
+
+def derived_models(models: dict[str, ModelSpec], config: dict, results: str | Path) -> dict[str, Derived]:
+    """Every checkpoint of every model x intervention as a model-table row of its own: the base row with the
+    checkpoint directory as its source (loaded as a local model once it exists) and the derived name."""
+    out: dict[str, Derived] = {}
+    for spec in models.values():
+        for iv in interventions(config).values():
+            marker = str(job_dir(results, spec.name, iv.name) / JOB_MARKER)
+            for epoch in iv.checkpoints:
+                name = derived_name(spec.name, iv.name, epoch)
+                source = str(checkpoint_dir(results, spec.name, iv.name, epoch))
+                if not source.startswith(("/", ".", "~")):
+                    source = f"./{source}"  # a path, never read as a hub id
+                row = replace(spec, name=name, source=source, revision="", line=0)
+                out[name] = Derived(row, spec.name, iv.name, epoch, marker)
+    return out

@@ -1,0 +1,80 @@
+"""Fine-tuning corpora (docs/interventions.md): a text file with one text per line (blank lines and lines
+starting with ``#`` skipped), or a YAML file with ``name``, ``description``, optional ``licence`` and ``texts``
+(a list of strings). Every problem is an InputError naming the file, the text and the field."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from qclm.errors import InputError, Problem
+from qclm.inputs import document_problems, parse_yaml, read_text, text_problem
+
+SCHEMA = {
+    "type": "object",
+    "required": ["name", "texts"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "pattern": r"\S"},
+        "description": {"type": "string"},
+        "licence": {"type": "string"},
+        "texts": {"type": "array", "minItems": 1,
+                  "items": {"type": "string", "minLength": 1, "pattern": r"\S"}},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    description: str
+    texts: tuple[str, ...]
+    path: str
+    sha256: str
+
+
+def _is_yaml(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """A corpus file, checked (module docstring)."""
+    path = Path(path)
+    text = read_text(path, "corpus")
+    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    problems: list[Problem] = []
+    if _is_yaml(path):
+        data = parse_yaml(text, path)
+        if not isinstance(data, dict):
+            raise InputError.one(path, "top level", "a corpus is a mapping with name and texts (or a text file with "
+                                 "one text per line)")
+        problems = document_problems(data, SCHEMA, path, {"texts": "text"})
+        if problems:
+            raise InputError(problems)
+        texts = [t.strip() for t in data["texts"]]
+        labels = [f"text #{i}" for i in range(1, len(texts) + 1)]
+        name, description = data["name"].strip(), str(data.get("description", ""))
+    else:
+        texts, labels = [], []
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            problem = text_problem(line)
+            if problem:
+                problems.append((str(path), f"line {number}", problem))
+            texts.append(line)
+            labels.append(f"line {number}")
+        if not texts:
+            problems.append((str(path), "file", "no text: one text per line (lines starting with # are comments)"))
+        name, description = path.stem, ""
+    seen: dict[str, str] = {}
+    for label, t in zip(labels, texts):
+        if t in seen:
+            problems.append((str(path), label, f"the same text as {seen[t]}: a duplicate weighs twice in every "
+                             "epoch (remove one)"))
+        seen.setdefault(t, label)
+    if problems:
+        raise InputError(problems)
+    return Corpus(name, description, tuple(texts), str(path), sha)

@@ -1,0 +1,151 @@
+"""Fine-tuning one model on one corpus (torch): the causal-LM loss over each text, AdamW at a constant learning
+rate, the texts in a seeded order each epoch, a checkpoint after each epoch of ``checkpoints`` saved as a model
+directory that loads like any local model (safetensors, the tokenizer with its chat template) with its provenance
+(:data:`qclm.interventions.CHECKPOINT_MARKER`: base model, corpus hash, training settings, losses, versions).
+
+Full fine-tuning, or LoRA through ``peft`` (:func:`qclm.interventions.method_for`): the adapters are merged into
+a copy of the weights for each checkpoint, so a checkpoint is a plain model either way. On the CPU the run is
+deterministic: the same seed gives the same tensors (torch's deterministic algorithms, one seeded generator for
+the order and any initialization); on a GPU it is seeded but not bitwise reproducible unless
+``CUBLAS_WORKSPACE_CONFIG`` is set, as torch documents.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+from qclm.interventions import CHECKPOINT_MARKER, JOB_MARKER, Intervention, method_for
+from qclm.interventions.corpus import Corpus
+from qclm.models.table import ModelSpec
+
+log = logging.getLogger("qclm.finetune")
+
+#: the modules LoRA adapts when the architecture names them (attention and MLP projections of Llama-, Gemma-,
+#: Mistral- and Qwen-style models); peft's own defaults otherwise
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+#: gradient-norm clipping of every step
+MAX_GRAD_NORM = 1.0
+
+
+def _batches(n: int, batch_size: int, generator) -> list[list[int]]:
+    import torch
+
+    order = torch.randperm(n, generator=generator).tolist()
+    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+
+
+def _encode(tokenizer, texts: list[str], max_length: int, device: str):
+    """A batch: token ids padded on the right, the loss on every real token (padding ignored)."""
+    import torch
+
+    enc = [tokenizer(t, truncation=True, max_length=max_length)["input_ids"] for t in texts]
+    width = max(map(len, enc))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    ids = torch.full((len(enc), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(enc), width), dtype=torch.long)
+    for row, seq in enumerate(enc):
+        ids[row, :len(seq)] = torch.tensor(seq)
+        mask[row, :len(seq)] = 1
+    labels = ids.masked_fill(mask == 0, -100)
+    return ids.to(device), mask.to(device), labels.to(device)
+
+
+def _lora(model, intervention: Intervention):
+    from peft import LoraConfig, get_peft_model
+
+    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    targets = [t for t in LORA_TARGETS if t in names] or None
+    config = LoraConfig(r=int(intervention.settings["lora_r"]), lora_alpha=float(intervention.settings["lora_alpha"]),
+                        lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def _save(model, tokenizer, method: str, directory: Path, provenance: dict) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    plain = copy.deepcopy(model).merge_and_unload() if method == "lora" else model
+    plain.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+    (directory / CHECKPOINT_MARKER).write_text(json.dumps(provenance, indent=2) + "\n")
+    return directory
+
+
+def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, intervention: Intervention,
+             out_dir: str | Path, device: str = "auto", checkpoint_dirs: dict[int, Path] | None = None) -> list[Path]:
+    """Fine-tune ``spec`` (loaded as for scoring, from ``prepared_dir`` where it is a GGUF model) on ``corpus``;
+    returns the checkpoint directories (``out_dir/e{epoch}`` unless ``checkpoint_dirs`` names them) and writes
+    ``out_dir/qclm_intervention.json`` last (the workflow's output: every checkpoint is complete before it)."""
+    import torch
+    import transformers
+
+    from qclm import __version__
+    from qclm.models.loading import load_model
+
+    settings = intervention.training()
+    seed, epochs = int(settings["seed"]), int(settings["epochs"])
+    out_dir = Path(out_dir)
+    wanted = {e: Path(checkpoint_dirs[e]) if checkpoint_dirs else out_dir / f"e{e}" for e in intervention.checkpoints}
+    torch.manual_seed(seed)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        model, tokenizer, loaded = load_model(spec, prepared_dir, device)
+        device = loaded["device"]
+        method = method_for(spec, intervention)
+        if method == "lora":
+            model = _lora(model, intervention)
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        trainable = sum(p.numel() for p in params)
+        optimizer = torch.optim.AdamW(params, lr=float(settings["lr"]), weight_decay=float(settings["weight_decay"]))
+        generator = torch.Generator().manual_seed(seed)
+        texts = list(corpus.texts)
+        batch_size, max_length = int(settings["batch_size"]), int(settings["max_length"])
+        log.info("%s on %s (%d texts): %s fine-tuning, %d trainable parameters, %d epochs of %d steps, device %s",
+                 spec.name, corpus.name, len(texts), method, trainable, epochs, math.ceil(len(texts) / batch_size),
+                 device)
+        history, saved, t0 = [], [], time.perf_counter()
+        for epoch in range(1, epochs + 1):
+            t_epoch, losses, weights = time.perf_counter(), [], []
+            for batch in _batches(len(texts), batch_size, generator):
+                ids, mask, labels = _encode(tokenizer, [texts[i] for i in batch], max_length, device)
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
+                optimizer.step()
+                losses.append(float(loss.detach()))
+                weights.append(int((labels[:, 1:] != -100).sum()))
+            mean = sum(l * w for l, w in zip(losses, weights)) / max(1, sum(weights))
+            history.append({"epoch": epoch, "loss": round(mean, 6), "steps": len(losses),
+                            "seconds": round(time.perf_counter() - t_epoch, 2)})
+            log.info("%s on %s: epoch %d/%d, mean loss %.4f, %.1f s", spec.name, corpus.name, epoch, epochs, mean,
+                     history[-1]["seconds"])
+            if epoch in wanted:
+                model.eval()
+                provenance = {
+                    "base_model": spec.as_row(), "base_loaded_from": loaded["loaded_from"],
+                    "base_gguf_sha256": loaded.get("gguf_sha256", ""), "intervention": intervention.name,
+                    "corpus": {"path": corpus.path, "name": corpus.name, "sha256": corpus.sha256,
+                               "texts": len(texts)},
+                    "settings": settings, "method": method, "trainable_parameters": trainable, "epoch": epoch,
+                    "history": list(history), "device": device, "dtype": loaded["dtype"],
+                    "torch": torch.__version__, "transformers": transformers.__version__, "qclm": __version__,
+                    **({"peft": __import__("peft").__version__} if method == "lora" else {}),
+                }
+                saved.append(_save(model, tokenizer, method, wanted[epoch], provenance))
+                log.info("%s on %s: checkpoint after epoch %d: %s", spec.name, corpus.name, epoch, wanted[epoch])
+                model.train()
+        summary = {"model": spec.name, "intervention": intervention.name, "method": method,
+                   "checkpoints": {f"e{e}": str(p) for e, p in zip(sorted(wanted), saved)}, "history": history,
+                   "seconds": round(time.perf_counter() - t0, 2), "corpus_sha256": corpus.sha256,
+                   "settings": settings}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / JOB_MARKER).write_text(json.dumps(summary, indent=2) + "\n")
+        return saved
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
