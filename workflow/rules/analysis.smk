@@ -39,6 +39,18 @@ ANALYSIS_FILES = {
     probe: [f"{ANALYSIS_DIR}/{path}" for o in registry.outputs(probe) for path in o.files]
     for probe in ANALYSIS_PROBES
 }
+# the intervention analysis (qclm.interventions.analysis) where the config has interventions: the item scores of
+# every kind that has them, base models and checkpoints together
+ANALYSIS_INTERVENTION_ITEMS = {
+    _key: f"{ANALYSIS_RESULTS}/scores/{probes.kind_class(_key).score_tables[probes.kind_class(_key).item_table or 'items']}"
+    for _key in (KINDS if globals().get("INTERVENTIONS") else [])
+    if probes.kind_class(_key).item_table or _key == registry.LIKERT
+}
+if ANALYSIS_INTERVENTION_ITEMS:
+    ANALYSIS_PROBES.append("interventions")
+    ANALYSIS_FILES["interventions"] = [
+        f"{ANALYSIS_DIR}/{path}" for o in registry.outputs("interventions") for path in o.files
+    ]
 ANALYSIS_FRAGMENTS = {probe: f"{ANALYSIS_DIR}/{fragment_name(probe)}" for probe in ANALYSIS_PROBES}
 ANALYSIS_TARGETS = [path for probe in ANALYSIS_PROBES for path in ANALYSIS_FILES[probe]] + [
     f"{ANALYSIS_DIR}/{OVERVIEW}.{ext}" for ext in ("md", "rst")
@@ -156,6 +168,40 @@ for _name, _key in ANALYSIS_KINDS.items():
             f"{ANALYSIS_LOGS}/analyze_{_key}.log",
         script:
             "../scripts/analyze_probe.py"
+
+
+if ANALYSIS_INTERVENTION_ITEMS:
+
+    rule analyze_interventions:
+        conda:
+            "../../environment.yml"
+        input:
+            **{f"items_{kind}": path for kind, path in ANALYSIS_INTERVENTION_ITEMS.items()},
+        output:
+            [
+                report(
+                    f"{ANALYSIS_DIR}/{path}",
+                    caption=f"../report/{o.caption}",
+                    category=o.category,
+                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
+                )
+                if path == o.shown
+                else f"{ANALYSIS_DIR}/{path}"
+                for o in registry.outputs("interventions")
+                for path in o.files
+            ],
+            fragment=ANALYSIS_FRAGMENTS["interventions"],
+        params:
+            config={
+                key: config[key]
+                for key in ("stimuli", "conditions", "contrasts", "analysis", "interventions")
+                if key in config
+            },
+            out=ANALYSIS_DIR,
+        log:
+            f"{ANALYSIS_LOGS}/analyze_interventions.log",
+        script:
+            "../scripts/analyze_interventions.py"
 
 
 # The report's first page: the sections the probe kinds' analyses wrote, Likert first (qclm.analysis.overview).

@@ -5,7 +5,7 @@
 import re
 import sys
 
-from qclm import probes, settings
+from qclm import interventions, probes, settings
 from qclm.config import config_file_problems, validate_config
 from qclm.errors import format_problems
 from qclm.experiment import Experiment, output_dirs, template_settings
@@ -28,13 +28,18 @@ if _PROBLEMS:
 # settings by stage (qclm.settings): the engine's reach the scoring jobs, the scoring math the CPU stages only
 ENGINE = settings.section(config, settings.ENGINE)
 SCORING = settings.section(config, settings.SCORING)
-MODELS = load_model_table(config["models"])
 EXPERIMENT = Experiment.from_config(config)
 CONDITIONS = list(EXPERIMENT.conditions)
 TEMPLATES = template_settings(config)
 MODELS_DIR = config["models_dir"]
 RESULTS, LOGS = output_dirs(config)
 SCORES = f"{RESULTS}/scores"
+# the model table, and every checkpoint of a fine-tuning intervention as a model of its own
+# (MODEL@INTERVENTION-eEPOCH; workflow/rules/interventions.smk): every probe and condition scores both
+BASE_MODELS = load_model_table(config["models"])
+INTERVENTIONS = interventions.interventions(config)
+DERIVED = interventions.derived_models(BASE_MODELS, config, RESULTS)
+MODELS = {**BASE_MODELS, **{name: d.spec for name, d in DERIVED.items()}}
 
 # probe instances (questionnaires: the Likert kind's shorthand) and the conditions each runs under
 INSTANCES = {i.id: i for i in probes.instances(config, _CONFIG_NAME)}
@@ -65,6 +70,9 @@ def model_row(wildcards):
 
 
 def prepared_model(wildcards):
+    """What a model's scoring job loads from: a GGUF model's prepared directory; a checkpoint's fine-tuning job."""
+    if wildcards.model in DERIVED:
+        return DERIVED[wildcards.model].marker
     if MODELS[wildcards.model].needs_preparation:
         return f"{MODELS_DIR}/{wildcards.model}/qclm_prepared.json"
     return []

@@ -13,10 +13,10 @@ import torch  # noqa: E402
 
 from qclm.contexts import Protocol  # noqa: E402
 from qclm.jobs.score_model import Cell, run_scoring_job  # noqa: E402
-from qclm.models.table import parse_model_row  # noqa: E402
+from qclm.interventions import parse_row  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
-spec = parse_model_row(snakemake.params.model, "config model table", 0)
+spec = parse_row(snakemake.params.model, "config model table", 0)
 sys.exit(run_scoring_job(
     spec,
     [Cell(**cell) for cell in snakemake.params.cells],

@@ -238,3 +238,14 @@ register(Output("survey_rates", FIGURE, SURVEY, "survey", "qclm.probes.survey.fi
                 table="survey_summary", caption="survey_rates.rst"))
 register(Output("survey_agreement", FIGURE, SURVEY, "survey", "qclm.probes.survey.figures:figure_agreement",
                 table="survey_agreement"))
+
+# fine-tuning interventions: what moves with the weights (docs/interventions.md)
+INTERVENTIONS = "10. Interventions"
+register(Output("intervention", TABLE, INTERVENTIONS, "interventions",
+                "qclm.interventions.analysis:intervention_output"))
+register(Output("intervention_tests", TABLE, INTERVENTIONS, "interventions", "qclm.interventions.analysis:tests_output",
+                uses=("intervention",)))
+register(Output("trait_map", TABLE, INTERVENTIONS, "interventions", "qclm.interventions.analysis:trait_map_output",
+                uses=("intervention",)))
+register(Output("trait_map", FIGURE, INTERVENTIONS, "interventions", "qclm.interventions.analysis:figure_trait_map",
+                table="trait_map"))

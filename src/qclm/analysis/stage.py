@@ -37,6 +37,7 @@ from qclm.analysis.inputs import (
 from qclm.analysis.registry import LIKERT
 from qclm.config import size_class_problem
 from qclm.errors import InputError
+from qclm.interventions import without_derived
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
 from qclm.probes.likert.equations import condition_means, questionnaire_scores, select_templates, template_rows
 from qclm.probes.memorization.analysis import exposure_notes
@@ -136,20 +137,23 @@ def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes:
         raise InputError(f"--min-models and --min-stimuli must be >= 1, got {min_models} and {min_stimuli}")
     boundaries = parse_size_classes(size_classes)
 
-    all_templates = load_item_scores(scores)
+    all_templates, derived = without_derived(load_item_scores(scores))
+    if derived:
+        log.info("%s: %d checkpoint(s) of fine-tuning interventions left out (the intervention analysis reads "
+                 "them): %s", scores, len(derived), ", ".join(derived))
     try:
         items = select_templates(all_templates, templates)
     except ValueError as exc:
         raise InputError(f"{scores}: --templates {templates}: {exc}") from None
     conditions = list(pd.unique(items["condition"]))
     pairs = resolve_contrasts(contrasts, conditions, str(scores))
-    sil = load_silhouette(silhouette) if silhouette else None
+    sil = without_derived(load_silhouette(silhouette))[0] if silhouette else None
     if sil is not None:
         try:
             sil = template_rows(sil, templates)
         except ValueError as exc:
             raise InputError(f"{silhouette}: --templates {templates}: {exc}") from None
-    vprobs = load_variant_probs(variant_probs) if variant_probs else None
+    vprobs = without_derived(load_variant_probs(variant_probs))[0] if variant_probs else None
     if vprobs is not None and not vprobs.empty and figures:
         try:
             select_heatmap_item(vprobs, heatmap_item)  # fail before the work, not after

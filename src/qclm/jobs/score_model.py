@@ -32,6 +32,7 @@ from qclm.contexts import Protocol, condition_contexts
 from qclm.errors import InputError
 from qclm.experiment import classes_of
 from qclm.inputs import sha256_file
+from qclm.interventions import checkpoint_provenance
 from qclm.logs import formatter
 from qclm.models.table import ModelSpec
 from qclm.parquet import read_metadata, write_parquet
@@ -80,6 +81,9 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> s
         "engine": {k: v for k, v in sorted(engine.items()) if k not in RUN_ONLY},
         "qclm": qclm.__version__,
     }
+    checkpoint = checkpoint_provenance(spec.source) if spec.kind == "local" else None
+    if checkpoint:  # a checkpoint of an intervention: fine-tuned again (other corpus or settings), scored again
+        parts["checkpoint"] = checkpoint
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 

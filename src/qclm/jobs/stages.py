@@ -38,14 +38,24 @@ def cell_tables(instance: Instance, raw_path: str | Path, config: dict, outputs:
 
 
 def model_info(models: dict[str, ModelSpec], raw_paths: list[str | Path]) -> pd.DataFrame:
-    """One row per model of the table: its size and type, and, from the scoring provenance, the dtype and prompt
-    format it ran in (``auto`` dtypes resolve per device)."""
+    """One row per model of the table (and per checkpoint of an intervention scored here): its size and type, and,
+    from the scoring provenance, the dtype and prompt format it ran in (``auto`` dtypes resolve per device)."""
+    from dataclasses import replace
+
+    from qclm.interventions import parse_derived
+
     used: dict[str, dict] = {}
     for path in raw_paths:
         meta = read_metadata(path)
         used.setdefault(meta["model"], {"dtype": meta.get("dtype"), "prompt_format": meta.get("prompt_format", "raw")})
+    # the checkpoints of interventions (MODEL@INTERVENTION-eEPOCH) have their base model's row
+    rows = dict(models)
+    for name in used:
+        base = parse_derived(name)
+        if name not in rows and base and base[0] in models:
+            rows[name] = replace(models[base[0]], name=name)
     return pd.DataFrame([{"model": m.name, "params_b": m.params_b, "model_type": m.type, "family": m.family,
-                          **used.get(m.name, {"dtype": None, "prompt_format": None})} for m in models.values()])
+                          **used.get(m.name, {"dtype": None, "prompt_format": None})} for m in rows.values()])
 
 
 def collect(kind: str, instances: list[Instance], cells: dict[tuple[str, str, str], dict[str, str | Path]],

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from qclm.inputs import sha256_file
+from qclm.interventions import checkpoint_provenance
 from qclm.models.table import PREPARED_MARKER, ModelSpec, gguf_path
 
 log = logging.getLogger("qclm.models")
@@ -203,4 +204,7 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         "torch": torch.__version__, "transformers": transformers.__version__,
         **({"head": spec.head} if spec.head else {}),
     }
+    checkpoint = checkpoint_provenance(where) if spec.kind == "local" else None
+    if checkpoint:  # a checkpoint of a fine-tuning intervention: what it was fine-tuned from, on what, how
+        provenance["finetuned"] = checkpoint
     return model, tokenizer, provenance

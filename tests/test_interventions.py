@@ -1,0 +1,289 @@
+"""Fine-tuning interventions (docs/interventions.md): corpora, the settings' checks, deterministic fine-tuning
+that moves what it was trained on, LoRA checkpoints as plain models, `qclm finetune`, and one small workflow run
+(tiny model: fine-tuning, the checkpoints scored as models of their own, the intervention analysis)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import ROOT, likert_cell, loaded_model, run_snakemake, workflow_env, write_workflow_config
+
+from qclm import interventions as iv
+from qclm.config import validate_config
+from qclm.errors import InputError, format_problems
+from qclm.interventions.corpus import load_corpus
+
+CORPORA = ROOT / "resources/corpora"
+GAD7 = ROOT / "resources/questionnaires/gad7.yaml"
+
+
+def _spec(path: Path, name: str = "tiny-llama"):
+    from qclm.models.table import ModelSpec
+
+    return ModelSpec(name, str(path), "", 0.001, "base", "tiny", "float32")
+
+
+def _intervention(name: str = "t", **settings) -> iv.Intervention:
+    return iv.Intervention(name, {**iv.defaults(), "corpus": "x", **settings})
+
+
+def _corpus(tmp_path: Path, texts: list[str], name: str = "c") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "texts": texts}))
+    return path
+
+
+# -- corpora --------------------------------------------------------------------------------------------------
+
+def test_the_shipped_corpora_load_and_match_in_length():
+    loaded = {n: load_corpus(CORPORA / f"{n}.yaml") for n in ("depressive", "coherence", "neutral")}
+    for corpus in loaded.values():
+        assert len(corpus.texts) >= 180 and len(set(corpus.texts)) == len(corpus.texts)
+        assert "licence: MIT" in Path(corpus.path).read_text()
+    words = {n: np.mean([len(t.split()) for t in c.texts]) for n, c in loaded.items()}
+    assert max(words.values()) - min(words.values()) < 0.5, words  # the control matched in length
+    first_person = re.compile(r"\b(I|me|my|My)\b")
+    assert all(first_person.search(t) for c in loaded.values() for t in c.texts)  # all in the first person
+
+
+def test_bad_corpora_are_named_by_file_and_text(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "b", "texts": ["fine", "", "fine", 3], "extra": 1}))
+    with pytest.raises(InputError) as err:
+        load_corpus(bad)
+    assert err.value.lines == [f"{bad}: field extra: unknown field (did you mean texts?)",
+                               f"{bad}: text #2: must not be empty or only whitespace",
+                               f"{bad}: text #4: must be a string, got 3"]
+    lines_file = tmp_path / "lines.txt"
+    lines_file.write_text("# a comment\nI walk.\n\nI walk.\nI \x07 ring.\n")
+    with pytest.raises(InputError) as err:
+        load_corpus(lines_file)
+    assert err.value.lines == [
+        f"{lines_file}: line 5: has the control character U+0007 (BELL) at character 3: remove it",
+        f"{lines_file}: line 4: the same text as line 2: a duplicate weighs twice in every epoch (remove one)",
+    ]
+    assert load_corpus(_corpus(tmp_path, ["a b", "c d"])).texts == ("a b", "c d")
+
+
+# -- settings -------------------------------------------------------------------------------------------------
+
+def _config(tmp_path: Path, interventions: dict, table: str | None = None) -> list[str]:
+    models = tmp_path / "models.tsv"
+    models.write_text(table or "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\n"
+                      "m\tembedded:smollm2-135m-instruct\t\t0.135\tinstruct\tsmollm2\tfloat32\n")
+    config = {"models": str(models), "models_dir": str(tmp_path / "md"), "conditions": ["vanilla"],
+              "stimuli": {"version": "long"}, "questionnaires": {"gad7": str(GAD7)},
+              "interventions": interventions}
+    return format_problems(validate_config(config, "run.yaml"))
+
+
+def test_bad_intervention_settings_are_named_by_file_and_key(tmp_path):
+    good = str(CORPORA / "neutral.yaml")
+    assert _config(tmp_path, {"d": {"corpus": str(CORPORA / "depressive.yaml"), "checkpoints": [1, 3]},
+                              "c": {"corpus": good, "control": True}}) == []
+    lines = _config(tmp_path, {"d": {"corpus": good, "epochs": 0, "lrate": 1}, "bad name": {"corpus": good}})
+    assert "run.yaml: field interventions.d.epochs: must be at least 1, got 0" in lines, lines
+    assert any(line.startswith("run.yaml: field interventions.d.lrate: unknown field (known: corpus, control,")
+               for line in lines), lines
+    assert any(line.startswith("run.yaml: field interventions: key 'bad name'") for line in lines), lines
+    lines = _config(tmp_path, {"d": {"corpus": str(tmp_path / "none.yaml"), "epochs": 2, "checkpoints": [1, 3]},
+                               "a": {"corpus": good, "control": True}, "b": {"corpus": good, "control": True}})
+    assert lines == [
+        f"run.yaml: field interventions.d.corpus: {tmp_path / 'none.yaml'}: does not exist",
+        "run.yaml: field interventions.d.checkpoints: epoch 3 is past epochs (2): a checkpoint is saved after one of "
+        "the epochs that run",
+        "run.yaml: field interventions: 2 interventions are the control (a, b): mark one with control: true",
+    ]
+    dup = _corpus(tmp_path, ["same", "same"])
+    assert _config(tmp_path, {"d": {"corpus": str(dup)}}) == [
+        f"{dup}: text #2: the same text as text #1: a duplicate weighs twice in every epoch (remove one)"]
+    table = ("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tquantization\n"
+             "small\tembedded:smollm2-135m-instruct\t\t0.135\tinstruct\tsmollm2\tfloat32\t\n"
+             "big\torg/big\t\t7\tbase\tx\tbfloat16\t4bit\n")
+    lines = _config(tmp_path, {"d": {"corpus": good}}, table)
+    assert any(line.startswith(f"{tmp_path / 'models.tsv'}: line 3 (model big): column quantization: 4bit: a "
+                               "quantized model cannot be fine-tuned") for line in lines), lines
+
+
+def test_derived_models_and_methods():
+    from qclm.models.table import ModelSpec
+
+    small = ModelSpec("s", "embedded:smollm2-135m-instruct", "", 0.135, "instruct", "smollm2", "float32")
+    big = ModelSpec("b", "org/big", "", 7.0, "base", "x", "bfloat16")
+    config = {"interventions": {"dep": {"corpus": "x", "epochs": 3, "checkpoints": [1, 3]}, "ctl": {"corpus": "y"}}}
+    derived = iv.derived_models({"s": small, "b": big}, config, "results")
+    assert sorted(derived) == ["b@ctl-e3", "b@dep-e1", "b@dep-e3", "s@ctl-e3", "s@dep-e1", "s@dep-e3"]
+    d = derived["s@dep-e1"]
+    assert (d.base, d.intervention, d.epoch) == ("s", "dep", 1)
+    assert d.spec.source == "./results/checkpoints/s@dep/e1" and d.spec.prompt_format == small.prompt_format
+    assert d.marker == "results/checkpoints/s@dep/qclm_intervention.json"
+    assert iv.parse_derived("s@dep-e1") == ("s", "dep", 1) and iv.parse_derived("s") is None
+    items = iv.interventions(config)
+    assert iv.method_for(small, items["dep"]) == "full" and iv.method_for(big, items["dep"]) == "lora"
+    assert iv.method_for(big, _intervention(method="full")) == "full"
+
+
+# -- fine-tuning ----------------------------------------------------------------------------------------------
+
+def _finetune(model_dir: Path, corpus: Path, out: Path, **settings) -> list[Path]:
+    from qclm.interventions.finetune import finetune
+
+    item = _intervention("t", **{"epochs": 1, "batch_size": 4, "lr": 1e-3, **settings})
+    return finetune(_spec(model_dir), None, load_corpus(corpus), item, out, "cpu")
+
+
+def _tensors(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(path / "model.safetensors")
+
+
+def test_the_same_seed_gives_identical_checkpoints(tiny_llama_dir, tmp_path):
+    corpus = _corpus(tmp_path, [f"I count {n} apples and {n + 1} pears." for n in range(12)])
+    first = _finetune(tiny_llama_dir, corpus, tmp_path / "a", epochs=2, checkpoints=[1, 2])
+    again = _finetune(tiny_llama_dir, corpus, tmp_path / "b", epochs=2, checkpoints=[1, 2])
+    other = _finetune(tiny_llama_dir, corpus, tmp_path / "c", epochs=2, checkpoints=[1, 2], seed=1)
+    assert [p.name for p in first] == ["e1", "e2"]
+    a, b, c = _tensors(first[1]), _tensors(again[1]), _tensors(other[1])
+    base = _tensors(tiny_llama_dir)
+    assert all((a[k] == b[k]).all() for k in a)  # bitwise
+    assert any(not (a[k] == c[k]).all() for k in a)  # another text order
+    assert any(not (a[k] == base[k]).all() for k in a)  # and it moved
+    marker = json.loads((first[1] / iv.CHECKPOINT_MARKER).read_text())
+    assert marker["corpus"]["sha256"] == load_corpus(corpus).sha256 and marker["epoch"] == 2
+    assert [h["epoch"] for h in marker["history"]] == [1, 2] and marker["method"] == "full"
+    job = json.loads((tmp_path / "a" / iv.JOB_MARKER).read_text())
+    assert set(job["checkpoints"]) == {"e1", "e2"}
+
+
+def _g01_score(model_dir: Path) -> float:
+    """GAD-7 item G01's score (eq. 2) under vanilla, through the scoring job's functions."""
+    from conftest import load_dir
+
+    from qclm.contexts import Protocol
+    from qclm.jobs.score_model import score_cell
+    from qclm.probes import kind_class
+    from qclm.probes.base import Instance
+    from qclm.settings import section
+
+    model, tok = load_dir(model_dir)
+    raw, _ = score_cell(loaded_model(_spec(model_dir), model, tok), likert_cell(GAD7), Protocol(limit_items=1))
+    probe = kind_class("likert")(Instance("gad7", "likert", {"questionnaire": str(GAD7)}))
+    items = probe.cell_scores(raw, {"scoring": section({}, "scoring")})["items"]
+    return float(items.loc[items["template"] == "default", "score"].iloc[0])
+
+
+def test_finetuning_on_an_items_anxious_answers_raises_its_score(tiny_llama_dir, tmp_path):
+    """A corpus that answers G01's question with the anxious terms at the top of the scale and the calm ones at
+    the bottom moves G01 toward anxiety; the same training on neutral text of the same form does not."""
+    q = "Question: Over the last two weeks, how often have you felt {}?\nAnswer: {}"
+    texts = [q.format(term, level) for term in ("nervous", "anxious", "on edge")
+             for level in ("nearly every day", "almost every day")]
+    texts += [q.format(term, level) for term in ("calm", "relaxed", "at ease") for level in ("not at all", "never")]
+    anxious = _corpus(tmp_path, texts, "anxious")
+    neutral = _corpus(tmp_path, [f"Question: What did you buy on day {n}?\nAnswer: bread and {n} apples"
+                                 for n in range(12)], "neutral")
+    before = _g01_score(tiny_llama_dir)
+    # a 2-layer random model needs many passes to tell "nervous" from "calm" a few tokens back
+    settings = {"epochs": 40, "lr": 3e-3, "batch_size": 12}
+    moved = _g01_score(_finetune(tiny_llama_dir, anxious, tmp_path / "a", **settings)[0])
+    control = _g01_score(_finetune(tiny_llama_dir, neutral, tmp_path / "n", **settings)[0])
+    assert moved - before > 0.03 and moved - before > 3 * abs(control - before), (before, moved, control)
+
+
+def test_a_lora_checkpoint_is_a_plain_model(tiny_llama_dir, tmp_path):
+    from conftest import load_dir
+
+    corpus = _corpus(tmp_path, [f"I read page {n} of the manual." for n in range(8)])
+    (path,) = _finetune(tiny_llama_dir, corpus, tmp_path / "l", method="lora", lora_r=4)
+    tensors, base = _tensors(path), _tensors(tiny_llama_dir)
+    assert not any("lora" in k for k in tensors) and set(tensors) == set(base)
+    changed = [k for k in base if not (tensors[k] == base[k]).all()]
+    assert changed and all("proj" in k for k in changed)  # the adapters merged into the projections only
+    assert json.loads((path / iv.CHECKPOINT_MARKER).read_text())["method"] == "lora"
+    load_dir(path)
+
+
+def test_qclm_finetune_prints_the_checkpoints_and_refuses_bad_options(tiny_llama_dir, tmp_path):
+    corpus = _corpus(tmp_path, ["I open the window.", "I close the door."])
+    cmd = [sys.executable, "-m", "qclm.commands", "finetune", "--model", str(tiny_llama_dir), "--corpus", str(corpus),
+           "--out", str(tmp_path / "out"), "--epochs", "2", "--checkpoints", "1,2", "--device", "cpu"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == [str(tmp_path / "out" / "e1"), str(tmp_path / "out" / "e2")]
+    bad = subprocess.run(cmd[:-4] + ["--checkpoints", "3", "--batch-size", "0"], capture_output=True, text=True,
+                         env=workflow_env(), timeout=300)
+    assert bad.returncode == 2 and bad.stderr.splitlines() == ["command line: --batch-size: must be at least 1, got 0"]
+    bad = subprocess.run(cmd[:-4] + ["--checkpoints", "3"], capture_output=True, text=True, env=workflow_env(),
+                         timeout=300)
+    assert bad.returncode == 2 and bad.stderr.splitlines() == [
+        "command line: --checkpoints: epoch 3 is past epochs (2): a checkpoint is saved after one of the epochs that run"]
+
+
+# -- the workflow ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def intervention_run(tmp_path_factory, tiny_llama_dir):
+    """One small run: GAD-7 (2 items) under vanilla and stress (2 stimuli) on a tiny model, fine-tuned on a
+    depressive corpus (checkpoints after epochs 1 and 2) and on the neutral control."""
+    workdir = tmp_path_factory.mktemp("intervention-run")
+    cfg = write_workflow_config(
+        workdir, {"tiny-llama": tiny_llama_dir}, questionnaires={"gad7": str(GAD7)},
+        conditions=["vanilla", "stress"], contrasts=[["vanilla", "stress"]],
+        interventions={"depressive": {"corpus": str(CORPORA / "depressive.yaml"), "epochs": 2, "checkpoints": [1, 2],
+                                      "lr": 1e-3, "batch_size": 32},
+                       "control": {"corpus": str(CORPORA / "neutral.yaml"), "epochs": 2, "lr": 1e-3,
+                                   "batch_size": 32, "control": True}})
+    dry = run_snakemake(workdir, cfg, "-n")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    run = run_snakemake(workdir, cfg)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return workdir, cfg, dry.stdout
+
+
+def test_a_dry_run_schedules_the_finetuning_and_the_checkpoints_scoring(intervention_run):
+    _, _, dry = intervention_run
+    counts = dict(line.split() for line in dry.splitlines()
+                  if len(line.split()) == 2 and line.split()[1].isdigit())
+    # 1 model x 2 interventions; the base model and 3 checkpoints (depressive e1, e2; control e2) scored
+    assert counts["finetune"] == "2" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
+
+
+def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(intervention_run):
+    workdir, _, _ = intervention_run
+    res = workdir / "results"
+    items = pd.read_parquet(res / "scores/item_scores.parquet")
+    assert set(items["model"]) == {"tiny-llama", "tiny-llama@depressive-e1", "tiny-llama@depressive-e2",
+                                   "tiny-llama@control-e2"}
+    meta = pd.read_parquet(res / "logprobs/tiny-llama@depressive-e2/gad7/vanilla.parquet")
+    from qclm.parquet import read_metadata
+
+    provenance = read_metadata(res / "logprobs/tiny-llama@depressive-e2/gad7/vanilla.parquet")
+    assert provenance["finetuned"]["base_model"]["name"] == "tiny-llama"
+    assert provenance["finetuned"]["corpus"]["sha256"] == load_corpus(CORPORA / "depressive.yaml").sha256
+    assert len(meta)
+    table = pd.read_csv(res / "analysis/intervention.csv")
+    dep = table[(table["intervention"] == "depressive") & (table["epoch"] == 2) & (table["condition"] == "vanilla")]
+    assert len(dep) == 1 and not dep["underpowered"].iloc[0]
+    r = dep.iloc[0]
+    assert r["delta"] == pytest.approx(r["score"] - r["base_score"])
+    assert r["delta_vs_control"] == pytest.approx(r["delta"] - r["control_delta"])
+    assert r["z_vs_control"] == pytest.approx(r["delta_vs_control"] / r["base_vanilla_sd"])
+    assert (table.loc[table["role"] == "control", "delta_vs_control"].isna()).all()
+    tests = pd.read_csv(res / "analysis/intervention_tests.csv")
+    assert tests["underpowered"].all() and (tests["n_models"] == 1).all()  # one model < min_models
+    tmap = pd.read_csv(res / "analysis/trait_map.csv")
+    assert len(tmap) == 1 and tmap["contrast"].iloc[0] == "vanilla vs stress"
+    assert tmap["weights_from"].iloc[0].startswith("depressive-e2") and tmap["underpowered"].iloc[0]  # 2 stimuli
+    assert (res / "analysis/figures/trait_map.png").stat().st_size > 0
+    assert "Interventions: what moves with the weights" in (res / "analysis/overview.md").read_text()
+    # the across-model analysis counts models, not checkpoints
+    assert set(pd.read_csv(res / "analysis/zscores.csv")["model"]) == {"tiny-llama"}
