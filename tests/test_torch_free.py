@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import ROOT, workflow_env
 
-#: the workflow's scripts that run on the CPU only (score_model.py and prepare_model.py load weights)
-CPU_SCRIPTS = ("cell_tables.py", "collect.py", "analyze_probe.py")
+#: the workflow's scripts that run on the CPU only (score_model.py, prepare_model.py and finetune.py load weights)
+CPU_SCRIPTS = ("cell_tables.py", "collect.py", "analyze_probe.py", "analyze_interventions.py")
 #: any `import torch` in the process raises ImportError (a finder ahead of all others; nothing in sys.modules, so
 #: libraries that look for torch there, as scipy does, see no torch)
 BLOCK = """import sys
