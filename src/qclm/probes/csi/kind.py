@@ -8,7 +8,7 @@ prompt is scored once). At each word the choice is between the two labels and ``
 argmax of the options' log-probabilities, so every answer parses. Under vanilla, for instruct models, the story
 test (:mod:`.story`) follows.
 
-The raw table (:data:`ANSWER_COLUMNS` and :data:`STORY_COLUMNS`, ``part`` telling which: ``words``, ``control``
+The raw table (:mod:`qclm.probes.csi.columns`: ``ANSWER_COLUMNS`` and ``STORY_COLUMNS``, ``part`` telling which: ``words``, ``control``
 or ``story``) becomes, across models and conditions (:meth:`CSIProbe.collect`), ``csi_answers.parquet`` (every
 answer), ``csi_words.csv`` (per word), ``csi_items.parquet`` (the item-score shape: the per-model state-trait
 decomposition applies) and ``csi_stories.csv``; the analysis (:mod:`.analysis`) writes ``csi_scores.csv`` and
@@ -24,27 +24,13 @@ from qclm.errors import Problem
 from qclm.experiment import VANILLA
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
+from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
 from qclm.probes.csi.words import WordList, load_words, word_problems
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from qclm.contexts import Context, Protocol
-
-#: the raw table's columns for answers (part ``words`` or ``control``): one row per word x repetition
-ANSWER_COLUMNS = ["model", "probe", "condition", "stimulus_id", "part", "repetition", "label_order", "list_index",
-                  "position", "list_size", "word", "pos", "freq_rank", "valence", "label_a", "label_b", "label_other",
-                  "logp_a", "logp_b", "logp_other", "p_a", "p_b", "p_other", "choice", "chosen"]
-#: and for the story test (part ``story``): one row per story
-STORY_COLUMNS = ["story_k", "story_sample", "story_words", "story_pool", "story_text", "story_finish",
-                 "rating_expected", "rating_argmax"]
-COLUMNS = ANSWER_COLUMNS + STORY_COLUMNS
-#: the answer a choice index stands for
-CHOICES = ("a", "b", "other")
-#: the story test's settings: words per story, the comedy/tragedy pools' minimum size
-STORY_WORDS = 5
-POOL_MIN = 10
-
 
 class CSIProbe(ProbeKind):
     name = "csi"

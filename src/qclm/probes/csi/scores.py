@@ -46,7 +46,7 @@ def random_consistency(repetitions: int) -> float:
 def collect_tables(raws: list[pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """``answers`` (every answer), ``words`` (per word and condition), ``items`` (the item-score shape),
     ``stories``."""
-    from qclm.probes.csi.kind import ANSWER_COLUMNS, STORY_COLUMNS
+    from qclm.probes.csi.columns import ANSWER_COLUMNS, STORY_COLUMNS
 
     raw = pd.concat(raws, ignore_index=True) if raws else pd.DataFrame()
     if raw.empty:

@@ -5,7 +5,7 @@ by the model on a 1-10 tragedy scale as a forced choice over "1/10" ... "10/10" 
 options' probabilities). The analysis reports the Spearman correlation between k and the rating.
 
 The tragedy list: the words labelled with the second label in every repetition; where fewer than
-:data:`~qclm.probes.csi.kind.POOL_MIN`, the words with the lowest mean bias (log p(first label) - log p(second)),
+:data:`~qclm.probes.csi.columns.POOL_MIN`, the words with the lowest mean bias (log p(first label) - log p(second)),
 and the comedy list the same way from the other end, never sharing a word (``story_pool`` says which rule gave
 the words). The words of a story are drawn with a generator seeded from (run seed, model, instance, k, sample),
 the generation's seed likewise (:func:`qclm.engine.requests.derive_seed`).
@@ -45,7 +45,7 @@ def pools(answers: pd.DataFrame, pool_min: int) -> tuple[list[str], list[str], s
 
 def story_test(probe, cell, ctx, answers: pd.DataFrame) -> pd.DataFrame:
     """The story rows of one model (module docstring)."""
-    from qclm.probes.csi.kind import COLUMNS, POOL_MIN, STORY_WORDS
+    from qclm.probes.csi.columns import COLUMNS, POOL_MIN, STORY_WORDS
 
     s = probe.settings
     tragedy, comedy, how = pools(answers, POOL_MIN)

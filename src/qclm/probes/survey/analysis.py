@@ -40,6 +40,7 @@ import pandas as pd
 
 from qclm import settings
 from qclm.probes.survey.judge import STATUSES
+from qclm.probes.survey.material import PROMPT_KEY
 
 #: correlations over fewer items than this are marked underpowered
 MIN_ITEMS = 10
@@ -167,8 +168,6 @@ def _spearman(x: np.ndarray, y: np.ndarray, rng: np.random.Generator, n_perm: in
 
 def _prob_matrix(choices: pd.DataFrame) -> dict[tuple, np.ndarray]:
     """Per prompt (PROMPT_KEY) its forced-choice probabilities by position."""
-    from qclm.probes.survey.kind import PROMPT_KEY
-
     out = {}
     for key, part in choices.groupby(PROMPT_KEY, sort=False):
         out[key] = part.sort_values("position")["prob"].to_numpy(float)
@@ -177,8 +176,6 @@ def _prob_matrix(choices: pd.DataFrame) -> dict[tuple, np.ndarray]:
 
 def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None, strata: list[str],
                    rng: np.random.Generator, n_perm: int) -> dict[str, Any]:
-    from qclm.probes.survey.kind import PROMPT_KEY
-
     answered = g[g["status"] == "answered"]
     n = len(answered)
     row: dict[str, Any] = {"n_responses": len(g), "n_answered": n}

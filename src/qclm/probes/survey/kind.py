@@ -30,7 +30,7 @@ from qclm.contexts import Context, Protocol
 from qclm.errors import InputError, Problem
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
-    OPENINGS, ORDERS, VARIANTS, display_options, load_survey_instrument, user_message,
+    OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, display_options, load_survey_instrument, user_message,
 )
 
 if TYPE_CHECKING:
@@ -59,8 +59,6 @@ RAW_COLUMNS = ["model", "probe", "instrument", "condition", "stimulus_id", "item
                "record", "prompt_sha256", "seed", "repetition", "request_seed", "raw_text", "new_tokens",
                "finish_reason", "position", "label", "option_score", "keyed_score", "logprob", "n_tokens", "prob",
                "prob_mean", "expected", "normalized"]
-#: what identifies a prompt
-PROMPT_KEY = ["model", "probe", "instrument", "condition", "stimulus_id", "item_id", "variant", "persona", "order"]
 
 
 def generation_settings(settings: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from qclm.instruments import Instrument, InstrumentItem, Option, keyed_score, lo
 VARIANTS = ("natural", "friendly", "json")
 #: option orders: as the instrument lists them, or reversed
 ORDERS = ("regular", "reversed")
+#: what identifies a prompt (the survey's tables key every response and every forced choice by it)
+PROMPT_KEY = ["model", "probe", "instrument", "condition", "stimulus_id", "item_id", "variant", "persona", "order"]
 #: what opens the assistant's answer before the options in the forced choice: the JSON variant's answer field
 OPENINGS = {"natural": "", "friendly": "", "json": '{"answer": "'}
 #: the instruction when the instrument's original scale gives none (written for this project)

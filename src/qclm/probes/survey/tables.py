@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from qclm.probes.survey.judge import process
-from qclm.probes.survey.kind import PROMPT_KEY
+from qclm.probes.survey.material import PROMPT_KEY
 
 #: the responses table (one row per generation; none is dropped)
 RESPONSE_COLUMNS = PROMPT_KEY + [
