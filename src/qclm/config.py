@@ -286,9 +286,9 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
     for spec in models.values():  # (a model's name has no @: the model table allows none)
         if spec.quantization:
             problems.append((str(table), f"line {spec.line} (model {spec.name}): column quantization",
-                             f"{spec.quantization}: a quantized model "
-                             f"cannot be fine-tuned by the interventions of {cf}; leave quantization empty (a model "
-                             "above full_max_b billion parameters is fine-tuned with LoRA)"))
+                             f"{spec.quantization}: a quantized model cannot be fine-tuned by the interventions of "
+                             f"{cf}; leave quantization empty (a model above full_max_b billion parameters is "
+                             "fine-tuned with LoRA)"))
     return problems
 
 
