@@ -18,9 +18,9 @@ one scale per model and instrument.
     ``z_vs_control``; ``underpowered`` below ``analysis.min_models`` models.
 ``trait_map.csv`` (per base model, probe, instrument)
     the two axes: ``context_shift`` (x), the standardized shift under the stimuli of the experiment's contrast
-    that moves the instrument most, and ``weights_shift`` (y), the largest standardized shift beyond the control
-    among the interventions at their last checkpoint (vanilla), each with a bootstrap CI over items and the
-    contrast or intervention it comes from; ``underpowered`` where either axis cannot be read (fewer stimuli per
+    that moves the instrument most (first minus second condition, as every contrast of the project), and
+    ``weights_shift`` (y), the largest standardized shift beyond the control among the interventions at their
+    last checkpoint (vanilla), each with a bootstrap CI over items and the contrast or intervention it comes from; ``underpowered`` where either axis cannot be read (fewer stimuli per
     condition than ``analysis.min_stimuli``, no control, or fewer than :data:`MIN_ITEMS` items).
 """
 
@@ -192,7 +192,7 @@ def trait_map_table(items: pd.DataFrame, table: pd.DataFrame, config: dict, n_bo
         for first, second in contrasts:
             if first not in by_cond or second not in by_cond or not spread > 0:
                 continue
-            d = ((by_cond[second] - by_cond[first]) / spread).dropna().to_numpy(float)
+            d = ((by_cond[first] - by_cond[second]) / spread).dropna().to_numpy(float)  # first minus second
             if len(d) and not abs(d.mean()) <= abs(best["context_shift"]):
                 lo, hi = _boot_ci(d, n_boot, stats.rng_for(seed, "trait_map", model, probe, instrument, first, second))
                 best = {"context_shift": float(d.mean()), "contrast": f"{first} vs {second}", "context_ci_low": lo,
@@ -243,47 +243,50 @@ def trait_map_output(context, table: pd.DataFrame) -> pd.DataFrame:
     return trait_map_table(context.items, table, context.config, n_boot, seed, min_stimuli)
 
 
+def _reach(value: float, lo: float, hi: float) -> tuple[float, float, float]:
+    """How far a signed shift reaches, |value|, with the interval its CI gives for it (0 where the CI spans 0)."""
+    ends = sorted((abs(lo), abs(hi)))
+    return abs(value), (0.0 if lo <= 0 <= hi else ends[0]), ends[1]
+
+
 def figure_trait_map(context, table: pd.DataFrame):
-    """trait_map.png/pdf: per model, each instrument at (context shift, weights shift) with CIs over items, the
-    diagonal where both move alike; a point whose table row is underpowered is hollow and the panel is marked."""
+    """trait_map.png/pdf: per model, each instrument at (how far the context moves it, how far the weights move it
+    beyond the control), the magnitudes of trait_map.csv's signed shifts with their CIs over items, and the
+    diagonal where both reach as far; a point whose table row is underpowered is hollow."""
     import matplotlib.pyplot as plt
 
     from qclm.analysis.plotting import COLUMN_WIDTH, EXTRA_COLORS, UNDERPOWERED_COLOR
 
-    rows = table[np.isfinite(table["context_shift"]) | np.isfinite(table["weights_shift"])]
+    rows = table[np.isfinite(table["context_shift"]) & np.isfinite(table["weights_shift"])]
     if rows.empty:
-        return "no instrument has a context shift or an intervention shift to place"
+        return "no instrument has both a context shift and an intervention shift to place"
     models = list(dict.fromkeys(rows["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(COLUMN_WIDTH * min(2, len(models)) + 0.4, 3.0),
+    fig, axes = plt.subplots(1, len(models), figsize=(COLUMN_WIDTH * min(2, len(models)) + 0.4, 3.2),
                              squeeze=False)
     instruments = list(dict.fromkeys(rows["probe"] + ": " + rows["instrument"]))
     colors = {name: EXTRA_COLORS[i % len(EXTRA_COLORS)] for i, name in enumerate(instruments)}
     for ax, model in zip(axes[0], models):
         sub = rows[rows["model"] == model]
-        reach = np.nanmax(np.abs(sub[["context_shift", "weights_shift", "context_ci_low", "context_ci_high",
-                                      "weights_ci_low", "weights_ci_high"]].to_numpy(float)))
-        reach = 1.0 if not np.isfinite(reach) or reach == 0 else 1.1 * reach
+        reach = 0.0
         for r in sub.itertuples(index=False):
-            x, y = r.context_shift, r.weights_shift
-            if not (np.isfinite(x) and np.isfinite(y)):
-                continue
+            x, x_lo, x_hi = _reach(r.context_shift, r.context_ci_low, r.context_ci_high)
+            y, y_lo, y_hi = _reach(r.weights_shift, r.weights_ci_low, r.weights_ci_high)
+            reach = max(reach, *(v for v in (x_hi, y_hi) if np.isfinite(v)))
             color = colors[f"{r.probe}: {r.instrument}"]
-            ax.errorbar(x, y, xerr=[[x - r.context_ci_low], [r.context_ci_high - x]],
-                        yerr=[[y - r.weights_ci_low], [r.weights_ci_high - y]], fmt="o", ms=4, lw=0.6, capsize=1.5,
-                        color=color, mfc="white" if r.underpowered else color, label=f"{r.probe}: {r.instrument}")
-        ax.plot([-reach, reach], [-reach, reach], color="#999999", lw=0.6, ls="--", zorder=0)
-        ax.plot([-reach, reach], [reach, -reach], color="#999999", lw=0.6, ls="--", zorder=0)
-        ax.axhline(0, color="grey", lw=0.4)
-        ax.axvline(0, color="grey", lw=0.4)
-        ax.set_xlim(-reach, reach)
-        ax.set_ylim(-reach, reach)
-        ax.set_xlabel("context: stimulus shift (vanilla SDs)")
-        ax.set_ylabel("weights: fine-tuning shift beyond control (SDs)")
+            ax.errorbar(x, y, xerr=[[x - x_lo], [x_hi - x]] if np.isfinite(x_lo) else None,
+                        yerr=[[y - y_lo], [y_hi - y]] if np.isfinite(y_lo) else None, fmt="o", ms=4, lw=0.6,
+                        capsize=1.5, color=color, mfc="white" if r.underpowered else color)
+            ax.annotate(r.instrument, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=5.5, color=color)
+        reach = 1.0 if reach == 0 else 1.1 * reach
+        ax.plot([0, reach], [0, reach], color="#999999", lw=0.6, ls="--", zorder=0)
+        ax.set_xlim(0, reach)
+        ax.set_ylim(0, reach)
+        ax.set_xlabel("context: |stimulus shift| (vanilla SDs)")
+        ax.set_ylabel("weights: |fine-tuning shift beyond control|")
         ax.set_title(model)
         if sub["underpowered"].any():
-            ax.text(0.01, 0.01, "hollow: underpowered\n(trait_map.csv, note)", transform=ax.transAxes, fontsize=5.5,
-                    color=UNDERPOWERED_COLOR, va="bottom")
-        ax.legend(fontsize=5.5, loc="upper left")
+            ax.text(0.99, 0.01, "hollow: underpowered (trait_map.csv, note)", transform=ax.transAxes,
+                    fontsize=5.5, color=UNDERPOWERED_COLOR, ha="right", va="bottom")
     fig.tight_layout()
     return fig
 
