@@ -111,6 +111,11 @@ def test_bad_intervention_settings_are_named_by_file_and_key(tmp_path):
     lines = _config(tmp_path, {"d": {"corpus": good}}, table)
     assert any(line.startswith(f"{tmp_path / 'models.tsv'}: line 3 (model big): column quantization: 4bit: a "
                                "quantized model cannot be fine-tuned") for line in lines), lines
+    table = ("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\thead\n"
+             "nli\torg/nli\t\t0.4\tbase\tx\tfloat32\tnli\n")
+    lines = _config(tmp_path, {"d": {"corpus": good}}, table)
+    assert any(line.startswith(f"{tmp_path / 'models.tsv'}: line 2 (model nli): column head: nli: a sequence "
+                               "classifier has no language-model head") for line in lines), lines
 
 
 def test_derived_models_and_methods():

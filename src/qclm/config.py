@@ -257,7 +257,7 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
                            found: list[Problem]) -> list[Problem]:
     """What the schema cannot say about ``interventions:`` (docs/interventions.md): each corpus loads, each
     checkpoint is an epoch that runs, at most one control; and no quantized row in the model table (fine-tuning
-    loads the weights unquantized; a large model gets LoRA instead)."""
+    loads the weights unquantized; a large model gets LoRA instead) and no NLI classifier (``head: nli``)."""
     from qclm import interventions as iv
     from qclm.interventions.corpus import load_corpus
 
@@ -289,6 +289,11 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
                              f"{spec.quantization}: a quantized model cannot be fine-tuned by the interventions of "
                              f"{cf}; leave quantization empty (a model above full_max_b billion parameters is "
                              "fine-tuned with LoRA)"))
+        if spec.head:
+            problems.append((str(table), f"line {spec.line} (model {spec.name}): column head",
+                             f"{spec.head}: a sequence classifier has no language-model head to fine-tune with the "
+                             f"causal-LM loss of the interventions of {cf}; run the interventions on a model table "
+                             "of causal LMs"))
     return problems
 
 
