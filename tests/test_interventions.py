@@ -247,16 +247,15 @@ def intervention_run(tmp_path_factory, tiny_llama_dir):
                                       "lr": 1e-3, "batch_size": 32},
                        "control": {"corpus": str(CORPORA / "neutral.yaml"), "epochs": 2, "lr": 1e-3,
                                    "batch_size": 32, "control": True}})
-    dry = run_snakemake(workdir, cfg, "-n")
-    assert dry.returncode == 0, dry.stderr[-3000:]
     run = run_snakemake(workdir, cfg)
     assert run.returncode == 0, run.stderr[-4000:]
-    return workdir, cfg, dry.stdout
+    return workdir, cfg, run.stderr
 
 
-def test_a_dry_run_schedules_the_finetuning_and_the_checkpoints_scoring(intervention_run):
-    _, _, dry = intervention_run
-    counts = dict(line.split() for line in dry.splitlines()
+def test_the_run_schedules_the_finetuning_and_the_checkpoints_scoring(intervention_run):
+    _, _, log = intervention_run
+    # the job stats Snakemake prints before it starts (what a dry run prints)
+    counts = dict(line.split() for line in log.splitlines()
                   if len(line.split()) == 2 and line.split()[1].isdigit())
     # 1 model x 2 interventions; the base model and 3 checkpoints (depressive e1, e2; control e2) scored
     assert counts["finetune"] == "2" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
