@@ -1,11 +1,13 @@
-"""The workstation way of running (profiles/default, --resources gpu=1) and adding a
+"""The workstation way of running (profiles/default, --resources gpu=1), determinism, and adding a
 model to a finished run.
 
 One real run on two tiny models is shared: its log must show the scoring jobs one at a time (the
-`gpu` counter) with CPU-only jobs running beside them. Then a third model is appended to the
-table: `snakemake -n` must list only that model's jobs plus aggregation, statistics and figures
-(under Snakemake's default rerun triggers and under the profile's), and a real rerun must leave
-the first models' files untouched."""
+`gpu` counter) with CPU-only jobs running beside them. A second run of the same config in another
+directory gives identical score tables: the same rows in the same order with bit-identical numbers,
+down to the raw token log-probabilities. Then a third model is appended to the table: `snakemake -n`
+must list only that model's jobs plus aggregation, statistics and figures (under Snakemake's default
+rerun triggers and under the profile's), and a real rerun must leave the first models' files
+untouched (the tests run in this order: the last one changes the shared run)."""
 
 from __future__ import annotations
 
@@ -96,6 +98,27 @@ def test_workstation_scores_one_model_at_a_time_beside_cpu_jobs(workstation_run)
         running[jobid] = rule
     assert sum(1 for k, r, _ in timeline(log) if k == "finish" and r == "score") == 2
     assert cpu_beside_gpu > 0, f"no CPU-only job ran beside a scoring job:\n{log[-3000:]}"
+
+
+def test_two_runs_give_identical_score_tables(workstation_run, tmp_path, tiny_llama_dir, tiny_gemma_dir):
+    workdir, _, _ = workstation_run
+    other = tmp_path / "again"
+    config = write_workflow_config(other, {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir})
+    assert config.read_text() == (workdir / "config.yaml").read_text().replace(str(workdir), str(other))
+    run = run_snakemake(other, config, "results/scores/item_scores.parquet", timeout=400)
+    assert run.returncode == 0, run.stderr[-3000:]
+    a, b = workdir / "results", other / "results"
+    items_a, items_b = pd.read_parquet(a / "scores/item_scores.parquet"), pd.read_parquet(b / "scores/item_scores.parquet")
+    assert len(items_a) > 0 and set(items_a["model"]) == set(FIRST_MODELS)
+    pd.testing.assert_frame_equal(items_a, items_b, check_exact=True)
+    assert (a / "scores/item_scores.parquet").read_bytes() == (b / "scores/item_scores.parquet").read_bytes()
+    pd.testing.assert_frame_equal(pd.read_parquet(a / "scores/variant_probs.parquet"),
+                                  pd.read_parquet(b / "scores/variant_probs.parquet"), check_exact=True)
+    cells = sorted(p.relative_to(a) for p in (a / "logprobs").rglob("*.parquet"))
+    assert len(cells) == 2 * 2 * 3  # models x questionnaires x conditions
+    assert cells == sorted(p.relative_to(b) for p in (b / "logprobs").rglob("*.parquet"))
+    for cell in cells:  # raw log-probs (the files' metadata differs: timings)
+        pd.testing.assert_frame_equal(pd.read_parquet(a / cell), pd.read_parquet(b / cell), check_exact=True)
 
 
 def test_adding_a_model_reruns_only_that_model(workstation_run, tiny_llama_dir):
