@@ -71,6 +71,13 @@ def test_bad_word_files_are_named_by_file_and_line(tmp_path):
                      f"{tsv}: line 6, field valence: 'lots' is not a finite number",
                      f"{tsv}: line 7: 2 tab-separated fields, the header has 3",
                      f"{tsv}: line 8, field word: empty word"]
+    # the checks every questionnaire's text gets: a control character, a word only invisible characters, a column
+    # named twice
+    _, problems = parse_words("word\tpos\tpos\nsun\x07\tnoun\tnoun\n\u200b\tnoun\tnoun\n", "odd.tsv")
+    assert [(where, problem.split(":")[0].split(";")[0]) for _, where, problem in problems] == [
+        ("line 1 (header)", "column 'pos' is given twice (columns 2 and 3)"),
+        ("line 2, field word", "'sun\\x07' has the control character U+0007 (BELL) at character 4"),
+        ("line 3, field word", "'\\u200b' has only invisible characters (U+200B (ZERO WIDTH SPACE))")]
     _, problems = parse_words("pos\tvalence\nnoun\t1\n", "x.tsv")
     assert problems == [("x.tsv", "line 1", "the header (pos, valence) has no 'word' column")]
     _, problems = parse_words("# only a comment\n\n", "empty.txt")

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import read_text
+from qclm.inputs import duplicate_column_problems, read_text, text_problem
 
 #: the columns of a TSV list that are read
 COLUMNS = ("word", "pos", "freq_rank", "valence")
@@ -108,9 +108,7 @@ def parse_words(text: str, path: str, tsv: bool | None = None) -> tuple[list[Wor
         header_line, header = lines[0]
         names = [h.strip() for h in header.split("\t")]
         width = len(names)
-        for name in COLUMNS:
-            if names.count(name) > 1:
-                problems.append((path, f"line {header_line}", f"column '{name}' is named twice in the header"))
+        problems += duplicate_column_problems(names, path, f"line {header_line} (header)")
         columns = {name: names.index(name) for name in COLUMNS if name in names}
         if "word" not in columns:
             return [], problems + [(path, f"line {header_line}",
@@ -131,8 +129,12 @@ def parse_words(text: str, path: str, tsv: bool | None = None) -> tuple[list[Wor
         if not word:
             problems.append((path, f"{where}, field word", "empty word"))
             continue
+        problem = text_problem(word)
+        if problem:
+            problems.append((path, f"{where}, field word", f"{word!r} {problem}"))
+            continue
         if any(c.isspace() and c != " " for c in word) or "  " in word:
-            problems.append((path, f"{where}, field word", f"{word!r} has a control character or double space"))
+            problems.append((path, f"{where}, field word", f"{word!r} has a whitespace character other than a space, or a double space"))
             continue
         if word in seen:
             problems.append((path, f"{where}, field word", f"'{word}' is also on line {seen[word]}"))
