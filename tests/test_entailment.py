@@ -198,3 +198,29 @@ def test_the_model_table_names_a_bad_head():
     with pytest.raises(InputError, match="line 3 \\(model m\\): column head: must be empty"):
         parse_model_row({"name": "m", "source": "embedded:smollm2-135m-instruct", "revision": "", "params_b": "1",
                          "type": "base", "family": "t", "dtype": "float32", "head": "mlm"}, "models.tsv", 3)
+
+
+def test_the_chance_score_is_eq2_on_answers_that_ignore_the_intensifier():
+    """Eq. 2 divides by |S+| x |L|: answers that ignore the intensifier and the term (P_norm uniform, 1/|L|) score
+    mean weight / |L|, not the mean weight; with weights 0..3 (allowed by the schema) that is 1.5 / 4 = 0.375. The
+    chance score is the score such answers actually get through the same equations."""
+    import pandas as pd
+
+    from qclm.probes.entailment.analysis import entailment_table
+    from qclm.probes.likert.equations import (
+        condition_means, item_scores, normalize, questionnaire_scores,
+    )
+
+    levels = [("never", 0.0), ("sometimes", 1.0), ("often", 2.0), ("always", 3.0)]
+    rows = [{"model": "m", "questionnaire": "q", "condition": "vanilla", "stimulus_id": "", "template": "t",
+             "item_id": item, "cterm": cterm, "polarity": pol, "intensifier": phrase, "level": phrase,
+             "weight": w, "p_raw": 0.3}
+            for item in ("A1", "A2") for cterm, pol in (("tense", "+"), ("worried", "+"), ("calm", "-"))
+            for phrase, w in levels]
+    variants = normalize(pd.DataFrame(rows))
+    items = item_scores(variants)
+    conditions = condition_means(questionnaire_scores(items))
+    table = entailment_table(conditions, items, variants, pd.DataFrame(columns=["model", "questionnaire",
+                                                                                "silhouette"]), 10)
+    assert table["chance_score"].iloc[0] == pytest.approx(1.5 / 4)
+    assert table["score"].iloc[0] == pytest.approx(table["chance_score"].iloc[0])

@@ -3,8 +3,9 @@
 One row per model x instrument x condition: the condition mean of the item scores (eq. 2 on P(True), eqs. 3 and 5),
 beside its baselines:
 
-- ``chance_score``: the score of a model whose answers do not depend on the intensifier (P_norm uniform over the
-  intensifiers: the mean weight of the scale's phrases), the baseline of ``score``;
+- ``chance_score``: the score of a model whose answers depend on neither the intensifier nor the term (every P(True)
+  equal), through the same normalization and item score (:func:`qclm.probes.likert.equations.chance_scores`; for
+  eq. 2, mean weight / |L|), the baseline of ``score``;
 - ``shift``: the score minus the same model's vanilla score (0 for vanilla), with ``z_shift``: the shift over the
   standard deviation of the vanilla item scores (the items as the unit of spread);
 - ``silhouette``: the mean item silhouette under vanilla (S+ against S- rows of P_norm, correlation distance;
@@ -26,9 +27,13 @@ COLUMNS = ["model", "questionnaire", "condition", "score", "score_sd", "n_stimul
 
 
 def entailment_table(conditions: pd.DataFrame, items: pd.DataFrame, variants: pd.DataFrame,
-                     silhouette: pd.DataFrame, min_stimuli: int) -> pd.DataFrame:
-    """The table above from the kind's score tables."""
-    chance = (variants.drop_duplicates(["questionnaire", "intensifier"]).groupby("questionnaire")["weight"].mean())
+                     silhouette: pd.DataFrame, min_stimuli: int, form: str = "eq2",
+                     epsilon: float = 0.0) -> pd.DataFrame:
+    """The table above from the kind's score tables (``form``, ``epsilon``: the scoring settings the item scores
+    were computed with)."""
+    from qclm.probes.likert.equations import chance_scores
+
+    chance = chance_scores(variants, form, epsilon)
     vanilla_items = items[items["condition"] == "vanilla"]
     sd = vanilla_items.groupby(["model", "questionnaire"])["score"].std(ddof=1)
     vanilla = conditions[conditions["condition"] == "vanilla"].set_index(["model", "questionnaire"])["score"]
@@ -55,8 +60,10 @@ def entailment_table(conditions: pd.DataFrame, items: pd.DataFrame, variants: pd
 def entailment_output(context) -> pd.DataFrame:
     """The registered table (qclm.analysis.registry)."""
     analysis = settings.section(context.config, settings.ANALYSIS)
+    scoring = settings.section(context.config, settings.SCORING)
     return entailment_table(context.table("conditions"), context.table("items"), context.table("variants"),
-                            context.table("silhouette"), analysis["min_stimuli"])
+                            context.table("silhouette"), analysis["min_stimuli"], scoring["item_score"],
+                            scoring["normalization_epsilon"])
 
 
 def overview(context, results: dict) -> str:

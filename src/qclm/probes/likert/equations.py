@@ -121,6 +121,17 @@ def item_scores(normalized: pd.DataFrame, form: str = "eq2") -> pd.DataFrame:
     return out[["n_plus", "n_intensifiers", "score"]].reset_index()
 
 
+def chance_scores(variants: pd.DataFrame, form: str = "eq2", epsilon: float = 0.0) -> pd.Series:
+    """Per questionnaire: the item score (mean over its items) of answers that depend on neither the intensifier
+    nor the construct term (every p_raw equal), through the same normalization and item score as the real ones.
+    For eq. 2 this is mean(w) / |L| (P_norm uniform, 1/|L|, summed over |S+| rows and divided by |S+| |L|): the
+    baseline of a score, 0 only for a scale whose weights average 0."""
+    grid = variants.drop_duplicates(["questionnaire", "template", "item_id", "cterm", "intensifier"])
+    grid = grid.assign(model="", condition="", stimulus_id="", p_raw=1.0)
+    items = item_scores(normalize(grid[VARIANT_KEYS + ["p_raw"]], epsilon), form)
+    return items.groupby("questionnaire", sort=False)["score"].mean()
+
+
 def template_rows(table: pd.DataFrame, select: str = "first") -> pd.DataFrame:
     """The rows of the selected templates (``first``: the default template, per the ``default_template``
     column, or the only one; ``all``; or one template id), with their template columns."""
