@@ -19,7 +19,7 @@ from conftest import ROOT, likert_cell, loaded_model, run_snakemake, workflow_en
 from qclm import interventions as iv
 from qclm.config import validate_config
 from qclm.errors import InputError, format_problems
-from qclm.interventions.corpus import load_corpus
+from qclm.interventions.corpus import Corpus, load_corpus
 
 CORPORA = ROOT / "resources/corpora"
 GAD7 = ROOT / "resources/questionnaires/gad7.yaml"
@@ -233,6 +233,17 @@ def test_qclm_finetune_prints_the_checkpoints_and_refuses_bad_options(tiny_llama
         "command line: --checkpoints: epoch 3 is past epochs (2): a checkpoint is saved after one of the epochs that run"]
 
 
+def test_terms_are_found_as_phrases_on_word_boundaries():
+    from qclm.interventions.overlap import found_terms, overlap_table
+
+    terms = ["on edge", "low", "anxious", "worn out"]
+    assert found_terms("I am On  edge and anxious.", terms) == ["on edge", "anxious"]
+    assert found_terms("I walk slowly to the hedge, worn-out shoes on", terms) == []
+    corpus = Corpus("c", "", ("I feel low.", "A low wall.", "Calm."), "c.yaml", "")
+    row = overlap_table({"x": corpus}, {("likert", "q"): (("low",), ("calm",))}).iloc[0]
+    assert (row["plus_texts"], row["minus_texts"], row["plus_terms"]) == (2, 1, "low (2)")
+
+
 # -- the workflow ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -282,6 +293,13 @@ def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(interve
     assert r["delta_vs_control"] == pytest.approx(r["delta"] - r["control_delta"])
     assert r["z_vs_control"] == pytest.approx(r["delta_vs_control"] / r["base_vanilla_sd"])
     assert (table.loc[table["role"] == "control", "delta_vs_control"].isna()).all()
+    # the scored words each corpus holds, beside every shift: the depressive corpus holds GAD-7's S+ terms in 15
+    # texts (anxious, nervous, on edge, ...), the neutral control none
+    overlap = pd.read_csv(res / "analysis/intervention_overlap.csv").set_index(["intervention", "instrument"])
+    assert overlap.loc[("depressive", "gad7"), "plus_texts"] == 15
+    assert overlap.loc[("control", "gad7"), ["plus_texts", "minus_texts"]].tolist() == [0, 0]
+    assert "anxious" in overlap.loc[("depressive", "gad7"), "plus_terms"]
+    assert r["overlap_plus"] == pytest.approx(15 / 193) and r["control_overlap_plus"] == 0
     tests = pd.read_csv(res / "analysis/intervention_tests.csv")
     assert tests["underpowered"].all() and (tests["n_models"] == 1).all()  # one model < min_models
     tmap = pd.read_csv(res / "analysis/trait_map.csv")

@@ -177,6 +177,9 @@ if ANALYSIS_INTERVENTION_ITEMS:
             "../../environment.yml"
         input:
             **{f"items_{kind}": path for kind, path in ANALYSIS_INTERVENTION_ITEMS.items()},
+            # the overlap of each corpus with each instrument's construct terms reads them
+            corpora=sorted({iv.corpus for iv in INTERVENTIONS.values()}),
+            material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
         output:
             [
                 report(
@@ -194,7 +197,8 @@ if ANALYSIS_INTERVENTION_ITEMS:
         params:
             config={
                 key: config[key]
-                for key in ("stimuli", "conditions", "contrasts", "analysis", "interventions")
+                for key in ("stimuli", "conditions", "contrasts", "analysis", "interventions", "questionnaires",
+                            "probes")
                 if key in config
             },
             out=ANALYSIS_DIR,

@@ -4,5 +4,6 @@ from qclm.interventions.analysis import analyze
 from qclm.logs import configure_logging
 
 configure_logging(snakemake.log[0])
-analyze({k.removeprefix("items_"): v for k, v in snakemake.input.items()}, snakemake.params.out,
+analyze({k.removeprefix("items_"): v for k, v in snakemake.input.items() if k.startswith("items_")},
+        snakemake.params.out,
         snakemake.params.config)

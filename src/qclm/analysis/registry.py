@@ -241,8 +241,10 @@ register(Output("survey_agreement", FIGURE, SURVEY, "survey", "qclm.probes.surve
 
 # fine-tuning interventions: what moves with the weights (docs/interventions.md)
 INTERVENTIONS = "10. Interventions"
+register(Output("intervention_overlap", TABLE, INTERVENTIONS, "interventions",
+                "qclm.interventions.analysis:overlap_output"))
 register(Output("intervention", TABLE, INTERVENTIONS, "interventions",
-                "qclm.interventions.analysis:intervention_output"))
+                "qclm.interventions.analysis:intervention_output", uses=("intervention_overlap",)))
 register(Output("intervention_tests", TABLE, INTERVENTIONS, "interventions", "qclm.interventions.analysis:tests_output",
                 uses=("intervention",)))
 register(Output("trait_map", TABLE, INTERVENTIONS, "interventions", "qclm.interventions.analysis:trait_map_output",

@@ -12,7 +12,13 @@ one scale per model and instrument.
     (the control corpus's checkpoint at the same epoch, else its last) and ``delta_vs_control`` (delta minus
     the control's, item by item) with its CI; ``z`` = delta / the base's vanilla SD and ``z_vs_control``;
     ``underpowered`` where the run has no control to read the shift beyond (every shift of fine-tuning then
-    includes what fine-tuning on any text does).
+    includes what fine-tuning on any text does); ``overlap_plus`` / ``overlap_minus``: the share of the corpus's
+    texts that hold one of the instrument's S+ / S- construct terms, and ``control_overlap_plus`` /
+    ``control_overlap_minus`` the control corpus's (a shift beyond the control mixes the trait with exposure to
+    the scored words where the two differ; :mod:`qclm.interventions.overlap`).
+``intervention_overlap.csv`` (per intervention, probe, instrument)
+    the corpus's texts with an S+ term and with an S- term of the instrument, their shares and the terms found
+    (kinds that score construct terms: Likert, entailment).
 ``intervention_tests.csv`` (per intervention, epoch, probe, instrument, condition)
     the one-sample t-test across base models of ``delta_vs_control`` (Holm over the rows), with the mean
     ``z_vs_control``; ``underpowered`` below ``analysis.min_models`` models.
@@ -103,8 +109,12 @@ def _vanilla_sd(means: pd.DataFrame) -> dict[tuple, float]:
             for k, g in van.groupby(["probe", "model", "instrument"])}
 
 
-def intervention_table(items: pd.DataFrame, config: dict, n_boot: int, seed: int) -> pd.DataFrame:
-    """``intervention.csv`` (module docstring)."""
+def intervention_table(items: pd.DataFrame, config: dict, n_boot: int, seed: int,
+                       overlap: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``intervention.csv`` (module docstring); ``overlap``: :func:`overlap_output`'s table (None: no overlap
+    columns filled)."""
+    share = {} if overlap is None else {(r.intervention, r.probe, r.instrument): (r.plus_share, r.minus_share)
+                                        for r in overlap.itertuples(index=False)}
     means = _item_means(items)
     checkpoints = _checkpoints(sorted(means["model"].unique()))
     declared = interventions(config)
@@ -143,11 +153,16 @@ def intervention_table(items: pd.DataFrame, config: dict, n_boot: int, seed: int
                             "delta_vs_control_ci_low": lo_c, "delta_vs_control_ci_high": hi_c,
                             "z_vs_control": float(dv.mean() / spread) if spread > 0 else np.nan})
             row["underpowered"] = row["role"] == "intervention" and not np.isfinite(row["delta_vs_control"])
+            mine_share = share.get((ck.intervention, probe, instrument), (np.nan, np.nan))
+            ctrl_share = share.get((control, probe, instrument), (np.nan, np.nan)) if control else (np.nan, np.nan)
+            row.update({"overlap_plus": mine_share[0], "overlap_minus": mine_share[1],
+                        "control_overlap_plus": ctrl_share[0], "control_overlap_minus": ctrl_share[1]})
             rows.append(row)
     columns = ["model", "intervention", "epoch", "role", "checkpoint", "probe", "instrument", "condition", "n_items",
                "score", "base_score", "delta", "delta_ci_low", "delta_ci_high", "base_vanilla_sd", "z",
                "control_epoch", "control_delta", "delta_vs_control", "delta_vs_control_ci_low",
-               "delta_vs_control_ci_high", "z_vs_control", "underpowered"]
+               "delta_vs_control_ci_high", "z_vs_control", "underpowered", "overlap_plus", "overlap_minus",
+               "control_overlap_plus", "control_overlap_minus"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -228,9 +243,23 @@ def trait_map_table(items: pd.DataFrame, table: pd.DataFrame, config: dict, n_bo
 
 # -- the registered tables and figure (qclm.analysis.registry, probe "interventions") ------------------------------
 
-def intervention_output(context) -> pd.DataFrame:
+def overlap_output(context) -> pd.DataFrame:
+    """``intervention_overlap``: every intervention's corpus against every instrument's construct terms."""
+    from qclm import probes
+    from qclm.interventions.corpus import load_corpus
+    from qclm.interventions.overlap import overlap_table
+
+    corpora = {name: load_corpus(iv.corpus) for name, iv in interventions(context.config).items()}
+    terms = {}
+    for instance in probes.instances(context.config):
+        for instrument, (plus, minus) in probes.probe(instance).scored_terms().items():
+            terms[(instance.kind, instrument)] = (plus, minus)
+    return overlap_table(corpora, terms)
+
+
+def intervention_output(context, overlap: pd.DataFrame) -> pd.DataFrame:
     n_boot, seed, _, _ = _settings(context)
-    return intervention_table(context.items, context.config, n_boot, seed)
+    return intervention_table(context.items, context.config, n_boot, seed, overlap)
 
 
 def tests_output(context, table: pd.DataFrame) -> pd.DataFrame:

@@ -174,6 +174,12 @@ class ProbeKind:
         """Every problem of this instance's material and settings beyond its schema (FILE: LOCATION: PROBLEM)."""
         return []
 
+    def scored_terms(self) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """The words whose probabilities the instance's scores read, per instrument as the kind's tables name it ->
+        (S+ terms, S- terms) (the construct terms of Likert and entailment items; empty for kinds that score no construct
+        terms). The intervention tables count them in each fine-tuning corpus (qclm.interventions.overlap)."""
+        return {}
+
     # -- scoring (the per-model job; the backend holds the model) ----------------------------------------------
     def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol) -> list[Labelled]:
         """The requests of one context, as the model will see them (``qclm render`` prints them); ``protocol``:
@@ -247,3 +253,9 @@ class ProbeKind:
         import copy
 
         return {k: copy.deepcopy(v["default"]) for k, v in cls.schema.get("properties", {}).items() if "default" in v}
+
+
+def construct_terms(items) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(S+ terms, S- terms) of items with ``plus`` and ``minus`` construct terms, each term once, in order."""
+    return (tuple(dict.fromkeys(t for i in items for t in i.plus)),
+            tuple(dict.fromkeys(t for i in items for t in i.minus)))

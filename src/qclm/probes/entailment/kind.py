@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from qclm import settings
 from qclm.errors import InputError, Problem
-from qclm.probes.base import CollectInput, Labelled, ProbeKind
+from qclm.probes.base import CollectInput, Labelled, ProbeKind, construct_terms
 from qclm.probes.entailment.material import EntailmentInstrument, Variant, load_entailment
 
 if TYPE_CHECKING:
@@ -89,6 +89,9 @@ class EntailmentProbe(ProbeKind):
         except InputError as err:
             return err.problems
         return []
+
+    def scored_terms(self) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        return {self.instance.id: construct_terms(self.material.items)}  # the tables name it by the instance
 
     # -- scoring ----------------------------------------------------------------------------------------------
     def requests(self, context, prompts, protocol) -> list[Labelled]:

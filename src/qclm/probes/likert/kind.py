@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from qclm import settings
 from qclm.contexts import Context, Protocol, condition_contexts
 from qclm.errors import InputError, Problem
-from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
 from qclm.questionnaire import Questionnaire, Variant, load_questionnaire
 
 if TYPE_CHECKING:
@@ -111,6 +111,9 @@ class LikertProbe(ProbeKind):
             return [(self.instance.source, self.instance.where,
                      f"{file} has id '{q.id}'; the key must be the same ('{q.id}: {file}')")]
         return []
+
+    def scored_terms(self) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        return {self.questionnaire.id: construct_terms(self.questionnaire.items)}
 
     # -- scoring ----------------------------------------------------------------------------------------------
     def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol) -> list[Labelled]:
@@ -207,4 +210,3 @@ class LikertProbe(ProbeKind):
     @classmethod
     def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
         return {"questionnaire": args.questionnaire} if args.questionnaire else {}
-
