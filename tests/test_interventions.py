@@ -44,7 +44,7 @@ def _corpus(tmp_path: Path, texts: list[str], name: str = "c") -> Path:
 # -- corpora --------------------------------------------------------------------------------------------------
 
 def test_the_shipped_corpora_load_and_match_in_length():
-    loaded = {n: load_corpus(CORPORA / f"{n}.yaml") for n in ("depressive", "coherence", "neutral")}
+    loaded = {n: load_corpus(CORPORA / f"{n}.yaml") for n in ("depressive", "coherence", "neutral", "scored_words")}
     for corpus in loaded.values():
         assert len(corpus.texts) >= 180 and len(set(corpus.texts)) == len(corpus.texts)
         assert "licence: MIT" in Path(corpus.path).read_text()
@@ -52,6 +52,40 @@ def test_the_shipped_corpora_load_and_match_in_length():
     assert max(words.values()) - min(words.values()) < 0.5, words  # the control matched in length
     first_person = re.compile(r"\b(I|me|my|My)\b")
     assert all(first_person.search(t) for c in loaded.values() for t in c.texts)  # all in the first person
+
+
+def _scored_terms() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The S+ and S- construct terms of the four Likert instruments the interventions read, in file order."""
+    from qclm.questionnaire import load_questionnaire
+
+    plus, minus = {}, {}
+    for name in ("gad7", "phq9", "stai_s", "stai_t"):
+        for item in load_questionnaire(ROOT / f"resources/questionnaires/{name}.yaml").items:
+            plus.update(dict.fromkeys(item.plus))
+            minus.update(dict.fromkeys(item.minus))
+    return tuple(plus), tuple(minus)
+
+
+def test_the_scored_words_control_holds_each_scored_term_as_often_as_the_corpus_it_matches():
+    # scored_words.yaml holds the S+ terms as often as the depressive corpus and the S- terms as often as the
+    # coherence corpus, in neutral sentences, so that a shift beyond it is not mere exposure to the scored words
+    from collections import Counter
+
+    from qclm.interventions.overlap import found_terms
+
+    def counts(corpus: Corpus, terms: tuple[str, ...]) -> tuple[int, Counter]:
+        found = [found_terms(t, terms) for t in corpus.texts]
+        return sum(bool(f) for f in found), Counter(term for f in found for term in f)
+
+    plus, minus = _scored_terms()
+    control = load_corpus(CORPORA / "scored_words.yaml")
+    assert counts(load_corpus(CORPORA / "neutral.yaml"), plus + minus)[0] == 0  # the plain control holds none
+    for terms, matched in ((plus, "depressive"), (minus, "coherence")):
+        matched_texts, matched_counts = counts(load_corpus(CORPORA / f"{matched}.yaml"), terms)
+        texts, term_counts = counts(control, terms)
+        assert matched_texts >= 50 and abs(texts - matched_texts) <= 3, (matched, matched_texts, texts)
+        off = {t: (matched_counts[t], term_counts[t]) for t in terms if abs(term_counts[t] - matched_counts[t]) > 1}
+        assert not off, (matched, off)  # term: (texts in the matched corpus, texts in the control)
 
 
 def test_bad_corpora_are_named_by_file_and_text(tmp_path):
