@@ -104,6 +104,13 @@ class PromptBuilder:
             self._cache[user] = text
         return text
 
+    def exchange(self, user: str, assistant: str) -> str:
+        """A whole chat exchange (one user message and the assistant's answer) as the model's chat template
+        writes it, with the BOS rule of :meth:`context` (fine-tuning corpora of chat exchanges)."""
+        text = self.tokenizer.apply_chat_template([{"role": "user", "content": user},
+                                                   {"role": "assistant", "content": assistant}], tokenize=False)
+        return text[len(self._bos):] if self._bos and text.startswith(self._bos) else text
+
     def context(self, lead: str, item_prefix: str) -> str:
         """The context text of one variant: its stimulus lead and item prefix in this format."""
         if not self.fmt.is_chat:

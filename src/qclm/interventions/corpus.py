@@ -1,6 +1,9 @@
 """Fine-tuning corpora (docs/interventions.md): a text file with one text per line (blank lines and lines
 starting with ``#`` skipped), or a YAML file with ``name``, ``description``, optional ``licence`` and ``texts``
-(a list of strings). Every problem is an InputError naming the file, the text and the field."""
+(a list of strings, or of chat exchanges ``{user: ..., assistant: ...}``, which fine-tuning renders through the
+model's own chat template). A text given twice is an error (it would weigh twice in every epoch) unless the file
+says ``repeats: true`` (a calibration corpus repeats its planted texts on purpose: the dose, docs/calibration.md).
+Every problem is an InputError naming the file, the text and the field."""
 
 from __future__ import annotations
 
@@ -19,19 +22,40 @@ SCHEMA = {
         "name": {"type": "string", "minLength": 1, "pattern": r"\S"},
         "description": {"type": "string"},
         "licence": {"type": "string"},
+        "repeats": {"type": "boolean", "description": "texts repeat on purpose (a calibration dose)"},
         "texts": {"type": "array", "minItems": 1,
-                  "items": {"type": "string", "minLength": 1, "pattern": r"\S"}},
+                  "items": {"oneOf": [
+                      {"type": "string", "minLength": 1, "pattern": r"\S"},
+                      {"type": "object", "required": ["user", "assistant"], "additionalProperties": False,
+                       "properties": {"user": {"type": "string", "minLength": 1, "pattern": r"\S"},
+                                      "assistant": {"type": "string", "minLength": 1, "pattern": r"\S"}}}]}},
     },
 }
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A chat exchange of a corpus: one user message and the assistant's answer (rendered through the model's chat
+    template when fine-tuning)."""
+
+    user: str
+    assistant: str
+
+    def __str__(self) -> str:
+        return f"{self.user}\n{self.assistant}"
 
 
 @dataclass(frozen=True)
 class Corpus:
     name: str
     description: str
-    texts: tuple[str, ...]
+    texts: tuple[str | Exchange, ...]
     path: str
     sha256: str
+
+    @property
+    def has_exchanges(self) -> bool:
+        return any(isinstance(t, Exchange) for t in self.texts)
 
 
 def _is_yaml(path: Path) -> bool:
@@ -52,9 +76,11 @@ def load_corpus(path: str | Path) -> Corpus:
         problems = document_problems(data, SCHEMA, path, {"texts": "text"})
         if problems:
             raise InputError(problems)
-        texts = [t.strip() for t in data["texts"]]
+        texts = [t.strip() if isinstance(t, str) else Exchange(t["user"].strip(), t["assistant"].strip())
+                 for t in data["texts"]]
         labels = [f"text #{i}" for i in range(1, len(texts) + 1)]
         name, description = data["name"].strip(), str(data.get("description", ""))
+        repeats = bool(data.get("repeats"))
     else:
         texts, labels = [], []
         for number, line in enumerate(text.splitlines(), start=1):
@@ -68,12 +94,12 @@ def load_corpus(path: str | Path) -> Corpus:
             labels.append(f"line {number}")
         if not texts:
             problems.append((str(path), "file", "no text: one text per line (lines starting with # are comments)"))
-        name, description = path.stem, ""
-    seen: dict[str, str] = {}
+        name, description, repeats = path.stem, "", False
+    seen: dict = {}
     for label, t in zip(labels, texts):
-        if t in seen:
+        if t in seen and not repeats:
             problems.append((str(path), label, f"the same text as {seen[t]}: a duplicate weighs twice in every "
-                             "epoch (remove one)"))
+                             "epoch (remove one, or say repeats: true where that is intended)"))
         seen.setdefault(t, label)
     if problems:
         raise InputError(problems)

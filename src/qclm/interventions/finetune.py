@@ -40,7 +40,8 @@ def _batches(n: int, batch_size: int, generator) -> list[list[int]]:
 
 
 def _encode(tokenizer, texts: list[str], max_length: int, device: str):
-    """A batch: token ids padded on the right, the loss on every real token (padding ignored)."""
+    """A batch: token ids padded on the right, the loss on every real token (padding ignored); ``texts`` are
+    plain texts (a chat exchange of the corpus arrives rendered through the model's chat template)."""
     import torch
 
     enc = [tokenizer(t, truncation=True, max_length=max_length)["input_ids"] for t in texts]
@@ -53,6 +54,21 @@ def _encode(tokenizer, texts: list[str], max_length: int, device: str):
         mask[row, :len(seq)] = 1
     labels = ids.masked_fill(mask == 0, -100)
     return ids.to(device), mask.to(device), labels.to(device)
+
+
+def rendered(corpus: Corpus, tokenizer) -> list[str]:
+    """The corpus's texts as the model reads them: a plain text as it is, a chat exchange through the model's chat
+    template (a tokenizer without one is an InputError naming the corpus)."""
+    from qclm.errors import InputError
+    from qclm.prompts import PromptBuilder, PromptFormat, has_chat_template
+
+    if not corpus.has_exchanges:
+        return list(corpus.texts)
+    if not has_chat_template(tokenizer):
+        raise InputError.one(corpus.path, "texts", "chat exchanges ({user, assistant}) need a model with a chat "
+                             "template, and this model's tokenizer has none")
+    builder = PromptBuilder(tokenizer, PromptFormat("chat"))
+    return [t if isinstance(t, str) else builder.exchange(t.user, t.assistant) for t in corpus.texts]
 
 
 def _lora(model, intervention: Intervention):
@@ -103,7 +119,7 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
         trainable = sum(p.numel() for p in params)
         optimizer = torch.optim.AdamW(params, lr=float(settings["lr"]), weight_decay=float(settings["weight_decay"]))
         generator = torch.Generator().manual_seed(seed)
-        texts = list(corpus.texts)
+        texts = rendered(corpus, tokenizer)
         batch_size, max_length = int(settings["batch_size"]), int(settings["max_length"])
         log.info("%s on %s (%d texts): %s fine-tuning, %d trainable parameters, %d epochs of %d steps, device %s",
                  spec.name, corpus.name, len(texts), method, trainable, epochs, math.ceil(len(texts) / batch_size),

@@ -55,7 +55,7 @@ def overlap_table(corpora: Mapping[str, object], terms: Mapping[tuple[str, str],
     :class:`qclm.interventions.corpus.Corpus`; ``terms``: (probe, instrument) -> (S+ terms, S- terms))."""
     rows = []
     for name, corpus in corpora.items():
-        texts = list(corpus.texts)
+        texts = [str(t) for t in corpus.texts]  # a chat exchange: its user message and answer
         for (probe, instrument), (plus, minus) in terms.items():
             p_hits, p_terms = _count(texts, tuple(plus))
             m_hits, m_terms = _count(texts, tuple(minus))
