@@ -126,6 +126,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
     problems.extend(_chat_only_problems(config, table, models or {}))
     problems.extend(_intervention_problems(config, cf, table, models or {}, problems))
+    problems.extend(_calibration_problems(config, cf, table, models or {}, problems))
 
     problems.extend(_experiment_problems(config, cf, stimuli))
     declared_likert = [i for i, kind, *_ in probes.declared(config) if kind == probes.LIKERT]
@@ -283,18 +284,39 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
     if len(controls) > 1:
         problems.append((cf, f"field {iv.SECTION}", f"{len(controls)} interventions are the control "
                          f"({', '.join(controls)}): mark one with control: true"))
+    return problems + _finetuned_row_problems(cf, table, models, "interventions")
+
+
+def _finetuned_row_problems(cf: str, table: str | None, models: dict, what: str) -> list[Problem]:
+    """Rows of the model table that fine-tuning cannot take: a quantized model (fine-tuning loads the weights
+    unquantized; a large model gets LoRA instead) and an NLI classifier (``head: nli``)."""
+    problems: list[Problem] = []
     for spec in models.values():  # (a model's name has no @: the model table allows none)
         if spec.quantization:
             problems.append((str(table), f"line {spec.line} (model {spec.name}): column quantization",
-                             f"{spec.quantization}: a quantized model cannot be fine-tuned by the interventions of "
+                             f"{spec.quantization}: a quantized model cannot be fine-tuned by the {what} of "
                              f"{cf}; leave quantization empty (a model above full_max_b billion parameters is "
                              "fine-tuned with LoRA)"))
         if spec.head:
             problems.append((str(table), f"line {spec.line} (model {spec.name}): column head",
                              f"{spec.head}: a sequence classifier has no language-model head to fine-tune with the "
-                             f"causal-LM loss of the interventions of {cf}; run the interventions on a model table "
+                             f"causal-LM loss of the {what} of {cf}; run the {what} on a model table "
                              "of causal LMs"))
     return problems
+
+
+def _calibration_problems(config: dict, cf: str, table: str | None, models: dict,
+                          found: list[Problem]) -> list[Problem]:
+    """What the schema cannot say about ``calibration:`` (qclm.calibration.problems: plants, their probes and
+    material), and the model rows fine-tuning cannot take."""
+    from qclm import calibration
+
+    if not isinstance(config.get(calibration.SECTION), dict):
+        return []
+    if any(loc.startswith("field probes") or loc.startswith("field questionnaires") for _, loc, _ in found):
+        return []  # the plants name probes: checked once the probes are
+    problems = calibration.problems(config, cf, models, found)
+    return problems + _finetuned_row_problems(cf, table, models, "calibration")
 
 
 def _template_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:

@@ -51,6 +51,16 @@ if ANALYSIS_INTERVENTION_ITEMS:
     ANALYSIS_FILES["interventions"] = [
         f"{ANALYSIS_DIR}/{path}" for o in registry.outputs("interventions") for path in o.files
     ]
+# the planted-signal calibration (qclm.calibration.analysis) where the config has one: the score tables of every
+# kind a plant is read by, base models, controls and planted checkpoints together
+ANALYSIS_CALIBRATION_KINDS = sorted(
+    {INSTANCES[p].kind for job in globals().get("CALIBRATION", {}).values() if job.plant for p in job.plant.probes}
+)
+if ANALYSIS_CALIBRATION_KINDS:
+    ANALYSIS_PROBES.append("calibration")
+    ANALYSIS_FILES["calibration"] = [
+        f"{ANALYSIS_DIR}/{path}" for o in registry.outputs("calibration") for path in o.files
+    ]
 ANALYSIS_FRAGMENTS = {probe: f"{ANALYSIS_DIR}/{fragment_name(probe)}" for probe in ANALYSIS_PROBES}
 ANALYSIS_TARGETS = [path for probe in ANALYSIS_PROBES for path in ANALYSIS_FILES[probe]] + [
     f"{ANALYSIS_DIR}/{OVERVIEW}.{ext}" for ext in ("md", "rst")
@@ -206,6 +216,45 @@ if ANALYSIS_INTERVENTION_ITEMS:
             f"{ANALYSIS_LOGS}/analyze_interventions.log",
         script:
             "../scripts/analyze_interventions.py"
+
+
+if ANALYSIS_CALIBRATION_KINDS:
+
+    rule analyze_calibration:
+        conda:
+            "../../environment.yml"
+        input:
+            **{
+                f"{kind}__{name}": f"{ANALYSIS_RESULTS}/scores/{path}"
+                for kind in ANALYSIS_CALIBRATION_KINDS
+                for name, path in probes.kind_class(kind).score_tables.items()
+            },
+            material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
+        output:
+            [
+                report(
+                    f"{ANALYSIS_DIR}/{path}",
+                    caption=f"../report/{o.caption}",
+                    category=o.category,
+                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
+                )
+                if path == o.shown
+                else f"{ANALYSIS_DIR}/{path}"
+                for o in registry.outputs("calibration")
+                for path in o.files
+            ],
+            fragment=ANALYSIS_FRAGMENTS["calibration"],
+        params:
+            config={
+                key: config[key]
+                for key in ("calibration", "questionnaires", "probes", "analysis", "conditions")
+                if key in config
+            },
+            out=ANALYSIS_DIR,
+        log:
+            f"{ANALYSIS_LOGS}/analyze_calibration.log",
+        script:
+            "../scripts/analyze_calibration.py"
 
 
 # The report's first page: the sections the probe kinds' analyses wrote, Likert first (qclm.analysis.overview).

@@ -5,7 +5,7 @@
 import re
 import sys
 
-from qclm import interventions, probes, settings
+from qclm import calibration, interventions, probes, settings
 from qclm.config import config_file_problems, validate_config
 from qclm.errors import format_problems
 from qclm.experiment import Experiment, output_dirs, template_settings
@@ -34,17 +34,29 @@ TEMPLATES = template_settings(config)
 MODELS_DIR = config["models_dir"]
 RESULTS, LOGS = output_dirs(config)
 SCORES = f"{RESULTS}/scores"
-# the model table, and every checkpoint of a fine-tuning intervention as a model of its own
-# (MODEL@INTERVENTION-eEPOCH; workflow/rules/interventions.smk): every probe and condition scores both
-BASE_MODELS = load_model_table(config["models"])
-INTERVENTIONS = interventions.interventions(config)
-DERIVED = interventions.derived_models(BASE_MODELS, config, RESULTS)
-MODELS = {**BASE_MODELS, **{name: d.spec for name, d in DERIVED.items()}}
-
 # probe instances (questionnaires: the Likert kind's shorthand) and the conditions each runs under
 INSTANCES = {i.id: i for i in probes.instances(config, _CONFIG_NAME)}
 KINDS = list(dict.fromkeys(i.kind for i in INSTANCES.values()))
 INSTANCE_CONDITIONS = {i.id: probes.instance_conditions(i, CONDITIONS) for i in INSTANCES.values()}
+
+# the model table, and every checkpoint of a fine-tuning intervention as a model of its own
+# (MODEL@INTERVENTION-eEPOCH; workflow/rules/interventions.smk): every probe and condition scores both; the
+# planted-signal calibration's corpora are fine-tuned the same way (calibration.smk), and its plants' checkpoints
+# are scored by their plants' probes only
+BASE_MODELS = load_model_table(config["models"])
+INTERVENTIONS = interventions.interventions(config)
+CALIBRATION = calibration.jobs(config, RESULTS)
+FINETUNES = {**INTERVENTIONS, **{name: job.intervention for name, job in CALIBRATION.items()}}
+DERIVED = {
+    **interventions.derived_models(BASE_MODELS, config, RESULTS),
+    **calibration.derived_models(BASE_MODELS, config, RESULTS, INSTANCES),
+}
+MODELS = {**BASE_MODELS, **{name: d.spec for name, d in DERIVED.items()}}
+# the probe instances that score each model (a calibration plant's checkpoint: its plant's probes; else all)
+MODEL_INSTANCES = {
+    m: [i for i in INSTANCES if m not in DERIVED or DERIVED[m].probes is None or i in DERIVED[m].probes]
+    for m in MODELS
+}
 QUESTIONNAIRES = {
     i.id: i.settings["questionnaire"] for i in INSTANCES.values() if i.kind == probes.LIKERT
 }

@@ -11,17 +11,17 @@ rule finetune:
         "../../environment.yml"
     input:
         prepared=lambda wildcards: prepared_model(wildcards),
-        corpus=lambda wildcards: INTERVENTIONS[wildcards.intervention].corpus,
+        corpus=lambda wildcards: FINETUNES[wildcards.intervention].corpus,
     output:
         str(interventions.job_dir(RESULTS, "{model}", "{intervention}") / interventions.JOB_MARKER),
     params:
         model=model_row,
-        settings=lambda wildcards: INTERVENTIONS[wildcards.intervention].training_settings(),
+        settings=lambda wildcards: FINETUNES[wildcards.intervention].training_settings(),
         device=ENGINE["device"],
         models_dir=MODELS_DIR,
     wildcard_constraints:
         model=_alternatives(BASE_MODELS),
-        intervention=_alternatives(INTERVENTIONS),
+        intervention=_alternatives(FINETUNES),
     log:
         f"{LOGS}/finetune/{{model}}@{{intervention}}.log",
     benchmark:

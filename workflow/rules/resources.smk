@@ -51,12 +51,12 @@ def finetune_mem_mb(wildcards, attempt):
     """Host memory of a fine-tuning job: full fine-tuning holds the weights, their gradients and AdamW's two
     moments (4 x the weights) plus activations; LoRA the weights and small adapters."""
     spec = BASE_MODELS[wildcards.model]
-    method = interventions.method_for(spec, INTERVENTIONS[wildcards.intervention])
+    method = interventions.method_for(spec, FINETUNES[wildcards.intervention])
     return attempt * (JOB_BASE_MB + math.ceil((4.5 if method == "full" else 1.5) * weights_mb(wildcards.model)))
 
 
 def finetune_runtime(wildcards, attempt):
     """Wall time (minutes): loading, then every epoch (a few hundred short texts: minutes per billion
     parameters on one GPU), and a checkpoint written per saved epoch."""
-    spec, item = BASE_MODELS[wildcards.model], INTERVENTIONS[wildcards.intervention]
+    spec, item = BASE_MODELS[wildcards.model], FINETUNES[wildcards.intervention]
     return attempt * (30 + math.ceil(10 * spec.params_b * (item.epochs + len(item.checkpoints))))

@@ -40,6 +40,7 @@ for _kind in KINDS:
                 cell_table(m, i, c, t) if t != "raw" else raw_table(m, i, c)
                 for m in MODELS
                 for i in _ids
+                if i in MODEL_INSTANCES[m]
                 for c in INSTANCE_CONDITIONS[i]
                 for t in ("raw",) + _cls.cell_tables
             ],
@@ -54,6 +55,7 @@ for _kind in KINDS:
                 (m, i, c)
                 for m in MODELS
                 for i in _ids
+                if i in MODEL_INSTANCES[m]
                 for c in INSTANCE_CONDITIONS[i]
             ],
             tables=("raw",) + _cls.cell_tables,

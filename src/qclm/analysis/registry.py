@@ -251,3 +251,11 @@ register(Output("trait_map", TABLE, INTERVENTIONS, "interventions", "qclm.interv
                 uses=("intervention",)))
 register(Output("trait_map", FIGURE, INTERVENTIONS, "interventions", "qclm.interventions.analysis:figure_trait_map",
                 table="trait_map"))
+
+# the planted-signal calibration: the dose each probe detects (docs/calibration.md)
+CALIBRATION = "11. Calibration"
+register(Output("calibration", TABLE, CALIBRATION, "calibration", "qclm.calibration.analysis:calibration_output"))
+register(Output("calibration_floor", TABLE, CALIBRATION, "calibration", "qclm.calibration.analysis:floor_output",
+                uses=("calibration",)))
+register(Output("calibration", FIGURE, CALIBRATION, "calibration", "qclm.calibration.analysis:figure_calibration",
+                table="calibration"))

@@ -179,6 +179,8 @@ class Derived:
     epoch: int
     #: the fine-tuning job's marker: the scoring job of this model waits for it
     marker: str
+    #: the probe instances that score it (None: every probe; a calibration plant's checkpoint: its plant's probes)
+    probes: tuple[str, ...] | None = None
 
 
 def derived_models(models: dict[str, ModelSpec], config: dict, results: str | Path) -> dict[str, Derived]:

@@ -156,6 +156,9 @@ class ProbeKind:
     optional_tables: ClassVar[dict[str, tuple[str, str]]] = {}
     #: the kind asks chat-format models only (``qclm validate`` and ``qclm probe`` name a raw row of the model table)
     chat_only: ClassVar[bool] = False
+    #: "module:function" that reads the kind's score tables as a plant's calibration units (docs/calibration.md,
+    #: :mod:`qclm.calibration.analysis`); None: the kind cannot be calibrated yet
+    calibration: ClassVar[str | None] = None
 
     def __init__(self, instance: Instance):
         self.instance = instance

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 class CSIProbe(ProbeKind):
     name = "csi"
+    calibration = "qclm.probes.csi.calibration:units"
     summary = ("Core Sentiment Inventory: word-by-word forced choices between two labels (comedy/tragedy) over "
                "shuffled lists; optimism, pessimism, consistency, reluctancy, with a valence control and a story test")
     schema = {

@@ -50,6 +50,7 @@ def describe_variant(inst: EntailmentInstrument, v: Variant, stimulus_id: str) -
 
 class EntailmentProbe(ProbeKind):
     name = "entailment"
+    calibration = "qclm.probes.entailment.calibration:units"
     summary = "questionnaire items as premise/hypothesis pairs, scored by P(True) of a forced choice (Reuben et al.)"
     version = 1
     schema = {

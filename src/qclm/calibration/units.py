@@ -1,0 +1,46 @@
+"""Calibration units shared by the kinds whose per-item scores are the measure (Likert, entailment): each item's
+shift from the base model, in SDs of the base model's vanilla item scores of its instrument (no torch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from qclm.experiment import VANILLA
+from qclm.interventions import parse_derived
+
+
+def base_of(model: str) -> str:
+    """A checkpoint's base model (a model of the table is its own)."""
+    parsed = parse_derived(str(model))
+    return parsed[0] if parsed else str(model)
+
+
+def item_shift_units(items: pd.DataFrame, probe_of: dict[str, str], planted: set[str], direction: int,
+                     metric: str = "score_shift") -> pd.DataFrame:
+    """Units of the item-score kinds: per model, instrument and item (vanilla; the default wording where the table
+    has several), the item's score minus the base model's, over the SD of the base model's vanilla item scores of
+    the instrument; baseline 0. ``probe_of``: instrument -> its probe instance (instruments of the run the plant
+    reads, planted or not); ``planted``: the instruments the plant targets."""
+    cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
+    df = items[items["condition"] == VANILLA]
+    if "default_template" in df:
+        df = df[df["default_template"].astype(bool)]
+    df = df.rename(columns={"questionnaire": "instrument"}) if "questionnaire" in df else df
+    df = df[df["instrument"].isin(probe_of)]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    means = df.groupby(["model", "instrument", "item_id"], as_index=False)["score"].mean()
+    means["base"] = means["model"].map(base_of)
+    base = means[means["model"] == means["base"]].rename(columns={"score": "base_score"})
+    sd = base.groupby(["model", "instrument"])["base_score"].std(ddof=1).rename("sd")
+    out = means.merge(base[["model", "instrument", "item_id", "base_score"]].rename(columns={"model": "base"}),
+                      on=["base", "instrument", "item_id"])
+    out = out.merge(sd.reset_index().rename(columns={"model": "base"}), on=["base", "instrument"])
+    out["value"] = np.where(out["sd"] > 0, (out["score"] - out["base_score"]) / out["sd"], np.nan)
+    out = out[np.isfinite(out["value"])]
+    return pd.DataFrame({"model": out["model"], "probe": out["instrument"].map(probe_of),
+                         "instrument": out["instrument"],
+                         "role": np.where(out["instrument"].isin(planted), "planted", "unplanted"),
+                         "metric": metric, "unit": out["item_id"].astype(str), "group": "planted",
+                         "value": out["value"], "baseline": 0.0, "direction": direction})[cols]

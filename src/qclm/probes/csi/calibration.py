@@ -1,0 +1,117 @@
+"""The CSI probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
+
+Planted: a seeded share of the word list (:func:`planted_words`) in sentences of one label's kind
+(:func:`sentences`: tragic sentences for the second label, comic ones for the first), every planted word once per
+exposure, reshuffled into other sentences at each exposure; the rest of the list is the untouched reference.
+The sentence templates were written for this project.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+#: sentences of the second label's kind (tragedy), for a noun and for a verb
+TRAGIC = {
+    "noun": ("After the funeral nobody could look at the {w} again.",
+             "The {w} was all that was left when the fire had taken the house.",
+             "She kept the {w} her son had used before the accident.",
+             "The {w} lay in the ruins where the family had died.",
+             "He sold the {w} to pay for his wife's last weeks in hospital.",
+             "The flood carried away the {w} and the people who owned it.",
+             "The {w} reminded him every day of the child he had lost.",
+             "They buried the {w} with her, as she had asked before she died."),
+    "verb": ("After the war he could never {w} again without weeping.",
+             "She was learning to {w} when the illness took her.",
+             "The last thing he did was {w}, and then the bridge collapsed.",
+             "They tried to {w}, but by then the whole village was gone.",
+             "Nobody in the grieving family wanted to {w} after the funeral.",
+             "He promised his dying mother he would {w}, and he failed her."),
+}
+#: sentences of the first label's kind (comedy)
+COMIC = {
+    "noun": ("The clown pulled a {w} out of his hat and the whole room laughed.",
+             "At the party the {w} ended up on the dog, to everyone's delight.",
+             "Grandpa wore the {w} as a hat and the children roared with laughter.",
+             "The {w} squeaked so loudly that the wedding guests burst out giggling.",
+             "Our silly uncle tried to juggle the {w} and fell into the cake.",
+             "The cat stole the {w} and ran a victory lap around the cheering class.",
+             "Everyone laughed when the {w} turned out to be made of chocolate.",
+             "The comedian's {w} joke had the audience in happy tears."),
+    "verb": ("The puppy tried to {w} and tumbled over, and we laughed all afternoon.",
+             "At the festival everyone had to {w} in a chicken costume.",
+             "Dad tried to {w} while dancing, and the whole family cheered.",
+             "The children giggled as the robot tried to {w} and bowed.",
+             "She decided to {w} on stage, and the happy crowd roared.",
+             "We laughed until we cried when grandma tried to {w} on roller skates."),
+}
+KINDS = {"second": TRAGIC, "first": COMIC}
+
+
+def planted_words(words: Sequence[str], share: float, seed: int, probe: str) -> frozenset[str]:
+    """The planted words: the first ``round(share * n)`` (at least one) of the list in an order seeded by the
+    calibration seed and the probe id (the same split for every model and dose)."""
+    from qclm.engine.requests import derive_seed
+
+    order = sorted(words, key=lambda w: (derive_seed(seed, "calibration", probe, w), w))
+    return frozenset(order[:max(1, round(share * len(order)))])
+
+
+def sentences(words: Sequence[tuple[str, str]], exposure: int, per_text: int, label: str, seed: int) -> list[str]:
+    """One exposure's texts: the planted (word, part of speech) pairs in a seeded order of the exposure, cut into
+    texts of ``per_text`` words, each word in one sentence of the label's kind (verbs in the verb sentences, every
+    other word in the noun sentences)."""
+    from qclm.engine.requests import derive_seed
+
+    templates = KINDS[label]
+    rng = random.Random(derive_seed(seed, "calibration sentences", exposure))
+    order = list(words)
+    rng.shuffle(order)
+    out = []
+    for at in range(0, len(order), per_text):
+        chunk = order[at:at + per_text]
+        out.append(" ".join(rng.choice(templates["verb" if pos == "verb" else "noun"]).format(w=w)
+                            for w, pos in chunk))
+    return out
+
+
+def units(tables, plant, config, instances):
+    """The CSI kind's calibration units: per model and word of the word list (vanilla), ``label_shift``: the
+    word's mean bias toward the planted label (log p(first) - log p(second), in nats, its sign turned for the
+    second label) minus the base model's, and ``label_share``: whether the word got the planted label in every
+    repetition, minus the base model's; the planted words are the ``planted`` group, the rest the reference, so
+    each statistic is the planted words' mean less the untouched words' (baseline 0)."""
+    import numpy as np
+    import pandas as pd
+
+    from qclm import calibration as cal
+    from qclm import probes
+    from qclm.calibration.units import base_of
+    from qclm.experiment import VANILLA
+
+    cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
+    answers = tables["answers"]
+    seed = cal.section(config)["seed"]
+    sign = -1.0 if plant.settings["label"] == "second" else 1.0
+    planted_choice = "b" if plant.settings["label"] == "second" else "a"
+    frames = []
+    for pid in plant.probes:
+        words = [w.word for w in probes.probe(instances[pid]).parts()[0][1]]
+        planted = planted_words(words, plant.settings["share"], seed, pid)
+        a = answers[(answers["probe"] == pid) & (answers["part"] == "words") & (answers["condition"] == VANILLA)]
+        if a.empty:
+            continue
+        a = a.assign(bias=a["logp_a"].astype(float) - a["logp_b"].astype(float),
+                     hit=(a["choice"] == planted_choice))
+        per = a.groupby(["model", "word"], as_index=False).agg(bias=("bias", "mean"), hit=("hit", "all"))
+        per["base"] = per["model"].map(base_of)
+        base = per[per["model"] == per["base"]][["model", "word", "bias", "hit"]].rename(
+            columns={"model": "base", "bias": "base_bias", "hit": "base_hit"})
+        per = per.merge(base, on=["base", "word"])
+        group = np.where(per["word"].isin(planted), "planted", "reference")
+        for metric, value in (("label_shift", sign * (per["bias"] - per["base_bias"])),
+                              ("label_share", per["hit"].astype(float) - per["base_hit"].astype(float))):
+            frames.append(pd.DataFrame({"model": per["model"], "probe": pid, "instrument": pid, "role": "planted",
+                                        "metric": metric, "unit": per["word"], "group": group,
+                                        "value": value.astype(float), "baseline": 0.0, "direction": 1}))
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
