@@ -116,8 +116,10 @@ def intervention_table(items: pd.DataFrame, config: dict, n_boot: int, seed: int
     share = {} if overlap is None else {(r.intervention, r.probe, r.instrument): (r.plus_share, r.minus_share)
                                         for r in overlap.itertuples(index=False)}
     means = _item_means(items)
-    checkpoints = _checkpoints(sorted(means["model"].unique()))
     declared = interventions(config)
+    checkpoints = _checkpoints(sorted(means["model"].unique()))
+    # the checkpoints of the config's interventions (a calibration's are read by qclm.calibration.analysis)
+    checkpoints = checkpoints[checkpoints["intervention"].isin(declared)]
     control = next((n for n, iv in declared.items() if iv.control), None)
     sd = _vanilla_sd(means)
     wide = means.pivot_table(index=["probe", "instrument", "condition", "item_id"], columns="model", values="score")
