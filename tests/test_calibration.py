@@ -66,11 +66,41 @@ def test_a_calibration_config_validates_and_names_its_jobs(tmp_path):
     assert sorted(jobs) == sorted(["cal_control_d0", "cal_control_d1", "cal_control_d4"]
                                   + [f"cal_{p}_d{d}" for p in PLANTS for d in (1, 4)])
     job = jobs["cal_anxious_d4"]
-    assert job.intervention.corpus == "res/calibration/corpora/cal_anxious_d4.yaml"
+    assert job.intervention.corpus == "res/calibration_corpora/cal_anxious_d4.yaml"
     # the dose's plants and control share the training seed; the doses differ
     assert job.intervention.settings["seed"] == jobs["cal_control_d4"].intervention.settings["seed"] \
         != jobs["cal_control_d1"].intervention.settings["seed"]
     assert job.intervention.epochs == 1 and job.intervention.settings["lr"] == 1e-4  # the calibration's defaults
+
+
+def test_an_instance_scores_the_models_its_patterns_select(tmp_path):
+    from qclm import probes
+
+    config = _config(tmp_path, PLANTS)
+    table = tmp_path / "models.tsv"
+    table.write_text(table.read_text() + "g\torg/g\t\t0.2\tbase\tx\tfloat32\traw\n")
+    # the survey asks chat-format models only: a raw row it scores is refused, one it does not score is fine
+    assert any("line 3 (model g): column prompt_format: probe survey (survey) asks chat-format models only" in line
+               for line in _lines(config, tmp_path))
+    config["probes"]["survey"]["models"] = ["m*"]
+    assert _lines(config, tmp_path) == []
+    survey = next(i for i in probes.instances(config) if i.id == "survey")
+    assert probes.runs_on(survey, "m") and probes.runs_on(survey, "m@cal_answers_d4-e1")
+    assert not probes.runs_on(survey, "g")
+    # its plant goes only where one of its probes scores the model
+    specs = {"m": _spec("m", "chat"), "g": _spec("g", "raw")}
+    derived = cal.derived_models(specs, config, "res", {i.id: i for i in probes.instances(config)})
+    assert "m@cal_answers_d4-e1" in derived and "g@cal_answers_d4-e1" not in derived
+    assert derived["m@cal_answers_d4-e1"].probes == ("survey",) and derived["g@cal_control_d4-e1"].probes is None
+    config["probes"]["survey"]["models"] = ["gemma*"]
+    assert f"{tmp_path / 'config.yaml'}: field probes.survey.models, entry 1: 'gemma*' matches no model of " \
+           f"{table} (m, g)" in _lines(config, tmp_path)
+
+
+def _spec(name: str, fmt: str):
+    from qclm.models.table import ModelSpec
+
+    return ModelSpec(name, f"org/{name}", "", 0.1, "instruct", "x", "float32", prompt_format=fmt)
 
 
 def test_plants_and_their_material_are_checked_by_field(tmp_path):

@@ -219,8 +219,8 @@ def test_material_without_wording_or_original_scale_is_named(tmp_path):
 def test_a_raw_model_row_is_named(tmp_path):
     config, table = _config(tmp_path, {"instrument": str(GAD7)}, prompt_format="raw")
     assert _problems(config) == [f"{table}: line 2 (model m1): column prompt_format: probe s (survey) asks "
-                                 "chat-format models only, and this row's prompt format is raw: set it to chat (or "
-                                 "run the probe with a model table of chat-format rows)"]
+                                 "chat-format models only, and this row's prompt format is raw: set it to chat, or "
+                                 "give the probe the models it scores (models: [...])"]
 
 
 # -- scoring on a tiny model: every response has a status, reruns are identical ----------------------------------

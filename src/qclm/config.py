@@ -124,6 +124,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         if isinstance(path, str) and Path(path).expanduser().is_file():  # else: the schema or the kind reports it
             likert[ident] = _collect(problems, load_questionnaire, path)
     problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
+    problems.extend(_selection_problems(config, cf, table, models))
     problems.extend(_chat_only_problems(config, table, models or {}))
     problems.extend(_intervention_problems(config, cf, table, models or {}, problems))
     problems.extend(_calibration_problems(config, cf, table, models or {}, problems))
@@ -233,25 +234,48 @@ def config_file_problems(files: list[str | Path]) -> list[Problem]:
     return problems
 
 
-def _chat_only_problems(config: dict, table: str | None, models: dict) -> list[Problem]:
-    """A probe kind that asks chat-format models only (``chat_only``, e.g. the survey) and a raw row of the model
-    table: one problem per such row, naming the row and the probe instances."""
+def _selection_problems(config: dict, cf: str, table: str | None, models: dict | None) -> list[Problem]:
+    """A probe entry's ``models`` pattern that matches no row of the model table (a misspelt name would silently
+    score nothing)."""
+    from fnmatch import fnmatchcase
+
     from qclm import probes
 
-    chat_only = []
-    for ident, kind, _, _ in probes.declared(config):
-        try:
-            if probes.kind_class(kind).chat_only:
-                chat_only.append(f"{ident} ({kind})")
-        except probes.UnknownKind:
-            continue  # reported with the probes
-    if not chat_only or table is None:
+    if models is None:
         return []
-    return [(table, f"line {spec.line} (model {spec.name}): column prompt_format",
-             f"{'probe' if len(chat_only) == 1 else 'probes'} {', '.join(chat_only)} "
-             f"{'asks' if len(chat_only) == 1 else 'ask'} chat-format models only, and this row's prompt format is raw: "
-             "set it to chat (or run the probe with a model table of chat-format rows)")
-            for spec in models.values() if spec.prompt_format == "raw"]
+    out = []
+    for ident, _, entry, where in probes.declared(config):
+        patterns = entry.get("models") if isinstance(entry, dict) else None
+        for n, pattern in enumerate(patterns if isinstance(patterns, list) else []):
+            if isinstance(pattern, str) and not any(fnmatchcase(name, pattern) for name in models):
+                out.append((cf, f"{where}.models, entry {n + 1}", f"'{pattern}' matches no model of {table} "
+                            f"({', '.join(models)})"))
+    return out
+
+
+def _chat_only_problems(config: dict, table: str | None, models: dict) -> list[Problem]:
+    """A probe kind that asks chat-format models only (``chat_only``, e.g. the survey) and a raw row of the model
+    table that it scores: one problem per such row, naming the row and the probe instances."""
+    from qclm import probes
+
+    if table is None:
+        return []
+    try:
+        instances = probes.instances(config)
+    except (probes.UnknownKind, TypeError, AttributeError, ValueError):
+        return []  # reported with the probes
+    out = []
+    for spec in models.values():
+        if spec.prompt_format != "raw":
+            continue
+        chat_only = [f"{i.id} ({i.kind})" for i in instances
+                     if probes.kind_class(i.kind).chat_only and probes.runs_on(i, spec.name)]
+        if chat_only:
+            out.append((table, f"line {spec.line} (model {spec.name}): column prompt_format",
+                        f"{'probe' if len(chat_only) == 1 else 'probes'} {', '.join(chat_only)} "
+                        f"{'asks' if len(chat_only) == 1 else 'ask'} chat-format models only, and this row's prompt "
+                        "format is raw: set it to chat, or give the probe the models it scores (models: [...])"))
+    return out
 
 
 def _intervention_problems(config: dict, cf: str, table: str | None, models: dict,

@@ -52,9 +52,14 @@ DERIVED = {
     **calibration.derived_models(BASE_MODELS, config, RESULTS, INSTANCES),
 }
 MODELS = {**BASE_MODELS, **{name: d.spec for name, d in DERIVED.items()}}
-# the probe instances that score each model (a calibration plant's checkpoint: its plant's probes; else all)
+# the probe instances that score each model: those whose `models` select it (a checkpoint goes with its base
+# model), and of a calibration plant's checkpoint only its plant's probes
 MODEL_INSTANCES = {
-    m: [i for i in INSTANCES if m not in DERIVED or DERIVED[m].probes is None or i in DERIVED[m].probes]
+    m: [
+        i
+        for i in INSTANCES
+        if probes.runs_on(INSTANCES[i], m) and (m not in DERIVED or DERIVED[m].probes is None or i in DERIVED[m].probes)
+    ]
     for m in MODELS
 }
 QUESTIONNAIRES = {

@@ -88,7 +88,7 @@ def intervention_name(plant: str | None, dose: int) -> str:
 
 def corpus_path(results: str | Path, name: str) -> Path:
     """Where the calibration corpus of an intervention name is written (rule calibration_corpus)."""
-    return Path(results) / "calibration" / "corpora" / f"{name}.yaml"
+    return Path(results) / "calibration_corpora" / f"{name}.yaml"
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,9 @@ def jobs(config: dict, results: str | Path) -> dict[str, Job]:
 
 
 def applies(plant: Plant | None, spec, instances: dict) -> bool:
-    """Whether a plant is fine-tuned into a model: a plant read only by chat-only kinds (the survey), or made of
-    chat exchanges, goes to chat-format rows only; the control goes to every model."""
+    """Whether a plant is fine-tuned into a model: where one of its probes scores the model (its ``models``; a
+    chat-only kind, the survey, on chat-format rows only) and, for chat exchanges, on chat-format rows; the control
+    goes to every model."""
     from qclm import probes
 
     if plant is None:
@@ -137,8 +138,8 @@ def applies(plant: Plant | None, spec, instances: dict) -> bool:
     chat = spec.prompt_format != "raw"
     if plant.material == "exchanges" and not chat:
         return False
-    kinds = [probes.kind_class(instances[p].kind) for p in plant.probes if p in instances]
-    return chat or any(not k.chat_only for k in kinds)
+    readers = [instances[p] for p in plant.probes if p in instances and probes.runs_on(instances[p], spec.name)]
+    return any(chat or not probes.kind_class(i.kind).chat_only for i in readers)
 
 
 def derived_models(models: dict, config: dict, results: str | Path, instances: dict) -> dict:

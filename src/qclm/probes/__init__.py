@@ -3,7 +3,7 @@
 Built-in kinds are named in :data:`KINDS` (imported only when used); a config may also name any importable module
 that defines ``KIND`` (a :class:`~qclm.probes.base.ProbeKind` subclass), so a new kind is one module and a config
 section. :func:`instances` reads a run's probe instances from its config: ``questionnaires: {ID: FILE}`` (the
-Likert kind's shorthand) and ``probes: {ID: {kind: ..., conditions: [...], ...}}``.
+Likert kind's shorthand) and ``probes: {ID: {kind: ..., conditions: [...], models: [...], ...}}``.
 
 Light on purpose: the workflow imports this while building its DAG (no torch).
 """
@@ -27,6 +27,8 @@ KINDS = {
 }
 #: the Likert kind, whose instances ``questionnaires:`` declares
 LIKERT = "likert"
+#: the keys every probe entry may have beside its kind's own
+COMMON_KEYS = ("kind", "conditions", "models")
 
 
 class UnknownKind(ValueError):
@@ -67,7 +69,7 @@ def settings_of(kind: type[ProbeKind], entry: Any) -> dict[str, Any]:
     """An instance's settings: the kind's defaults, then the entry's own keys (the shorthand's file for Likert)."""
     if not isinstance(entry, dict):
         return {**kind.defaults(), **({kind.file_keys[0]: entry} if kind.file_keys else {})}
-    own = {k: v for k, v in entry.items() if k not in ("kind", "conditions")}
+    own = {k: v for k, v in entry.items() if k not in COMMON_KEYS}
     return {**kind.defaults(), **own}
 
 
@@ -77,9 +79,21 @@ def instances(config: dict, source: str = "") -> list[Instance]:
     for ident, kind, entry, where in declared(config):
         cls = kind_class(kind)
         conditions = entry.get("conditions") if isinstance(entry, dict) else None
+        models = entry.get("models") if isinstance(entry, dict) else None
         out.append(Instance(ident, kind, settings_of(cls, entry), tuple(conditions) if conditions else None, source,
-                            where))
+                            where, tuple(models) if models else None))
     return out
+
+
+def runs_on(instance: Instance, model: str) -> bool:
+    """Whether an instance scores a model: its ``models`` patterns (shell-style, ``fnmatch``) against the model's
+    name, a checkpoint's against its base model's (every model where it gives none)."""
+    from fnmatch import fnmatchcase
+
+    if instance.models is None:
+        return True
+    base = model.split("@", 1)[0]
+    return any(fnmatchcase(base, pattern) for pattern in instance.models)
 
 
 def probe(instance: Instance) -> ProbeKind:
@@ -113,7 +127,7 @@ def problems(config: dict, source: str, conditions: list[str]) -> list[Problem]:
             out.append((source, f"{where}.kind" if where.startswith("field probes.") else where, str(err)))
             continue
         if isinstance(entry, dict):
-            own = {k: v for k, v in entry.items() if k not in ("kind", "conditions")}
+            own = {k: v for k, v in entry.items() if k not in COMMON_KEYS}
             found = schema_problems(own, cls.schema, source, {})
             out.extend((f, _nest(where, loc), msg) for f, loc, msg in found)
             if found:

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Instance:
     """One probe instance: its id (used in file names and tables), its kind, its settings (the kind's schema's
-    defaults filled in), the conditions it runs under (None: all of the experiment's) and where it was declared
-    (for messages)."""
+    defaults filled in), the conditions it runs under (None: all of the experiment's), where it was declared (for
+    messages) and the models it scores (None: all)."""
 
     id: str
     kind: str
@@ -50,6 +50,9 @@ class Instance:
     # where it was declared: for messages only, not part of what a rule's params compare
     source: str = field(default="", compare=False, repr=False)
     where: str = field(default="", compare=False, repr=False)
+    #: the models it scores: shell-style patterns of the model table's names (None: every model; a checkpoint
+    #: goes with its base model), :func:`qclm.probes.runs_on`
+    models: tuple[str, ...] | None = None
 
 
 @dataclass
