@@ -92,6 +92,8 @@ def test_an_instance_scores_the_models_its_patterns_select(tmp_path):
     derived = cal.derived_models(specs, config, "res", {i.id: i for i in probes.instances(config)})
     assert "m@cal_answers_d4-e1" in derived and "g@cal_answers_d4-e1" not in derived
     assert derived["m@cal_answers_d4-e1"].probes == ("survey",) and derived["g@cal_control_d4-e1"].probes is None
+    # a statements plant's checkpoints: every likert and entailment probe (phq9 is the unplanted check)
+    assert derived["g@cal_anxious_d4-e1"].probes == ("gad7", "phq9", "gad7_ent")
     config["probes"]["survey"]["models"] = ["gemma*"]
     assert f"{tmp_path / 'config.yaml'}: field probes.survey.models, entry 1: 'gemma*' matches no model of " \
            f"{table} (m, g)" in _lines(config, tmp_path)

@@ -8,8 +8,9 @@ times), every dose training on the same number of texts (``calibration.texts``);
 filler alone (the **control**, the false-positive check, with the same draw of filler texts and the same training
 seed as the dose's plants). Each corpus fine-tunes every model of the table (the interventions' machinery,
 :mod:`qclm.interventions.finetune`) and each checkpoint is scored as a model of its own,
-``MODEL@cal_PLANT_dDOSE-eEPOCH`` (``cal_control_dDOSE`` for the controls), by the probes that read its plant (the
-controls and the base model by every probe). :mod:`qclm.calibration.analysis` then compares, per probe metric and
+``MODEL@cal_PLANT_dDOSE-eEPOCH`` (``cal_control_dDOSE`` for the controls), by the probes of the kinds its plant
+plants (those the plant names read the planted instrument, the others are the unplanted check; the controls and the
+base model are scored by every probe). :mod:`qclm.calibration.analysis` then compares, per probe metric and
 dose, the planted checkpoint with the control of the same dose: ``calibration.csv`` and the detection floor.
 
 This module is light (no torch, no pandas): the settings with their defaults, the plants, the fine-tuning jobs and
@@ -144,7 +145,7 @@ def applies(plant: Plant | None, spec, instances: dict) -> bool:
 
 def derived_models(models: dict, config: dict, results: str | Path, instances: dict) -> dict:
     """Every calibration checkpoint as a model of its own (:class:`qclm.interventions.Derived`), restricted to the
-    probes that read its plant (the controls: every probe)."""
+    probes of the kinds its plant plants (:func:`readers`; the controls: every probe)."""
     from qclm.interventions import Derived, checkpoint_dir, derived_name, job_dir, JOB_MARKER
 
     out = {}
@@ -159,8 +160,15 @@ def derived_models(models: dict, config: dict, results: str | Path, instances: d
                 source = f"./{source}"
             row = replace(spec, name=name, source=source, revision="", line=0)
             out[name] = Derived(row, spec.name, job.name, epoch, str(job_dir(results, spec.name, job.name) / JOB_MARKER),
-                                probes=job.plant.probes if job.plant else None)
+                                probes=readers(job.plant, instances) if job.plant else None)
     return out
+
+
+def readers(plant: Plant, instances: dict) -> tuple[str, ...]:
+    """The probe instances that score a plant's checkpoints: every instance of a kind its material plants (those
+    it names read the planted instrument; the others are the unplanted check)."""
+    kinds = MATERIALS[plant.material]["kinds"]
+    return tuple(i for i, inst in instances.items() if inst.kind in kinds)
 
 
 def corpus_config(config: dict, name: str) -> dict:
