@@ -76,6 +76,8 @@ G01 = "Feeling nervous, anxious, or on edge"
      "not_present"),
     # the item's words are no mention of an option either ("not at all" inside a restated item)
     ("1. Not at all interested in things", "Not at all interested in things", "not_present"),
+    ("Not at all", "Not at all interested in things", "Not at all"),                # the label, not the item
+    ("1. Not at all", "Not at all interested in things", "Not at all"),
     # what the rule leaves alone: an option after the number, a number alone, an item paraphrased
     ("1. Not at all", G01, "Not at all"),
     ("1", G01, "Not at all"),

@@ -197,13 +197,6 @@ def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: b
     lowered = text.lower()
     words, spans = _words(lowered)
     label_words = [_words(label.lower())[0] for label in labels]
-    skipped: set[int] = set()  # words of a restated item, and the item's number before it
-    if restated and item:
-        for start, end in restatements(lowered, item):
-            skipped.update(range(start, end))
-            if start > 0 and words[start - 1].isdigit() \
-                    and _ITEM_NUMBER_GAP.fullmatch(lowered[spans[start - 1][1]:spans[start][0]]):
-                skipped.add(start - 1)
     # every mention: (option, first word, last word + 1, is a number)
     mentions: list[tuple[int, int, int, bool]] = []
     for k, lw in enumerate(label_words):
@@ -221,7 +214,17 @@ def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: b
                 and words[nxt:nxt + len(label_words[k])] != label_words[k]:
             continue  # "2 weeks": a quantity, not the option
         mentions.append((k, i, i + 1, True))
-    # the item restated, and its number, are not an answer
+    # the item restated, and its number, are not an answer (a run of the item's words that is no more than an
+    # option's label, "Not at all" for an item opening "Not at all interested ...", is the label)
+    skipped: set[int] = set()
+    if restated and item:
+        for start, end in restatements(lowered, item):
+            if any(not m[3] and m[1] <= start and end <= m[2] for m in mentions):
+                continue
+            skipped.update(range(start, end))
+            if start > 0 and words[start - 1].isdigit() \
+                    and _ITEM_NUMBER_GAP.fullmatch(lowered[spans[start - 1][1]:spans[start][0]]):
+                skipped.add(start - 1)
     mentions = [m for m in mentions if not skipped.intersection(range(m[1], m[2]))]
     # a label inside a longer option's label ("agree" in "strongly agree") counts for the longer one only
     labels_found = [m for m in mentions if not m[3]]
