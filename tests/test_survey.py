@@ -695,7 +695,9 @@ def test_a_forced_choice_that_does_not_vary_is_marked_not_tested():
     row = agreement(responses, choices, None, 0, n_perm=200).iloc[0]
     assert row["n_answered"] == 84 and not row["answers_degenerate"]
     assert row["fc_degenerate"] and np.isnan(row["agree_p"]) and FC_DEGENERATE in row["note"]
-    assert "regular: 1; reversed: 1" in row["note"]
+    assert "(regular: 1, reversed: 1)" in row["note"]
+    assert "degenerate" not in fragment(responses, summary(responses, choices, 100, 0).iloc[:0],
+                                        agreement(responses, choices, None, 0, n_perm=20).iloc[:0])
     # the forced choice's probabilities are the same on every prompt of an order here: that test cannot move either
     assert np.isnan(row["fc_prob_p"]) and "no permutation of the answers changes the forced choice's" in row["note"]
     table = summary(responses, choices, 100, 0)

@@ -85,7 +85,7 @@ def one_position(frame: pd.DataFrame, column: str, strata: list[str]) -> dict[st
 
 
 def _positions(where: dict[str, int]) -> str:
-    return "; ".join(f"{k}: {v}" for k, v in where.items())
+    return ", ".join(f"{k}: {v}" for k, v in where.items())  # not "; ": that separates the notes
 
 
 def _perm_p(observed: float, perms: np.ndarray) -> float:
