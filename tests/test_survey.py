@@ -18,12 +18,15 @@ import yaml
 from conftest import ROOT, load_dir, loaded_model, run_snakemake, workflow_env, write_workflow_config
 
 from qclm.contexts import Context, Protocol
+from qclm.engine.requests import LoglikRequest
 from qclm.errors import InputError
 from qclm.instruments import load_instrument
 from qclm.probes.base import Instance, ScoringCell
-from qclm.probes.survey.judge import STATUSES, clean, json_answer, judge, process, refusal
+from qclm.probes.survey.judge import STATUSES, clean, json_answer, judge, process, refusal, validator
 from qclm.probes.survey.kind import RAW_COLUMNS, SurveyProbe
-from qclm.probes.survey.material import display_options, load_survey_instrument, user_message
+from qclm.probes.survey.material import (
+    FORCED_CHOICES, dimension_of, display_options, load_survey_instrument, user_message,
+)
 from qclm.probes.survey.tables import cell_tables
 
 GAD7 = ROOT / "resources/questionnaires/gad7.yaml"
@@ -58,6 +61,62 @@ def test_the_judge_on_hand_written_answers(text, expected):
     assert judge(text, GAD).name == expected
 
 
+G01 = "Feeling nervous, anxious, or on edge"
+
+
+@pytest.mark.parametrize("text, item, expected", [
+    # a model that restates the item as a numbered list entry is not choosing option 1 (or 2)
+    ("1. Feeling nervous, anxious or on edge", G01, "not_present"),
+    ("1. Feeling nervous, anxious or on edge ... I would say several days", G01, "Several days"),
+    ("(2) Feeling nervous, anxious, or on edge: 4 = Nearly every day", G01, "Nearly every day"),
+    ("2. Trouble relaxing", "Trouble relaxing", "not_present"),                      # a two-word item, all of it
+    ("1. Troubles concentrating on things", "Trouble concentrating on things, such as reading the newspaper or "
+     "watching television", "not_present"),                                           # "troubles": the same word
+    ("1. Trouble falling or staying asleep", "Trouble falling or staying asleep, or sleeping too much",
+     "not_present"),
+    # the item's words are no mention of an option either ("not at all" inside a restated item)
+    ("1. Not at all interested in things", "Not at all interested in things", "not_present"),
+    ("Not at all", "Not at all interested in things", "Not at all"),                # the label, not the item
+    ("1. Not at all", "Not at all interested in things", "Not at all"),
+    # what the rule leaves alone: an option after the number, a number alone, an item paraphrased
+    ("1. Not at all", G01, "Not at all"),
+    ("1", G01, "Not at all"),
+    ("The answer is 3.", G01, "More than half the days"),
+    ("1. Being easily irritated", "Becoming easily annoyed or irritable", "Not at all"),
+    ("1. Feeling nervous", G01, "Not at all"),                                          # two of three words: no
+])
+def test_the_judge_does_not_read_a_restated_numbered_item(text, item, expected):
+    assert judge(text, GAD, item=item).name == expected
+    if "Feeling nervous, anxious" in text or text.startswith("2. Trouble"):
+        assert process(text, GAD, wants_json=False, item=item).status == (
+            "answered" if expected in GAD else expected)
+
+
+def test_restated_items_in_the_real_answers():
+    """Real SmolLM2 answers (tests/data) that restate their item after a list number: read without the rule as
+    the option of that number, with it as what the rest of the text says."""
+    from qclm.probes.survey.judge import _words, restatements
+
+    data = json.loads((ROOT / "tests/data/survey_smollm2_responses.json").read_text(encoding="utf-8"))
+    items = {i.id: i.text for path in (GAD7, PHQ9) for i in load_instrument(path).items}
+    found = {}
+    for r in data["responses"]:
+        labels = data["options"][r["instrument"]][:: 1 if r["order"] == "regular" else -1]
+        text = clean(r["text"])
+        without = judge(text, labels, restated=False)
+        with_rule = judge(text, labels, item=items[r["item_id"]])
+        if without.name != with_rule.name:
+            found[(r["item_id"], r["variant"], r["order"], r["seed"])] = (text, without.name, with_rule.name)
+    # the rule changes 6 of the 192 verdicts (docs/survey.md), each where the text restates its item after a number
+    assert len(found) == 6, found
+    for (item_id, *_), (text, _, _) in found.items():
+        words = _words(text.lower())[0]
+        start = restatements(text.lower(), items[item_id])[0][0]
+        assert start > 0 and words[start - 1].isdigit(), text
+    text, without, with_rule = next(v for k, v in found.items() if k[:2] == ("P03", "natural"))
+    assert (text, without, with_rule) == ("1. Trouble falling or staying asleep", "Not at all", "not_present")
+
+
 def test_a_label_inside_a_longer_label_counts_for_the_longer_option():
     assert judge("Strongly agree", AGREE).name == "Strongly agree"
     assert judge("I agree", AGREE).name == "Agree"
@@ -75,18 +134,41 @@ def test_json_with_extra_text_and_the_statuses():
     assert json_answer('{"answer": "2"') == ("malformed", None)
     assert json_answer('{"reply": "2"}') == ("malformed", None)
     assert json_answer("2") == ("absent", None)
-    # the variant asks for JSON and gets none: invalid, though the judge read an option in the free text
-    done = process("The answer is 2.", GAD, wants_json=True)
-    assert done.status == "invalid" and done.json == "absent" and done.verdict.name == "Several days"
     assert process("The answer is 2.", GAD, wants_json=False).status == "answered"
-    assert process("  \n\U0001F600 ", GAD, wants_json=False).status == "invalid"  # nothing left after cleaning
-    done = process("As an AI, I don't have feelings, but 2.", GAD, wants_json=False)
-    assert done.status == "refused" and done.refusal == "as an ai" and done.verdict.name == "Several days"
-    assert process("I can\u2019t answer that.", GAD, wants_json=False).status == "refused"
     assert process("I cannot stop worrying: nearly every day", GAD, wants_json=False).status == "answered"
     assert process("Hmm, well", GAD, wants_json=False).status == "not_present"
     assert process("2 or 3", GAD, wants_json=False).status == "inconclusive"
     assert refusal("as an aide to my sister") == ""
+
+
+def test_statuses_are_r_u_psychos_with_the_json_parse_apart():
+    """R.U.Psycho's "invalid" is what its validator flags (a refusal, an AI disclaimer, an opening apology), its
+    "rejected" what its judge finds no single option in; the json variant without a JSON answer is this project's
+    own status, no_json, and an empty answer is not_present (their judge finds nothing in it)."""
+    assert STATUSES == ("answered", "inconclusive", "not_present", "no_json", "invalid")
+    # the variant asks for JSON and gets none: no_json (not invalid), the judge's verdict on the free text kept
+    done = process("The answer is 2.", GAD, wants_json=True)
+    assert done.status == "no_json" and done.json == "absent" and done.verdict.name == "Several days"
+    assert done.validator == ""
+    assert process('{"reply": 2}', GAD, wants_json=True).status == "no_json"
+    # nothing left after cleaning: nothing to judge, not invalid
+    done = process("  \n\U0001F600 ", GAD, wants_json=False)
+    assert done.status == "not_present" and done.cleaned == ""
+    assert process("", GAD, wants_json=True).status == "no_json"
+    # the validator: refusals and AI disclaimers anywhere, apologies at the opening; invalid even in JSON
+    done = process("As an AI, I don't have feelings, but 2.", GAD, wants_json=False)
+    assert (done.status, done.validator, done.validator_phrase) == ("invalid", "ai", "as an ai")
+    assert done.verdict.name == "Several days"
+    assert process("I can\u2019t answer that.", GAD, wants_json=False).validator == "refusal"
+    for text in ("Sorry, I don't know. 2", "I'm really sorry to hear that. Several days", "I apologise: 3",
+                 "My apologies, 4 = Nearly every day"):
+        assert process(text, GAD, wants_json=False).status == "invalid", text
+    # an apology later in the text is what it says, not a refusal
+    assert process('{"answer": "2"} Sorry if that is short.', GAD, wants_json=True).status == "answered"
+    assert validator("Sorry, I don't know. 2") == ("apology", "sorry")
+    assert process("I feel sorry for myself several days", GAD, wants_json=False).status == "answered"
+    done = process('{"answer": "2"} I\'m an AI, though.', GAD, wants_json=True)
+    assert done.status == "invalid" and done.json == "parsed"
 
 
 def test_cleaning():
@@ -137,28 +219,33 @@ def test_a_reverse_keyed_item_is_mirrored(tmp_path):
     assert [s.keyed for s in display_options(inst, inst.items[1], "reversed")] == [1, 2, 3]
 
 
-def _raw_table(instrument, item_id: str, answers: dict[tuple[str, int], str], variant: str = "natural"
-               ) -> pd.DataFrame:
+def _raw_table(instrument, item_id: str, answers: dict[tuple[str, int], str], variant: str = "natural",
+               best: dict[str, int] | None = None) -> pd.DataFrame:
     """A raw survey table as the scoring job writes it: one prompt per order, the given answers per (order, seed),
-    a forced choice that puts 0.7 on the first option shown."""
+    and the three forced choices; the number choice puts 0.7 on the position ``best[order]`` (default: the first
+    option shown), the label choice on the last option shown, the whole option's on the first."""
     item = next(i for i in instrument.items if i.id == item_id)
     rows = []
     base = {"model": "m", "probe": "s", "instrument": instrument.id, "condition": "vanilla", "stimulus_id": "",
-            "item_id": item_id, "variant": variant, "persona": ""}
+            "item_id": item_id, "variant": variant, "persona": "", "dimension": dimension_of(instrument, item)}
     for order in ("regular", "reversed"):
         shown = display_options(instrument, item, order)
-        probs = np.array([0.7] + [0.3 / (len(shown) - 1)] * (len(shown) - 1))
-        expected = float(np.dot(probs, [s.keyed for s in shown]))
         for (o, seed), text in answers.items():
             if o == order:
-                rows.append({**base, "order": order, "record": "response", "prompt_sha256": "h", "seed": seed,
-                             "repetition": 0, "request_seed": seed, "raw_text": text, "new_tokens": 3,
-                             "finish_reason": "eos"})
-        for s, p in zip(shown, probs):
-            rows.append({**base, "order": order, "record": "option", "prompt_sha256": "h", "position": s.position,
-                         "label": s.label, "option_score": s.score, "keyed_score": s.keyed, "logprob": np.log(p),
-                         "n_tokens": 3, "prob": p, "prob_mean": p, "expected": expected, "normalized": True})
-    return pd.DataFrame(rows, columns=RAW_COLUMNS)
+                rows.append({**base, "order": order, "record": "response", "prompt_sha256": "h",
+                             "item_text": item.text, "seed": seed, "repetition": 0, "request_seed": seed,
+                             "raw_text": text, "new_tokens": 3, "finish_reason": "eos"})
+        top = {"number": (best or {}).get(order, 1), "label": len(shown), "full": 1}
+        for answer in FORCED_CHOICES:
+            probs = np.full(len(shown), 0.3 / (len(shown) - 1))
+            probs[top[answer] - 1] = 0.7
+            expected = float(np.dot(probs, [s.keyed for s in shown]))
+            for s, p in zip(shown, probs):
+                rows.append({**base, "order": order, "record": "option", "prompt_sha256": "h", "answer": answer,
+                             "position": s.position, "label": s.label, "option_score": s.score,
+                             "keyed_score": s.keyed, "logprob": np.log(p / 2), "n_tokens": 1 if answer == "number"
+                             else 3, "prob": p, "prob_mean": p, "expected": expected, "normalized": True})
+    return pd.DataFrame(rows, columns=RAW_COLUMNS).fillna({"item_text": "", "answer": ""})
 
 
 # -- bad settings and material, named by file and key ------------------------------------------------------------
@@ -247,7 +334,7 @@ def test_every_response_gets_a_status_and_reruns_are_identical(tiny_llama_dir):
     probe, raw, meta = _score(_loaded(tiny_llama_dir), settings)
     gens = raw[raw["record"] == "response"]
     assert len(gens) == 2 * 3 * 1 * 2 * 2 * 2  # items x variants x personas x orders x seeds x repetitions
-    assert len(raw[raw["record"] == "option"]) == 2 * 3 * 2 * 4
+    assert len(raw[raw["record"] == "option"]) == 2 * 3 * 2 * 4 * 3  # ... x options x three forced choices
     assert gens["request_seed"].nunique() == len(gens)  # every draw its own seed
     assert gens["new_tokens"].between(1, 6).all()
     tables = cell_tables(raw)
@@ -278,6 +365,75 @@ def test_every_response_gets_a_status_and_reruns_are_identical(tiny_llama_dir):
     _, other, _ = _score(loaded, settings, seed=1)
     assert (other.loc[other["record"] == "response", "request_seed"].to_numpy()
             != gens["request_seed"].to_numpy()).all()
+
+
+def test_the_forced_choice_scores_the_option_number_as_the_first_answer_token(tiny_llama_dir):
+    """What the answer format asks for is one of the options, shown numbered: the forced choice the analysis reads
+    is over the options' numbers as the first answer token (after the json variant's opening), checked here against
+    the model's own next-token distribution; the label alone and the whole "k = Label" are recorded beside it."""
+    import torch
+
+    settings = {"instrument": str(GAD7), "variants": ["natural", "json"], "orders": ["regular", "reversed"],
+                "generation": {"max_new_tokens": 2}}
+    probe, raw, meta = _score(_loaded(tiny_llama_dir), settings)
+    assert meta["forced_choices"] == list(FORCED_CHOICES)
+    choices = cell_tables(raw)["choices"]
+    assert len(choices) == 2 * 2 * 2 * 4  # items x variants x orders x options: one row, three forced choices
+    assert (choices["n_tokens"] == 1).all() and (choices["n_tokens_full"] > 1).all()
+    loaded = _loaded(tiny_llama_dir)
+    model, tok = load_dir(tiny_llama_dir)
+    for key, part in choices.groupby(["item_id", "variant", "order"]):
+        item_id, variant, order = key
+        item = next(i for i in probe.instrument.items if i.id == item_id)
+        prompt = loaded.prompts.context("", user_message(probe.instrument, item, variant, order))
+        context = prompt + ('{"answer": "' if variant == "json" else "")
+        ids = tok(context)["input_ids"]
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0, -1].double(), -1).numpy()
+        part = part.sort_values("position")
+        numbers = [tok(context + str(n))["input_ids"][len(ids):] for n in part["position"]]
+        assert all(len(n) == 1 for n in numbers)  # each option's number is one token here
+        expected = logprobs[[n[0] for n in numbers]]
+        np.testing.assert_allclose(part["logprob"], expected, atol=2e-4)
+        np.testing.assert_allclose(part["prob"], np.exp(expected) / np.exp(expected).sum(), atol=2e-4)
+        assert part["mass"].iloc[0] == pytest.approx(np.exp(expected).sum(), abs=2e-4)
+        assert part["argmax"].sum() == part["argmax_label"].sum() == part["argmax_full"].sum() == 1
+        assert part["position"][part["argmax"]].item() == int(np.argmax(expected)) + 1
+        # the whole option: its summed log-probability, as "k = Label" continues the prompt
+        whole = loaded.backend.loglikelihood([LoglikRequest(context, s.text) for s in
+                                              display_options(probe.instrument, item, order)])
+        np.testing.assert_allclose(part["logprob_full"], [w.logprob for w in whole], atol=2e-4)
+        np.testing.assert_allclose(part[["prob", "prob_label", "prob_full"]].sum(), 1.0, atol=1e-9)
+    # the responses' forced-choice columns are the number choice's
+    responses = cell_tables(raw)["responses"]
+    best = choices[choices["argmax"]].set_index(["item_id", "variant", "order"])["position"]
+    assert (responses.set_index(["item_id", "variant", "order"])["fc_argmax_position"]
+            == best.reindex(responses.set_index(["item_id", "variant", "order"]).index)).all()
+
+
+def test_each_stimulus_gets_its_own_draws_and_a_stimulus_the_same_under_every_condition(tiny_llama_dir):
+    """A generation's seed: the run seed, model, probe, item, variant, persona, order, seed, repetition and the
+    stimulus; the condition is not in it."""
+    from qclm.engine.requests import derive_seed
+
+    loaded = _loaded(tiny_llama_dir)
+    probe = SurveyProbe(Instance("s", "survey", {**SurveyProbe.defaults(), "instrument": str(GAD7), "seeds": [0, 1]}))
+
+    def seeds(ctx):
+        return {(r.key["item_id"], r.key["variant"], r.key["order"], r.key["seed"]): r.key["request_seed"]
+                for r in probe.requests(ctx, loaded.prompts, Protocol(limit_items=2), "m", 7)
+                if r.key["request"] == "generate"}
+
+    vanilla = seeds(Context("vanilla"))
+    one = seeds(Context("stress", "stress01", "I lost my job.\n\n", 0))
+    two = seeds(Context("stress", "stress02", "My house burned.\n\n", 1))
+    again = seeds(Context("stress_retold", "stress01", "I lost my job.\n\n", 0))
+    assert set(one) == set(two) == set(vanilla) and len(one) == 2 * 3 * 2 * 2
+    assert all(one[k] != two[k] and one[k] != vanilla[k] for k in one)  # every stimulus its own draws
+    assert one == again  # the same stimulus, another condition: the same draws
+    for (item, variant, order, seed), value in one.items():
+        assert value == derive_seed(7, "m", "s", item, variant, "", order, seed, 0, "stress01")
+    assert len(set(one.values()) | set(two.values()) | set(vanilla.values())) == 3 * len(one)
 
 
 def test_a_raw_prompt_format_fails_in_the_job_with_one_line(tiny_llama_dir):
@@ -311,20 +467,28 @@ def test_the_workflow_writes_every_survey_table(survey_run):
     assert len(responses) == 36 * 3 and set(responses["status"]) <= set(STATUSES)
     assert set(responses["condition"]) == {"vanilla", "stress"}
     assert set(responses.loc[responses["condition"] == "stress", "stimulus_id"]) == {"stress01", "stress02"}
-    # the same draws under every condition (common random numbers), other prompts
+    # every stimulus its own draws (the seed recipe of the provenance), other prompts
+    from qclm.engine.requests import derive_seed
+
+    assert responses["request_seed"].nunique() == len(responses)
+    assert all(r.request_seed == derive_seed(0, "tiny-llama", "survey_gad7", r.item_id, r.variant, r.persona, r.order,
+                                             r.seed, r.repetition, r.stimulus_id) for r in responses.itertuples())
     by = responses.set_index(["condition", "stimulus_id", "item_id", "variant", "order", "seed"])
-    assert (by.loc["vanilla"]["request_seed"].sort_index().to_numpy()
-            == by.loc[("stress", "stress01")]["request_seed"].sort_index().to_numpy()).all()
     assert set(by.loc["vanilla"]["prompt_sha256"]).isdisjoint(by.loc["stress"]["prompt_sha256"])
     choices = pd.read_parquet(res / "scores/survey_choices.parquet")
     assert len(choices) == 3 * 3 * 2 * 4 * 3
     summary = pd.read_csv(res / "analysis/survey_summary.csv")
-    assert len(summary) == 3 * 2 and summary["underpowered"].all()
+    assert len(summary) == 3 * 2 and summary["underpowered"].all() and (summary["dimension"] == "all").all()
     rates = summary[[f"rate_{s}" for s in STATUSES]].sum(axis=1)
     np.testing.assert_allclose(rates, 1.0)
+    # R.U.Psycho's two rates: invalid is the validator's status, rejected the judge's verdict on what it read
+    assert (summary["rate_rejected"] <= 1 - summary["rate_invalid"] + 1e-12).all()
+    assert summary["fc_degenerate"].dtype == bool
     assert (summary["random_scale_score"] == 3 * 1.5).all()  # 3 items, options scored 0-3
     agreement = pd.read_csv(res / "analysis/survey_agreement.csv")
     assert set(agreement["variant"]) == {"natural", "friendly", "json", "all"}
+    # a degenerate measure has no p-value, and a p-value only where the measure varies
+    assert agreement.loc[agreement["fc_degenerate"] | agreement["answers_degenerate"], "agree_p"].isna().all()
     # the Likert item scores of the same instrument reached the analysis: forced choice vs QCLM over 3 items
     assert agreement["qclm_scored"].all() and (agreement["n_items_fc_qclm"] == 3).all()
     assert agreement["rho_fc_qclm"].between(-1, 1).all()
@@ -371,7 +535,7 @@ def test_render_shows_the_survey_prompt_as_the_model_sees_it(survey_run, tiny_ll
 
     workdir, cfg = survey_run
     cmd = [sys.executable, "-m", "qclm.commands", "render", "--config", str(cfg), "--model", "tiny-llama", "--probe",
-           "survey_gad7", "--condition", "vanilla", "--item", "G02", "--limit", "2"]
+           "survey_gad7", "--condition", "vanilla", "--item", "G02", "--limit", "4"]
     run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=300, cwd=workdir)
     assert run.returncode == 0, run.stderr[-3000:]
     gad = load_instrument(GAD7)
@@ -379,11 +543,14 @@ def test_render_shows_the_survey_prompt_as_the_model_sees_it(survey_run, tiny_ll
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
     prompt = tok.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
     blocks = run.stdout.split("### request ")[1:]
-    assert len(blocks) == 2 and "forced choice" in blocks[0] and "generation, seed 0" in blocks[1]
+    assert len(blocks) == 4 and "generation, seed 0" in blocks[3]
+    assert [b.split("\n", 1)[0].rsplit(": ", 1)[1] for b in blocks[:3]] == [
+        "forced choice over the options' numbers", "forced choice over the options' labels",
+        "forced choice over the options' whole texts (number = label)"]
     for block in blocks:
         shown = block.split("as the model sees them ---\n", 1)[1].split("\n--- ", 1)[0]
         assert shown == prompt.rstrip("\n") or shown == prompt, (shown, prompt)
-    assert "'1 = Not at all': '1'" in blocks[0]
+    assert "'1': '1'" in blocks[0] and "'Not at all': 'Not'" in blocks[1] and "'1 = Not at all': '1'" in blocks[2]
 
 
 def test_the_survey_cpu_stages_import_no_torch(survey_run, tmp_path):
@@ -427,15 +594,17 @@ assert 'torch' not in sys.modules
 
 # -- the analysis on a made-up survey whose answers are known ----------------------------------------------------
 
-def _made_up(answer, personas=("",), seeds=range(4)) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Responses and choices of GAD-7 (natural variant, both orders) where ``answer(item, order, persona, seed)``
-    gives each response's text; the forced choice puts 0.7 on the first option shown."""
-    gad = load_survey_instrument(str(GAD7))
+def _made_up(answer, personas=("",), seeds=range(4), instrument=GAD7, best=None
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Responses and choices of an instrument (GAD-7; natural variant, both orders) where ``answer(item, order,
+    persona, seed)`` gives each response's text; the forced choice puts 0.7 on the first option shown, or on
+    ``best(item)[order]``."""
+    inst = load_survey_instrument(str(instrument))
     frames = []
     for persona in personas:
-        for item in gad.items:
+        for item in inst.items:
             answers = {(o, s): answer(item.id, o, persona, s) for o in ("regular", "reversed") for s in seeds}
-            raw = _raw_table(gad, item.id, answers)
+            raw = _raw_table(inst, item.id, answers, best=best(item.id) if best else None)
             raw["persona"] = persona
             frames.append(raw)
     tables = cell_tables(pd.concat(frames, ignore_index=True))
@@ -473,19 +642,93 @@ def test_summary_scale_score_order_shift_and_persona_effect():
     assert row["underpowered"] and "1 of 7 items without an answered response" in row["note"]
 
 
+def _two_dimensions(tmp_path) -> Path:
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "Two traits", "item_wording": "written", "dimensions": ["calm", "energy"],
+        "original_scale": {"instruction": "How true is this of you?",
+                           "options": [{"label": "Never", "score": 1}, {"label": "Sometimes", "score": 2},
+                                       {"label": "Always", "score": 3}]},
+        "items": [{"id": "c1", "text": "I stay calm", "dimension": "calm"},
+                  {"id": "e1", "text": "I am full of energy", "dimension": "energy"},
+                  {"id": "c2", "text": "I get upset easily", "dimension": "calm", "keying": "reverse"},
+                  {"id": "e2", "text": "I like to keep busy", "dimension": "energy"}]}))
+    return path
+
+
+def test_scale_scores_per_dimension(tmp_path):
+    """An instrument that declares dimensions gets one scale score per dimension, not one total over all of them;
+    an instrument with one scale gets dimension "all"."""
+    from qclm.probes.survey.analysis import summary
+    from qclm.probes.survey.tables import item_scores
+
+    path = _two_dimensions(tmp_path)
+    # calm items answered at the calm end (c2 is reverse-keyed), energy items at the low end
+    text = {"c1": "Always", "c2": "Never", "e1": "Never", "e2": "Never"}
+    responses, choices = _made_up(lambda item, order, persona, seed: text[item], instrument=path)
+    assert set(responses["dimension"]) == {"calm", "energy"} and set(choices["dimension"]) == {"calm", "energy"}
+    table = summary(responses, choices, 100, 0).set_index("dimension")
+    assert list(table.index) == ["calm", "energy"] and (table["n_items"] == 2).all()
+    assert table.loc["calm", "scale_score"] == pytest.approx(6) and table.loc["energy", "scale_score"] == 2
+    assert (table["scale_min"] == 2).all() and (table["scale_max"] == 6).all()
+    assert (table["random_scale_score"] == 4).all()
+    assert set(item_scores(responses)[["item_id", "dimension"]].itertuples(index=False, name=None)) == {
+        ("c1", "calm"), ("c2", "calm"), ("e1", "energy"), ("e2", "energy")}
+    responses, choices = _made_up(lambda item, order, persona, seed: "2")
+    table = summary(responses, choices, 100, 0)
+    assert list(table["dimension"]) == ["all"] and table["n_items"].iloc[0] == 7
+
+
+def test_a_forced_choice_that_does_not_vary_is_marked_not_tested():
+    """A forced choice that picks the first option shown on every prompt (as SmolLM2's did on published
+    instruments) makes the agreement permutation test degenerate (p exactly 1 before): the tables and the
+    overview say so, and the p-value is left empty; where it varies, the p-value is there."""
+    from qclm.probes.survey.analysis import FC_DEGENERATE, agreement, summary
+    from qclm.probes.survey.overview import fragment
+
+    labels = {f"G0{k}": GAD[k % 4] for k in range(1, 8)}  # answers that vary over items
+
+    def answer(item, order, persona, seed):
+        return labels[item] if seed % 2 else GAD[(int(item[-1]) + 1) % 4]
+
+    responses, choices = _made_up(answer, seeds=range(6))
+    row = agreement(responses, choices, None, 0, n_perm=200).iloc[0]
+    assert row["n_answered"] == 84 and not row["answers_degenerate"]
+    assert row["fc_degenerate"] and np.isnan(row["agree_p"]) and FC_DEGENERATE in row["note"]
+    assert "(regular: 1, reversed: 1)" in row["note"]
+    assert "degenerate" not in fragment(responses, summary(responses, choices, 100, 0).iloc[:0],
+                                        agreement(responses, choices, None, 0, n_perm=20).iloc[:0])
+    # the forced choice's probabilities are the same on every prompt of an order here: that test cannot move either
+    assert np.isnan(row["fc_prob_p"]) and "no permutation of the answers changes the forced choice's" in row["note"]
+    table = summary(responses, choices, 100, 0)
+    assert table["fc_degenerate"].all() and FC_DEGENERATE in table["note"].iloc[0]
+    assert not table["underpowered"].any()  # degenerate is its own mark, not underpowered
+    text = fragment(responses, table, agreement(responses, choices, None, 0, n_perm=200))
+    assert "degenerate: the forced choice gave one option position on every prompt" in text
+    # a forced choice that picks another position per item: tested
+    responses, choices = _made_up(answer, seeds=range(6),
+                                  best=lambda item: {"regular": int(item[-1]) % 4 + 1, "reversed": 1})
+    row = agreement(responses, choices, None, 0, n_perm=200).iloc[0]
+    assert not row["fc_degenerate"] and 0 < row["agree_p"] <= 1 and 0 < row["fc_prob_p"] <= 1
+    assert "gave one option" not in row["note"] and "no permutation" not in row["note"]
+    assert not summary(responses, choices, 100, 0)["fc_degenerate"].any()
+
+
 def test_agreement_with_the_forced_choice_and_its_baselines():
     from qclm.probes.survey.analysis import agreement
 
     # every answer is the forced choice's argmax (the first option shown)
     responses, choices = _made_up(lambda item, order, persona, seed: "1", seeds=range(6))
     row = agreement(responses, choices, None, 0, n_perm=200).iloc[0]
-    assert row["n_answered"] == 84 and row["agree_argmax"] == 1
+    assert row["n_answered"] == 84 and row["agree_argmax"] == pytest.approx(1)
     assert not row["underpowered"] and row["correlations_underpowered"]  # 84 answers, but 7 items
     assert row["fc_prob_generated"] == pytest.approx(0.7) and row["fc_prob_random"] == pytest.approx(0.25)
     assert row["tv_distance"] == pytest.approx(0.3) and 0 < row["tv_distance_sampling"] < row["tv_distance"] + 0.3
     # agreement expected by chance: answers and argmax both always "the first shown" of their order
     assert row["agree_chance"] == pytest.approx(0.5)
-    assert row["agree_p"] > 0.5  # shuffling within orders cannot do worse: nothing to reject
+    # neither varies within an order: shuffling cannot change the agreement, so it has no p-value (marked)
+    assert row["fc_degenerate"] and row["answers_degenerate"] and np.isnan(row["agree_p"])
+    assert np.isnan(row["fc_prob_p"])
     assert not row["qclm_scored"] and np.isnan(row["rho_survey_qclm"])
     # answers that never take the argmax, and QCLM item scores that follow the survey's item scores
     values = {f"G0{k}": k % 4 for k in range(1, 8)}

@@ -1,14 +1,21 @@
-"""The survey's analysis (no torch): response rates and scale scores per prompt variant, and how the generated
-answers agree with the forced choice on the identical prompt and with the QCLM item scores of the same instrument.
+"""The survey's analysis (no torch): response rates and scale scores per prompt variant (and per dimension where the
+instrument declares several), and how the generated answers agree with the forced choice on the identical prompt
+and with the QCLM item scores of the same instrument.
 
-``survey_summary.csv`` (per model, instrument, condition and prompt variant)
-    the share of responses per status (answered, inconclusive, not_present, invalid, refused); the scale score
-    (the instrument's total: the mean answered keyed score of each item, summed over the items, prorated where an
-    item has no answered response) with a bootstrap CI (answers resampled within items), beside the scale score of
-    a uniformly random respondent and the forced choice's expected scale score on the same prompts; the order
-    shift (regular minus reversed option order, CI) beside the forced choice's; with personas, the persona effect
-    (the range of the personas' scale scores) with a permutation p-value (persona labels shuffled within items).
-``survey_agreement.csv`` (per model, instrument, condition and variant, and ``all`` variants pooled)
+``survey_summary.csv`` (per model, instrument, condition, prompt variant and dimension)
+    the share of responses per status (answered, inconclusive, not_present, no_json, invalid), and R.U.Psycho's
+    two rates (its Table 1): ``rate_invalid`` (the validator flagged a refusal, an AI disclaimer or an apology)
+    and ``rate_rejected`` (the judge found no single option in what it read: the JSON answer, else the free text,
+    as R.U.Psycho's pipeline reads it); the scale score of the dimension (``all``: the instrument's one scale; the
+    mean answered keyed score of each of its items, summed over its items, prorated where an item has no answered
+    response) with a bootstrap CI (answers resampled within items), beside the scale score of a uniformly random
+    respondent and the forced choice's expected scale score on the same prompts (the option numbers; the labels'
+    and the whole options' beside it); the order shift (regular minus reversed option order, CI) beside the
+    forced choice's; with personas, the persona effect (the range of the personas' scale scores) with a
+    permutation p-value (persona labels shuffled within items); ``fc_degenerate`` where the forced choice picked
+    the same position on every prompt of each option order.
+``survey_agreement.csv`` (per model, instrument, condition and variant, and ``all`` variants pooled; over every
+dimension: agreement is per answer, not a scale)
     the share of answered responses whose option is the forced choice's argmax on the identical prompt, beside the
     share expected if the two were unrelated (the product of their option frequencies) and a permutation p-value
     (the pairing of answers and prompts shuffled within option orders); the mean probability the forced choice
@@ -28,7 +35,11 @@ Registered in :mod:`qclm.analysis.registry` (probe ``survey``, with the figures 
 A statistic the run cannot support is marked where the reader sees it (and in the figures): ``underpowered`` for
 scale scores with an item that no response answered or fewer than :data:`MIN_ANSWERED` answered responses, and
 for agreement over fewer than :data:`MIN_ANSWERED` answered responses; ``correlations_underpowered`` for
-correlations over fewer than :data:`MIN_ITEMS` items; ``note`` says which.
+correlations over fewer than :data:`MIN_ITEMS` items. A measure that does not vary gets no p-value:
+``fc_degenerate`` (the forced choice gave one position on every prompt of each option order) and
+``answers_degenerate`` (the generated answers did), where shuffling the pairing cannot change the statistic; its
+p-value is left empty, and so is any permutation p-value whose permutations all give the observed value. ``note``
+says which.
 """
 
 from __future__ import annotations
@@ -39,8 +50,8 @@ import numpy as np
 import pandas as pd
 
 from qclm import settings
-from qclm.probes.survey.judge import STATUSES
-from qclm.probes.survey.material import PROMPT_KEY
+from qclm.probes.survey.judge import REJECTED, STATUSES
+from qclm.probes.survey.material import FORCED_CHOICES, PROMPT_KEY, SCORED
 
 #: correlations over fewer items than this are marked underpowered
 MIN_ITEMS = 10
@@ -50,6 +61,40 @@ MIN_ANSWERED = 30
 PERMUTATIONS = 2000
 GROUP = ["model", "instrument", "condition", "variant"]
 ALL = "all"
+#: what the tables say where a measure does not vary
+FC_DEGENERATE = "the forced choice gave one option position on every prompt"
+ANSWERS_DEGENERATE = "the generated answers gave one option position on every prompt"
+
+
+def _suffix(answer: str) -> str:
+    return "" if answer == SCORED else f"_{answer}"
+
+
+def one_position(frame: pd.DataFrame, column: str, strata: list[str]) -> dict[str, int] | None:
+    """Where ``column`` (an option position) is the same on every row of each stratum: that position per stratum
+    (strata joined by "/"); None where it varies in any stratum or there are no rows."""
+    if frame.empty:
+        return None
+    out = {}
+    for key, part in frame.groupby(strata, sort=True) if strata else [((ALL,), frame)]:
+        values = part[column].dropna().astype(int).unique()
+        if len(values) != 1:
+            return None
+        out["/".join(map(str, key if isinstance(key, tuple) else (key,)))] = int(values[0])
+    return out
+
+
+def _positions(where: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in where.items())  # not "; ": that separates the notes
+
+
+def _perm_p(observed: float, perms: np.ndarray) -> float:
+    """The permutation p-value (at least as large as observed), or NaN where no permutation changes the statistic
+    (a measure that does not vary: nothing to test)."""
+    perms = np.asarray(perms, dtype=float)
+    if perms.size == 0 or np.ptp(perms) <= 1e-12:
+        return np.nan
+    return float((1 + np.sum(perms >= observed - 1e-12)) / (1 + perms.size))
 
 
 # -- summary ----------------------------------------------------------------------------------------------------
@@ -85,22 +130,27 @@ def summary(responses: pd.DataFrame, choices: pd.DataFrame, n_boot: int, seed: i
     """``survey_summary.csv`` (module docstring)."""
     rows = []
     rng = np.random.default_rng(seed)
-    for key, g in responses.groupby(GROUP, sort=True):
-        c = choices.merge(pd.DataFrame([dict(zip(GROUP, key))]), on=GROUP)
+    keys = GROUP + ["dimension"]
+    for key, g in responses.groupby(keys, sort=True):
+        c = choices.merge(pd.DataFrame([dict(zip(keys, key))]), on=keys)
         n_items = g["item_id"].nunique()
         answered = g[g["status"] == "answered"]
         arrays = _item_arrays(answered)
         scale = _scale(arrays, n_items)
         lo, hi = _ci(_scale_boot(arrays, n_items, rng, n_boot))
         option_scores = _option_scores(c) if len(c) else np.array([np.nan])
-        fc_items = c.drop_duplicates(["item_id", "persona", "order", "stimulus_id"]).groupby("item_id")["expected"]
-        row = {**dict(zip(GROUP, key)), "n_responses": len(g), "n_answered": len(answered),
+        prompts = c.drop_duplicates(["item_id", "persona", "order", "stimulus_id"])
+        row = {**dict(zip(keys, key)), "n_responses": len(g), "n_answered": len(answered),
                **{f"rate_{s}": float((g["status"] == s).mean()) for s in STATUSES},
+               "rate_rejected": float(((g["status"] != "invalid") & g["judge"].isin(REJECTED)).mean()),
                "n_items": n_items, "items_answered": len(arrays), "scale_score": scale, "scale_ci_low": lo,
                "scale_ci_high": hi, "scale_min": n_items * float(np.min(option_scores)),
                "scale_max": n_items * float(np.max(option_scores)),
-               "random_scale_score": n_items * float(np.mean(option_scores)),
-               "fc_scale_score": n_items * float(fc_items.mean().mean()) if len(c) else np.nan}
+               "random_scale_score": n_items * float(np.mean(option_scores))}
+        for answer in FORCED_CHOICES:
+            column = f"expected{_suffix(answer)}"
+            row[f"fc_scale_score{_suffix(answer)}"] = (n_items * float(prompts.groupby("item_id")[column].mean().mean())
+                                                       if len(c) else np.nan)
         shift = lo_s = hi_s = fc_shift = np.nan
         if set(g["order"]) >= {"regular", "reversed"}:
             parts = {o: _item_arrays(answered[answered["order"] == o]) for o in ("regular", "reversed")}
@@ -116,12 +166,14 @@ def summary(responses: pd.DataFrame, choices: pd.DataFrame, n_boot: int, seed: i
         effect, p = _persona_effect(answered, n_items, rng, min(PERMUTATIONS, max(n_boot, 1)))
         row.update({"personas": int(g["persona"].nunique()) if (g["persona"] != "").any() else 0,
                     "persona_effect": effect, "persona_effect_p": p})
-        notes = []
+        fc_one = one_position(c[c["argmax"].astype(bool)], "position", ["order"])
+        weak = []
         if len(arrays) < n_items:
-            notes.append(f"{n_items - len(arrays)} of {n_items} items without an answered response")
+            weak.append(f"{n_items - len(arrays)} of {n_items} items without an answered response")
         if len(answered) < MIN_ANSWERED:
-            notes.append(f"{len(answered)} answered responses (< {MIN_ANSWERED})")
-        row.update({"underpowered": bool(notes), "note": "; ".join(notes)})
+            weak.append(f"{len(answered)} answered responses (< {MIN_ANSWERED})")
+        notes = weak + ([f"{FC_DEGENERATE} of each option order ({_positions(fc_one)})"] if fc_one else [])
+        row.update({"fc_degenerate": fc_one is not None, "underpowered": bool(weak), "note": "; ".join(notes)})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -143,15 +195,15 @@ def _persona_effect(answered: pd.DataFrame, n_items: int, rng: np.random.Generat
     if not np.isfinite(observed):
         return np.nan, np.nan
     items = answered["item_id"].to_numpy()
-    hits = 0
+    perms = []
     for _ in range(n_perm):
         shuffled = labels.copy()
         for it in np.unique(items):
             idx = np.flatnonzero(items == it)
             shuffled[idx] = rng.permutation(shuffled[idx])
         value = effect(answered, shuffled)
-        hits += bool(np.isfinite(value) and value >= observed)
-    return observed, (1 + hits) / (1 + n_perm)
+        perms.append(value if np.isfinite(value) else -np.inf)
+    return observed, _perm_p(observed, np.array(perms))
 
 
 # -- agreement --------------------------------------------------------------------------------------------------
@@ -163,7 +215,7 @@ def _spearman(x: np.ndarray, y: np.ndarray, rng: np.random.Generator, n_perm: in
     rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
     rho = float(np.corrcoef(rx, ry)[0, 1])
     perms = np.array([np.corrcoef(rx, rng.permutation(ry))[0, 1] for _ in range(n_perm)])
-    return rho, float((1 + np.sum(np.abs(perms) >= abs(rho) - 1e-12)) / (1 + n_perm))
+    return rho, _perm_p(abs(rho), np.abs(perms))
 
 
 def _prob_matrix(choices: pd.DataFrame) -> dict[tuple, np.ndarray]:
@@ -180,6 +232,10 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
     n = len(answered)
     row: dict[str, Any] = {"n_responses": len(g), "n_answered": n}
     k_options = c.groupby(PROMPT_KEY, sort=False).size()
+    # a measure that does not vary within the strata the permutations keep: shuffling cannot change the statistic
+    fc_one = one_position(c[c["argmax"].astype(bool)], "position", strata)
+    answers_one = one_position(answered, "judged_position", strata)
+    row.update({"fc_degenerate": fc_one is not None, "answers_degenerate": answers_one is not None})
     if n:
         agrees = answered["fc_agrees"].astype(bool).to_numpy()
         judged = answered["judged_option"].to_numpy()
@@ -196,20 +252,21 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
         # permutation: the answers' pairing with the prompts shuffled within strata (the option order, where
         # positions mean the same options)
         strata_ids = answered[strata].astype(str).agg("\x1f".join, axis=1).to_numpy() if strata else np.zeros(n)
-        hits_agree = hits_prob = 0
         arg_pos = answered["fc_argmax_position"].astype(int).to_numpy() - 1
         obs_prob = float(fc_prob.mean())
         groups = [np.flatnonzero(strata_ids == s) for s in np.unique(strata_ids)]
-        for _ in range(n_perm):
+        perm_agree, perm_prob = np.empty(n_perm), np.empty(n_perm)
+        for i in range(n_perm):
             perm = np.arange(n)
             for idx in groups:
                 perm[idx] = rng.permutation(idx)
-            hits_agree += np.mean(pos[perm] == arg_pos) >= agrees.mean() - 1e-12
-            hits_prob += matrix[np.arange(n), pos[perm]].mean() >= obs_prob - 1e-12
+            perm_agree[i] = np.mean(pos[perm] == arg_pos)
+            perm_prob[i] = matrix[np.arange(n), pos[perm]].mean()
+        agree_p = _perm_p(float(agrees.mean()), perm_agree)
         row.update({"agree_argmax": float(agrees.mean()), "agree_chance": chance,
-                    "agree_p": (1 + hits_agree) / (1 + n_perm), "fc_prob_generated": obs_prob,
-                    "fc_prob_random": float(np.mean(1.0 / k_options.to_numpy(float))),
-                    "fc_prob_p": (1 + hits_prob) / (1 + n_perm)})
+                    "agree_p": np.nan if fc_one is not None or answers_one is not None else agree_p,
+                    "fc_prob_generated": obs_prob, "fc_prob_random": float(np.mean(1.0 / k_options.to_numpy(float))),
+                    "fc_prob_p": np.nan if answers_one is not None else _perm_p(obs_prob, perm_prob)})
         # distance between each prompt's sampled option frequencies and its forced-choice probabilities
         dist, floor = [], []
         for key, part in answered.groupby(PROMPT_KEY, sort=False):
@@ -237,6 +294,16 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
         row.update({f"rho_{name}": rho, f"rho_{name}_p": p, f"n_items_{name}": int(np.sum(np.isfinite(x) & np.isfinite(y)))})
     row["qclm_scored"] = bool(np.isfinite(q).any())
     notes = []
+    if fc_one is not None:
+        notes.append(f"{FC_DEGENERATE} of each {'/'.join(strata)} ({_positions(fc_one)}): no agreement p-value")
+    if answers_one is not None and n:
+        notes.append(f"{ANSWERS_DEGENERATE} of each {'/'.join(strata)} ({_positions(answers_one)}): no agreement or "
+                     "forced-choice-probability p-value")
+    if n and fc_one is None and answers_one is None and np.isnan(row["agree_p"]):
+        notes.append("no permutation of the answers changes their agreement with the argmax: no agreement p-value")
+    if n and answers_one is None and np.isnan(row["fc_prob_p"]):
+        notes.append("no permutation of the answers changes the forced choice's probability of them (the same "
+                     "probabilities on every prompt): no p-value")
     if n < MIN_ANSWERED:
         notes.append(f"{n} answered responses (< {MIN_ANSWERED})")
     if len(items) < MIN_ITEMS:

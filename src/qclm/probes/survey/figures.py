@@ -10,8 +10,8 @@ import pandas as pd
 
 from qclm.probes.survey.judge import STATUSES
 
-STATUS_COLORS = {"answered": "#009E73", "inconclusive": "#E69F00", "not_present": "#56B4E9", "invalid": "#6E6E6E",
-                 "refused": "#D55E00"}
+STATUS_COLORS = {"answered": "#009E73", "inconclusive": "#E69F00", "not_present": "#56B4E9", "no_json": "#6E6E6E",
+                 "invalid": "#D55E00"}
 VARIANT_COLORS = {"natural": "#0072B2", "friendly": "#CC79A7", "json": "#E69F00"}
 VARIANT_MARKERS = {"natural": "o", "friendly": "s", "json": "^"}
 
@@ -33,10 +33,10 @@ def figure_rates(context, summary: pd.DataFrame):
 
     if summary.empty:
         return "no survey responses"
-    rows = summary.sort_values(["model", "instrument", "condition", "variant"]).reset_index(drop=True)
+    rows = summary.sort_values(["model", "instrument", "condition", "variant", "dimension"]).reset_index(drop=True)
     weak = underpowered(rows)
     labels = [f"{r.model} | {r.instrument}" + (f" | {r.condition}" if rows["condition"].nunique() > 1 else "")
-              + f" | {r.variant}" for r in rows.itertuples()]
+              + f" | {r.variant}" + (f" | {r.dimension}" if r.dimension != "all" else "") for r in rows.itertuples()]
     fig, ax = plt.subplots(figsize=(PAGE_WIDTH, 0.9 + 0.24 * len(rows)))
     left = np.zeros(len(rows))
     for status in STATUSES:
@@ -100,8 +100,11 @@ def figure_agreement(context, table: pd.DataFrame):
             if np.isfinite(r["agree_argmax"]):
                 title += (f"\nagree with argmax {r['agree_argmax']:.2f} (chance {r['agree_chance']:.2f}), "
                           f"n={int(r['n_answered'])}")
+            if bool(r["fc_degenerate"]):
+                title += "\nforced choice degenerate: one option position on every prompt (no p-value)"
             if bool(r["underpowered"]) or bool(r["correlations_underpowered"]):
-                _mark(ax, str(r["note"]).split(";")[0])
+                weak = [n for n in str(r["note"]).split("; ") if "gave one option position" not in n]
+                _mark(ax, weak[0] if weak else "")
         ax.set_title(title)
         ax.legend(loc="upper left", fontsize=6)
     for ax in list(axes.flat)[len(panels):]:

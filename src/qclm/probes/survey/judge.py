@@ -5,15 +5,22 @@ validators and judge were read to understand them, none of their code or word li
    turn), typographic quotes and dashes as ASCII, emoji and invisible characters dropped, markdown emphasis
    dropped, line breaks and runs of white space as one space;
 2. **JSON** (:func:`json_answer`), where the variant asks for it: the first JSON object in the text that has an
-   ``answer`` field; its value is what the judge reads;
-3. **refusal** (:func:`refusal`): phrases by which a model declines or steps out of the respondent's role
-   (:data:`REFUSAL_PHRASES`);
+   ``answer`` field; its value is what the judge reads (without one, the judge reads the cleaned text, as
+   R.U.Psycho's extractor falls back to it);
+3. **the validator** (:func:`validator`): a refusal or a model stepping out of the respondent's role
+   (:data:`REFUSAL_PHRASES`, :data:`AI_PHRASES`, anywhere in the text), or an answer that opens with an apology
+   (:data:`APOLOGY_OPENING`) -- what R.U.Psycho's rule-based validator flags, with phrases of this project's own;
 4. **the judge** (:func:`judge`): each option's mentions in the text, an option's number (as shown) or its label,
-   a number and the label of the same option next to each other counted once, a label inside a longer option's
-   label not counted, a number followed by a unit not counted ("2 weeks" is a duration, not option 2), and a mention after a negation in its clause not counted ("not several days"); the option with the
-   most mentions is the answer, a tie is ``inconclusive``, none is ``not_present``;
-5. **status** (:func:`process`): ``invalid`` (nothing left after cleaning, or no JSON answer where the variant asks
-   for one), ``refused``, ``answered``, ``inconclusive`` or ``not_present``.
+   with four rules of this project's own: a number and the label of the same option next to each other counted
+   once, a number that is a quantity not counted ("2 weeks" is a duration, not option 2), a mention after a
+   negation in its clause not counted ("not several days"), and the item restated not read (its words, and a
+   number right before them: "1. Feeling nervous, ..." numbers the item, it does not choose option 1); a label
+   inside a longer option's label counts for the longer one only; the option with the most mentions is the
+   answer, a tie is ``inconclusive``, none is ``not_present``;
+5. **status** (:func:`process`): ``invalid`` (the validator flagged it: R.U.Psycho's "invalid"), ``no_json`` (the
+   json variant without a JSON answer: this project's stricter parse), else the judge's: ``answered``,
+   ``inconclusive`` or ``not_present`` (the last two are R.U.Psycho's "rejected"; an empty text is
+   ``not_present``, as their judge finds nothing in it).
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: the statuses of a response, in the order tables and figures show them
-STATUSES = ("answered", "inconclusive", "not_present", "invalid", "refused")
+#: the statuses of a response, in the order tables and figures show them (module docstring, step 5)
+STATUSES = ("answered", "inconclusive", "not_present", "no_json", "invalid")
 #: the judge's verdicts besides an option
 INCONCLUSIVE, NOT_PRESENT = "inconclusive", "not_present"
+#: the verdicts R.U.Psycho calls "rejected" (its Table 1): the judge found no single option in what it read
+REJECTED = (INCONCLUSIVE, NOT_PRESENT)
 
 #: chat markup that ends a response: a model that generates past its turn writes the next turn's header
 _MARKUP = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|<(?:start|end)_of_turn>|</s>|<eos>|\[/?INST\]")
@@ -38,21 +47,30 @@ _ASCII = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "
 _DROP = {"So", "Cc", "Cf", "Co", "Cs", "Cn"}
 _EMPHASIS = re.compile(r"[*_`#~]+")
 
-#: phrases by which a model declines to answer or answers as an AI rather than as a respondent (lower case,
-#: typographic apostrophes as ASCII); found anywhere in the cleaned text
-REFUSAL_PHRASES = (
+#: phrases by which a model answers as an AI rather than as a respondent (lower case, apostrophes as ASCII); found
+#: anywhere in the cleaned text
+AI_PHRASES = (
     "as an ai", "as an artificial intelligence", "as a language model", "as an assistant", "as a machine",
     "i am an ai", "i'm an ai", "i am just an ai", "i'm just an ai", "i am a language model", "i'm a language model",
     "i am an artificial", "i'm an artificial", "i don't have personal", "i do not have personal",
     "i don't have feelings", "i do not have feelings", "i don't have emotions", "i do not have emotions",
-    "i don't experience", "i do not experience", "i'm not able to answer", "i am not able to answer",
-    "i'm unable to answer", "i am unable to answer", "i cannot answer", "i can't answer", "i cannot respond",
-    "i can't respond", "i cannot provide", "i can't provide", "i cannot choose", "i can't choose",
-    "i cannot pick", "i can't pick", "i cannot select", "i can't select", "i cannot rate", "i can't rate",
-    "i cannot fill", "i can't fill", "i cannot comply", "i can't comply", "i won't answer", "i will not answer",
-    "i prefer not to answer", "i'd rather not answer", "i would rather not answer", "i'm sorry, but",
-    "i am sorry, but", "sorry, but i",
+    "i don't experience", "i do not experience", "i am not a human", "i'm not a human", "i am not human",
+    "i'm not human",
 )
+#: phrases by which a model declines to answer (lower case, apostrophes as ASCII); found anywhere in the cleaned
+#: text. "I cannot" alone is not one: "I cannot stop worrying" answers GAD-7's second item
+REFUSAL_PHRASES = (
+    "i'm not able to answer", "i am not able to answer", "i'm unable to answer", "i am unable to answer",
+    "i cannot answer", "i can't answer", "i cannot respond", "i can't respond", "i cannot provide", "i can't provide",
+    "i cannot choose", "i can't choose", "i cannot pick", "i can't pick", "i cannot select", "i can't select",
+    "i cannot rate", "i can't rate", "i cannot fill", "i can't fill", "i cannot comply", "i can't comply",
+    "i won't answer", "i will not answer", "i prefer not to answer", "i'd rather not answer",
+    "i would rather not answer", "i'm sorry, but", "i am sorry, but", "sorry, but i",
+)
+#: an answer that opens with an apology ("Sorry, ...", "I'm really sorry", "I apologise", "My apologies"): only at
+#: the opening, since "sorry" later in an answer may be what it says ("I feel sorry for myself")
+APOLOGY_OPENING = re.compile(r"^(?:(?:i'm|i am|we're|we are|so)\s+)?(?:(?:very|really|so|terribly|truly)\s+)?sorry\b"
+                             r"|^(?:i|we)\s+(?:do\s+)?apologi[sz]e\b|^(?:my|our)?\s*apologies\b")
 
 #: words that negate what follows them in their clause ("not several days"); two-word ones as tuples
 NEGATORS = frozenset({"not", "never", "no", "nor", "neither", "without", "hardly"})
@@ -63,6 +81,10 @@ UNITS = frozenset({"second", "seconds", "minute", "minutes", "hour", "hours", "d
                    "occasion", "occasions", "percent", "people", "person", "persons", "hundred", "thousand"})
 #: how many words before a mention a negation reaches
 NEGATION_REACH = 3
+#: how many of the item's first words a restatement must repeat (fewer where the item is shorter)
+RESTATED_WORDS = 3
+#: what may stand between an item's number and the item restated ("1. Feeling ...", "(2) Trouble ...", "3: ...")
+_ITEM_NUMBER_GAP = re.compile(r"\s*[.):\-]?\s*")
 #: what ends a clause between two words (a negation does not reach across it)
 _CLAUSE_END = re.compile(r"[.,;:!?()\[\]{}\"]|\bbut\b")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -96,13 +118,23 @@ def json_answer(text: str) -> tuple[str, str | None]:
     return "malformed", None
 
 
-def refusal(text: str) -> str:
-    """The first refusal phrase in the text ("" if none)."""
+def validator(text: str) -> tuple[str, str]:
+    """What the validator flags in a cleaned text: (``refusal``, ``ai`` or ``apology``, the phrase found), or
+    ("", "") for none (module docstring, step 3)."""
     lowered = text.lower()
-    for phrase in REFUSAL_PHRASES:
-        if re.search(rf"(?<![a-z]){re.escape(phrase)}(?![a-z])", lowered):
-            return phrase
-    return ""
+    for category, phrases in (("refusal", REFUSAL_PHRASES), ("ai", AI_PHRASES)):
+        for phrase in phrases:
+            if re.search(rf"(?<![a-z]){re.escape(phrase)}(?![a-z])", lowered):
+                return category, phrase
+    found = APOLOGY_OPENING.search(lowered.lstrip(" \"'([-"))
+    if found:
+        return "apology", found.group(0)
+    return "", ""
+
+
+def refusal(text: str) -> str:
+    """The phrase the validator flags in the text ("" if none)."""
+    return validator(text)[1]
 
 
 @dataclass(frozen=True)
@@ -128,12 +160,40 @@ def _is_decimal_part(text: str, start: int, end: int) -> bool:
     return bool(re.fullmatch(r"\d[.,/]", before) or re.match(r"[.,/]\d", after))
 
 
-def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: bool = True, pairs: bool = True
-          ) -> Verdict:
+def _same_word(a: str, b: str) -> bool:
+    """Two words the same in a restatement: equal, or one the other with an ending ("trouble", "troubles")."""
+    return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
+
+
+def restatements(text: str, item: str) -> list[tuple[int, int]]:
+    """Where a text restates the item: word spans (first word, last word + 1) that repeat the item's opening words,
+    at least :data:`RESTATED_WORDS` of them (all of a shorter item's), case and punctuation ignored."""
+    item_words = _words(item.lower())[0]
+    if not item_words:
+        return []
+    words = _words(text.lower())[0]
+    need = min(RESTATED_WORDS, len(item_words))
+    out, i = [], 0
+    while i < len(words):
+        n = 0
+        while i + n < len(words) and n < len(item_words) and _same_word(words[i + n], item_words[n]):
+            n += 1
+        if n >= need:
+            out.append((i, i + n))
+            i += n
+        else:
+            i += 1
+    return out
+
+
+def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: bool = True, pairs: bool = True,
+          item: str = "", restated: bool = True) -> Verdict:
     """The option a text chooses among options shown as ``1 = labels[0]; 2 = labels[1]; ...`` (module docstring,
-    step 4). ``negation``, ``quantities``, ``pairs``: the rules that discount a negated mention, a number that is a
-    quantity (followed by a unit, or part of a decimal), and the second half of a number-label pair (all on; switched off one by one, they show what each rule
-    changes against a judge without it: tests/test_survey_peers.py)."""
+    step 4). ``negation``, ``quantities``, ``pairs``, ``restated``: the rules that discount a negated mention, a
+    number that is a quantity (followed by a unit, or part of a decimal), the second half of a number-label pair,
+    and the item restated (``item``: its text; its words and a number right before them are not read). All on;
+    switched off one by one, they show what each rule changes against a judge without it
+    (tests/test_survey_peers.py)."""
     lowered = text.lower()
     words, spans = _words(lowered)
     label_words = [_words(label.lower())[0] for label in labels]
@@ -154,6 +214,18 @@ def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: b
                 and words[nxt:nxt + len(label_words[k])] != label_words[k]:
             continue  # "2 weeks": a quantity, not the option
         mentions.append((k, i, i + 1, True))
+    # the item restated, and its number, are not an answer (a run of the item's words that is no more than an
+    # option's label, "Not at all" for an item opening "Not at all interested ...", is the label)
+    skipped: set[int] = set()
+    if restated and item:
+        for start, end in restatements(lowered, item):
+            if any(not m[3] and m[1] <= start and end <= m[2] for m in mentions):
+                continue
+            skipped.update(range(start, end))
+            if start > 0 and words[start - 1].isdigit() \
+                    and _ITEM_NUMBER_GAP.fullmatch(lowered[spans[start - 1][1]:spans[start][0]]):
+                skipped.add(start - 1)
+    mentions = [m for m in mentions if not skipped.intersection(range(m[1], m[2]))]
     # a label inside a longer option's label ("agree" in "strongly agree") counts for the longer one only
     labels_found = [m for m in mentions if not m[3]]
     mentions = [m for m in mentions if m[3] or not any(
@@ -198,31 +270,32 @@ def _negated(text: str, words: list[str], spans: list[tuple[int, int]], start: i
 @dataclass(frozen=True)
 class Processed:
     """Every step of one response: the cleaned text, the JSON step (``""`` where the variant asks for none), what
-    the judge read, the refusal phrase found, the judge's verdict and the status."""
+    the judge read, what the validator flagged (its category and phrase, "" for none), the judge's verdict and the
+    status."""
 
     cleaned: str
     json: str
     judged_text: str
-    refusal: str
+    validator: str
+    validator_phrase: str
     verdict: Verdict
     status: str
 
 
-def process(text: str, labels: Sequence[str], wants_json: bool) -> Processed:
-    """A response through every step (module docstring)."""
+def process(text: str, labels: Sequence[str], wants_json: bool, item: str = "") -> Processed:
+    """A response through every step (module docstring); ``item``: the item's text (the judge does not read it
+    restated)."""
     cleaned = clean(text)
     json_status, answer = json_answer(cleaned) if wants_json else ("", None)
     judged_text = answer if answer is not None else cleaned
-    verdict = judge(judged_text, labels)
-    found = refusal(cleaned)
-    if not cleaned:
+    verdict = judge(judged_text, labels, item=item)
+    category, phrase = validator(cleaned)
+    if category:
         status = "invalid"
-    elif found:
-        status = "refused"
     elif wants_json and json_status != "parsed":
-        status = "invalid"
+        status = "no_json"
     elif verdict.index is not None:
         status = "answered"
     else:
         status = verdict.name
-    return Processed(cleaned, json_status, judged_text, found, verdict, status)
+    return Processed(cleaned, json_status, judged_text, category, phrase, verdict, status)

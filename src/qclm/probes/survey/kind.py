@@ -4,18 +4,23 @@ its own words, and the same prompt is scored as a forced choice over the options
 Per item, prompt variant (:data:`~qclm.probes.survey.material.VARIANTS`), persona and option order, one prompt
 (one user message through the model's chat template, after the context's stimulus lead); per prompt:
 
-- **generations**: one per seed x repetition, each with its own seed ``derive_seed(engine.seed, model, probe, item,
-  variant, persona, order, seed, repetition)`` (the same draws under every condition: a condition's shift is not a
-  different set of random numbers), all of a context's in one ``generate`` call (the engine shares the prefix);
-- **the forced choice** on the identical prompt: the options as the prompt lists them ("2 = Several days") as the
-  first tokens of the answer, after the variant's answer opening (``{"answer": "`` for ``json``), with the
-  options' keyed scores as values: each option's probability and the expected score.
+- **generations**: one per seed x repetition, each with its own seed (:data:`SEED_PARTS`: the run seed, model,
+  probe, item, variant, persona, order, seed, repetition and stimulus; not the condition, so the same stimulus
+  gets the same draws under every condition it appears in, and every stimulus of a condition its own), all of a
+  context's in one ``generate`` call (the engine shares the prefix);
+- **the forced choice** on the identical prompt, after the variant's answer opening (``{"answer": "`` for
+  ``json``), with the options' keyed scores as values: three forced choices over the K options
+  (:data:`~qclm.probes.survey.material.FORCED_CHOICES`), each option's probability and the expected score. The
+  analysis reads the first, the option's number as the first answer token ("2": what the answer format asks
+  for); its label alone ("Several days") and the whole option as the prompt lists it ("2 = Several days") are
+  recorded beside it.
 
 The raw table (the scoring job's) has one row per generation (``record`` = ``response``: its text, new tokens,
-finish reason, seed) and one per option of a forced choice (``record`` = ``option``: its log-probability and
-probability); the CPU stages clean, validate and judge each response (:mod:`qclm.probes.survey.judge`) into the
-``responses`` table (every response with a status, none dropped, the forced choice beside it) and the ``choices``
-table, then the analysis (:mod:`qclm.probes.survey.analysis`).
+finish reason, seed) and one per option of each forced choice (``record`` = ``option``, ``answer`` = which of the
+three: its log-probability and probability); the CPU stages clean, validate and judge each response
+(:mod:`qclm.probes.survey.judge`) into the ``responses`` table (every response with a status, none dropped, the
+forced choice beside it) and the ``choices`` table (one row per option, the three forced choices side by side),
+then the analysis (:mod:`qclm.probes.survey.analysis`).
 
 Chat-format models only (:attr:`SurveyProbe.chat_only`: ``qclm validate`` names a raw row of the model table).
 """
@@ -30,7 +35,8 @@ from qclm.contexts import Context, Protocol
 from qclm.errors import InputError, Problem
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
-    OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, display_options, load_survey_instrument, user_message,
+    FORCED_CHOICES, OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, dimension_of, display_options, load_survey_instrument,
+    user_message,
 )
 
 if TYPE_CHECKING:
@@ -54,11 +60,19 @@ GENERATION = {
 }
 GENERATION["default"] = {k: v["default"] for k, v in GENERATION["properties"].items()}
 
-#: the raw table: one row per generation (record ``response``) and per option of a forced choice (``option``)
+#: the raw table: one row per generation (record ``response``) and per option of each forced choice (``option``;
+#: ``answer``: which of :data:`~qclm.probes.survey.material.FORCED_CHOICES`)
 RAW_COLUMNS = ["model", "probe", "instrument", "condition", "stimulus_id", "item_id", "variant", "persona", "order",
-               "record", "prompt_sha256", "seed", "repetition", "request_seed", "raw_text", "new_tokens",
-               "finish_reason", "position", "label", "option_score", "keyed_score", "logprob", "n_tokens", "prob",
-               "prob_mean", "expected", "normalized"]
+               "dimension", "record", "prompt_sha256", "item_text", "seed", "repetition", "request_seed", "raw_text",
+               "new_tokens", "finish_reason", "answer", "position", "label", "option_score", "keyed_score", "logprob",
+               "n_tokens", "prob", "prob_mean", "expected", "normalized"]
+#: what each generation's seed is derived from (``derive_seed`` over these, in this order); the condition is not
+#: one of them: the same stimulus gets the same draws under every condition (vanilla's stimulus is "")
+SEED_PARTS = ("run_seed", "model", "probe", "item", "variant", "persona", "order", "seed", "repetition", "stimulus")
+
+
+#: how ``qclm render`` names each forced choice's options
+FORCED_LABELS = {"number": "numbers", "label": "labels", "full": "whole texts (number = label)"}
 
 
 def generation_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +85,9 @@ class SurveyProbe(ProbeKind):
     summary = ("an instrument administered as a survey: generated answers judged to options, beside the forced "
                "choice on the identical prompt (chat-format models)")
     chat_only = True
+    #: 2: the stimulus in the generations' seeds, the forced choice over the numbers (label and whole option beside
+    #: it), the item text and dimension in the raw table
+    version = 2
     schema = {
         "type": "object",
         "required": ["instrument"],
@@ -145,8 +162,8 @@ class SurveyProbe(ProbeKind):
 
     # -- scoring ----------------------------------------------------------------------------------------------
     def prompts_of(self, context: Context, prompts: PromptBuilder, protocol: Protocol):
-        """Every prompt of a context: (key, the prompt, the options shown, the forced choice's context and
-        options)."""
+        """Every prompt of a context: (key, the prompt, the options shown, the forced choice's context, and per
+        forced choice (:data:`~qclm.probes.survey.material.FORCED_CHOICES`) its option continuations)."""
         instrument = self.instrument
         items = instrument.items[: protocol.limit_items] if protocol.limit_items else instrument.items
         for item in items:
@@ -158,15 +175,17 @@ class SurveyProbe(ProbeKind):
                         shown = display_options(instrument, item, order)
                         opening = OPENINGS[variant]
                         fc_context = prompt + prompts.continuation(opening) if opening else prompt
-                        options = tuple(s.text if opening else prompts.continuation(s.text) for s in shown)
-                        key = {"item_id": item.id, "variant": variant, "persona": persona, "order": order}
+                        options = {kind: tuple(s.answer(kind) if opening else prompts.continuation(s.answer(kind))
+                                               for s in shown) for kind in FORCED_CHOICES}
+                        key = {"item_id": item.id, "variant": variant, "persona": persona, "order": order,
+                               "dimension": dimension_of(instrument, item), "item_text": item.text}
                         yield key, prompt, shown, fc_context, options
 
     def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol, model: str = "",
                  run_seed: int = 0) -> list[Labelled]:
-        """The forced choice and the generations of every prompt of a context. ``model`` and ``run_seed`` enter
-        the generations' seeds (the scoring job passes them; ``qclm render`` shows the seeds of model "" and run
-        seed 0)."""
+        """The forced choices and the generations of every prompt of a context. ``model`` and ``run_seed`` enter
+        the generations' seeds with the context's stimulus (:data:`SEED_PARTS`; the scoring job passes them;
+        ``qclm render`` shows the seeds of model "" and run seed 0)."""
         from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, derive_seed
 
         gen = GenerationSettings(**generation_settings(self.settings))
@@ -178,13 +197,15 @@ class SurveyProbe(ProbeKind):
                     + (f", stimulus {context.stimulus_id}" if context.stimulus_id else ""))
             label = (f"item {key['item_id']}, variant {key['variant']}, order {key['order']}"
                      + (f", persona {key['persona']!r}" if key["persona"] else ""))
-            out.append(Labelled({**key, "request": "choice", "shown": shown},
-                                ChoiceRequest(fc_context, options, values=tuple(s.keyed for s in shown)),
-                                what + ": forced choice", label + ": forced choice over the options"))
+            for kind in FORCED_CHOICES:
+                out.append(Labelled({**key, "request": "choice", "answer": kind, "shown": shown},
+                                    ChoiceRequest(fc_context, options[kind], values=tuple(s.keyed for s in shown)),
+                                    f"{what}: forced choice ({kind})",
+                                    f"{label}: forced choice over the options' {FORCED_LABELS[kind]}"))
             for seed in self.settings["seeds"]:
                 for rep in range(int(self.settings["repetitions"])):
                     s = derive_seed(run_seed, model, self.instance.id, key["item_id"], key["variant"], key["persona"],
-                                    key["order"], seed, rep)
+                                    key["order"], seed, rep, context.stimulus_id)
                     out.append(Labelled({**key, "request": "generate", "seed": seed, "repetition": rep,
                                          "request_seed": s},
                                         GenerateRequest(prompt, s, gen), f"{what}: seed {seed}, repetition {rep}",
@@ -221,8 +242,9 @@ class SurveyProbe(ProbeKind):
                 ident = (k["item_id"], k["variant"], k["persona"], k["order"])
                 prompt_hash[ident] = g.prompt_sha256
                 hashes["/".join(filter(None, (ctx.stimulus_id, *ident)))] = g.prompt_sha256
-                rows.append({**base, **{c: k[c] for c in ("item_id", "variant", "persona", "order")},
-                             "record": "response", "prompt_sha256": g.prompt_sha256, "seed": k["seed"],
+                rows.append({**base, **{c: k[c] for c in ("item_id", "variant", "persona", "order", "dimension")},
+                             "record": "response", "prompt_sha256": g.prompt_sha256, "item_text": k["item_text"],
+                             "seed": k["seed"],
                              "repetition": k["repetition"], "request_seed": k["request_seed"], "raw_text": g.text,
                              "new_tokens": len(g.token_ids), "finish_reason": g.finish_reason})
             for r, res in zip(choices, chosen):
@@ -230,24 +252,26 @@ class SurveyProbe(ProbeKind):
                 ident = (k["item_id"], k["variant"], k["persona"], k["order"])
                 for s, lp, tokens, p, pm in zip(k["shown"], res.option_logprobs, res.token_logprobs, res.probs,
                                                 res.probs_mean):
-                    rows.append({**base, **{c: k[c] for c in ("item_id", "variant", "persona", "order")},
+                    rows.append({**base, **{c: k[c] for c in ("item_id", "variant", "persona", "order", "dimension")},
                                  "record": "option", "prompt_sha256": prompt_hash.get(ident, ""),
-                                 "position": s.position, "label": s.label, "option_score": s.score,
+                                 "answer": k["answer"], "position": s.position, "label": s.label, "option_score": s.score,
                                  "keyed_score": s.keyed, "logprob": lp, "n_tokens": len(tokens), "prob": p,
                                  "prob_mean": pm, "expected": res.expected, "normalized": res.normalized})
         df = pd.DataFrame(rows, columns=RAW_COLUMNS)
-        df = df.astype({"seed": "Int64", "repetition": "Int64", "request_seed": "Int64", "new_tokens": "Int64",
+        # the request seeds exactly (up to 2**63: through a float column with the option rows' gaps they would round)
+        df["request_seed"] = pd.array([r.get("request_seed") for r in rows], dtype="Int64")
+        df = df.astype({"seed": "Int64", "repetition": "Int64", "new_tokens": "Int64",
                         "position": "Int64", "n_tokens": "Int64", "option_score": "float64",
                         "keyed_score": "float64", "logprob": "float64", "prob": "float64", "prob_mean": "float64",
                         "expected": "float64", "normalized": "boolean"})
-        for column in ("raw_text", "finish_reason", "label", "prompt_sha256"):
+        for column in ("raw_text", "finish_reason", "label", "prompt_sha256", "item_text", "answer"):
             df[column] = df[column].fillna("").astype(str)
         return df, {"instrument": instrument.id, "instrument_sha256": instrument.sha256,
                     "variants": list(self.settings["variants"]), "orders": list(self.settings["orders"]),
                     "personas": list(self.settings["personas"]), "seeds": list(self.settings["seeds"]),
                     "repetitions": int(self.settings["repetitions"]), "run_seed": cell.seed,
-                    "seed_parts": "derive_seed(run_seed, model, probe, item, variant, persona, order, seed, "
-                                  "repetition)",
+                    "seed_parts": f"derive_seed({', '.join(SEED_PARTS)})",
+                    "forced_choices": list(FORCED_CHOICES),
                     "generation": generation_settings(self.settings), "prompt_texts_sha256": texts_sha256(),
                     "prompt_sha256": hashes}
 

@@ -26,6 +26,14 @@ ORDERS = ("regular", "reversed")
 PROMPT_KEY = ["model", "probe", "instrument", "condition", "stimulus_id", "item_id", "variant", "persona", "order"]
 #: what opens the assistant's answer before the options in the forced choice: the JSON variant's answer field
 OPENINGS = {"natural": "", "friendly": "", "json": '{"answer": "'}
+#: the answers a forced choice scores, each a forced choice of its own over the K options: the option's number as
+#: the prompt shows it ("2", the first answer token: what the analysis reads), its label alone ("Several days"), and
+#: the whole option as the prompt lists it ("2 = Several days"); the tables keep all three
+FORCED_CHOICES = ("number", "label", "full")
+#: the forced choice the analysis reads (the others are recorded beside it, columns suffixed ``_label``, ``_full``)
+SCORED = "number"
+#: the dimension column's value where an instrument declares fewer than two dimensions (one scale score)
+ALL_DIMENSIONS = "all"
 #: the instruction when the instrument's original scale gives none (written for this project)
 DEFAULT_INSTRUCTION = "How well does the following describe you?"
 
@@ -42,8 +50,26 @@ class Shown:
 
     @property
     def text(self) -> str:
-        """The option as the prompt lists it (and as the forced choice scores it)."""
+        """The option as the prompt lists it (the ``full`` forced choice scores it)."""
         return f"{self.position} = {self.label}"
+
+    def answer(self, kind: str) -> str:
+        """The answer one forced choice scores for this option (:data:`FORCED_CHOICES`)."""
+        if kind == "number":
+            return str(self.position)
+        if kind == "label":
+            return self.label
+        if kind == "full":
+            return self.text
+        raise ValueError(f"forced choice must be one of {', '.join(FORCED_CHOICES)}, got {kind!r}")
+
+
+def dimension_of(instrument: Instrument, item: InstrumentItem) -> str:
+    """The dimension an item's score counts for: its own where the instrument declares two or more (a five-trait
+    inventory has five scale scores, not one total), else :data:`ALL_DIMENSIONS`."""
+    if len(instrument.dimensions) < 2:
+        return ALL_DIMENSIONS
+    return item.dimension or "(no dimension)"
 
 
 def display_options(instrument: Instrument, item: InstrumentItem, order: str) -> list[Shown]:

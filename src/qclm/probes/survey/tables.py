@@ -1,7 +1,8 @@
 """The survey's tables on the CPU (no torch): a cell's raw table -> its ``responses`` (every generation through
 every post-processing step, with a status, and the forced choice on the identical prompt beside it) and its
-``choices`` (the forced choice, one row per option); across cells, the survey's item scores in the item-score
-shape (:data:`qclm.probes.items.ITEM_COLUMNS`)."""
+``choices`` (one row per option of a prompt, the three forced choices side by side: the option's number, the one
+the analysis reads, then its label alone and the whole option); across cells, the survey's item scores in the
+item-score shape (:data:`qclm.probes.items.ITEM_COLUMNS`, with the item's dimension)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,34 @@ import numpy as np
 import pandas as pd
 
 from qclm.probes.survey.judge import process
-from qclm.probes.survey.material import PROMPT_KEY
+from qclm.probes.survey.material import FORCED_CHOICES, PROMPT_KEY, SCORED
 
 #: the responses table (one row per generation; none is dropped)
 RESPONSE_COLUMNS = PROMPT_KEY + [
-    "seed", "repetition", "request_seed", "prompt_sha256", "new_tokens", "finish_reason", "raw_text", "cleaned_text",
-    "json", "judged_text", "refusal", "judge", "mentions", "status", "judged_position", "judged_option",
-    "option_score", "score", "fc_argmax_position", "fc_argmax_option", "fc_prob_judged", "fc_expected", "fc_agrees",
+    "dimension", "seed", "repetition", "request_seed", "prompt_sha256", "new_tokens", "finish_reason", "raw_text",
+    "cleaned_text", "json", "judged_text", "validator", "validator_phrase", "judge", "mentions", "status",
+    "judged_position", "judged_option", "option_score", "score", "fc_argmax_position", "fc_argmax_option",
+    "fc_prob_judged", "fc_expected", "fc_agrees",
 ]
-#: the choices table (one row per option of a forced choice)
-CHOICE_COLUMNS = PROMPT_KEY + ["prompt_sha256", "position", "label", "option_score", "keyed_score", "logprob",
-                               "n_tokens", "prob", "prob_mean", "normalized", "argmax", "expected"]
+#: per forced choice, its columns in the choices table (the scored one unsuffixed, the others suffixed by name)
+CHOICE_VALUES = ("logprob", "n_tokens", "prob", "prob_mean", "argmax", "expected", "mass")
+
+
+def suffix(answer: str) -> str:
+    """The column suffix of a forced choice in the choices table ("" for the one the analysis reads)."""
+    return "" if answer == SCORED else f"_{answer}"
+
+
+#: the choices table (one row per option of a prompt; each forced choice's values side by side)
+CHOICE_COLUMNS = PROMPT_KEY + ["dimension", "prompt_sha256", "position", "label", "option_score", "keyed_score",
+                               "normalized"] + [f"{v}{suffix(a)}" for a in FORCED_CHOICES for v in CHOICE_VALUES]
 
 
 def cell_tables(raw: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The ``responses`` and ``choices`` tables of one cell."""
-    options = raw[raw["record"] == "option"].copy()
+    choices = _choices(raw[raw["record"] == "option"])
     gens = raw[raw["record"] == "response"].copy()
-    options["position"] = options["position"].astype(int)
-    best = options.loc[options.groupby(PROMPT_KEY, sort=False)["prob"].idxmax()] if len(options) else options
-    options["argmax"] = False
-    options.loc[best.index, "argmax"] = True
-    choices = options[CHOICE_COLUMNS].reset_index(drop=True)
+    options = choices
 
     by_prompt = {key: part.sort_values("position") for key, part in options.groupby(PROMPT_KEY, sort=False)}
     out = []
@@ -40,15 +47,16 @@ def cell_tables(raw: pd.DataFrame) -> dict[str, pd.DataFrame]:
         key = tuple(row[c] for c in PROMPT_KEY)
         shown = by_prompt[key]
         labels = list(shown["label"])
-        done = process(row["raw_text"], labels, row["variant"] == "json")
+        done = process(row["raw_text"], labels, row["variant"] == "json", row["item_text"])
         v = done.verdict
         argmax = shown[shown["argmax"]].iloc[0]
-        record = {c: row[c] for c in PROMPT_KEY}
+        record = {c: row[c] for c in PROMPT_KEY + ["dimension"]}
         record.update({
             "seed": row["seed"], "repetition": row["repetition"], "request_seed": row["request_seed"],
             "prompt_sha256": row["prompt_sha256"], "new_tokens": row["new_tokens"],
             "finish_reason": row["finish_reason"], "raw_text": row["raw_text"], "cleaned_text": done.cleaned,
-            "json": done.json, "judged_text": done.judged_text, "refusal": done.refusal, "judge": v.name,
+            "json": done.json, "judged_text": done.judged_text, "validator": done.validator,
+            "validator_phrase": done.validator_phrase, "judge": v.name,
             "mentions": json.dumps({"counted": list(v.mentions), "negated": list(v.negated)}),
             "status": done.status, "fc_argmax_position": int(argmax["position"]),
             "fc_argmax_option": argmax["label"], "fc_expected": float(argmax["expected"]),
@@ -71,11 +79,37 @@ def cell_tables(raw: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"responses": responses, "choices": choices}
 
 
+def _choices(options: pd.DataFrame) -> pd.DataFrame:
+    """One row per option of a prompt: the forced choice the analysis reads (:data:`SCORED`) and the others beside
+    it, each with its argmax and ``mass`` (the options' total probability among all answers the model could give
+    there; empty where the log-probabilities are not normalized)."""
+    parts = []
+    for answer in FORCED_CHOICES:
+        part = options[options["answer"] == answer].copy()
+        part["position"] = part["position"].astype(int)
+        part["argmax"] = False
+        if len(part):
+            best = part.groupby(PROMPT_KEY, sort=False)["prob"].idxmax()
+            part.loc[best.to_numpy(), "argmax"] = True
+        mass = np.exp(part["logprob"].astype(float)).groupby([part[c] for c in PROMPT_KEY], sort=False) \
+            .transform("sum") if len(part) else part["logprob"]
+        part["mass"] = mass.where(part["normalized"].astype(bool)).astype(float)
+        part = part.set_index(PROMPT_KEY + ["position"])
+        parts.append(part[list(CHOICE_VALUES)].add_suffix(suffix(answer)))
+    first = options[options["answer"] == SCORED].copy()
+    first["position"] = first["position"].astype(int)
+    base = first.set_index(PROMPT_KEY + ["position"])[["dimension", "prompt_sha256", "label", "option_score",
+                                                       "keyed_score", "normalized"]]
+    out = base.join(parts, how="left").reset_index()
+    out = out[CHOICE_COLUMNS]
+    return out.astype({"normalized": "boolean", **{f"argmax{suffix(a)}": bool for a in FORCED_CHOICES}})
+
+
 def item_scores(responses: pd.DataFrame) -> pd.DataFrame:
     """The survey's item scores in the item-score shape: per model, instrument, item, condition and stimulus, the
-    mean keyed score of the answered responses (every variant, order, persona, seed), with how many were answered
-    of how many; an item with no answered response has no row."""
-    keys = ["model", "instrument", "item_id", "condition", "stimulus_id"]
+    mean keyed score of the answered responses (every variant, order, persona, seed), with the item's dimension
+    and how many were answered of how many; an item with no answered response has no row."""
+    keys = ["model", "instrument", "item_id", "condition", "stimulus_id", "dimension"]
     if responses.empty:
         return pd.DataFrame(columns=keys + ["score", "n_answered", "n_responses"])
     grouped = responses.groupby(keys, sort=False, dropna=False)
