@@ -34,3 +34,36 @@ def exchanges(instrument: Instrument, variants: Sequence[str], orders: Sequence[
         answer = shown.text if variant != "json" else json.dumps({"answer": shown.text})
         out.append(Exchange(user_message(instrument, item, variant, order), answer))
     return out
+
+
+def units(tables, plant, config, instances):
+    """The survey kind's calibration units (vanilla): ``fc_planted``, per prompt, the forced choice's probability
+    of the planted option (over the option numbers, as the analysis reads it), and ``answers_planted``, per
+    generated response, whether the judge read the planted option from it (a response without an answer counts
+    0); both against 1/K, a respondent who picks an option at random."""
+    import pandas as pd
+
+    from qclm import probes
+    from qclm.experiment import VANILLA
+
+    cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
+    keys = ["item_id", "variant", "persona", "order"]
+    frames = []
+    choices, responses = tables["choices"], tables["responses"]
+    for pid in plant.probes:
+        instrument = probes.probe(instances[pid]).instrument
+        score = planted_score(instrument, plant.settings["option"])
+        baseline = 1.0 / len(instrument.options)
+        c = choices[(choices["probe"] == pid) & (choices["condition"] == VANILLA)]
+        c = c[c["option_score"].astype(float) == score]
+        frames.append(pd.DataFrame({"model": c["model"], "probe": pid, "instrument": instrument.id,
+                                    "role": "planted", "metric": "fc_planted",
+                                    "unit": c[keys].astype(str).agg("/".join, axis=1), "group": "planted",
+                                    "value": c["prob"].astype(float), "baseline": baseline, "direction": 1}))
+        r = responses[(responses["probe"] == pid) & (responses["condition"] == VANILLA)]
+        hit = (r["status"] == "answered") & (r["option_score"].astype(float) == score)
+        unit = r[keys + ["seed", "repetition"]].astype(str).agg("/".join, axis=1)
+        frames.append(pd.DataFrame({"model": r["model"], "probe": pid, "instrument": instrument.id,
+                                    "role": "planted", "metric": "answers_planted", "unit": unit, "group": "planted",
+                                    "value": hit.astype(float), "baseline": baseline, "direction": 1}))
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
