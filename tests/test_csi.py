@@ -462,8 +462,15 @@ def test_the_instruction_names_the_third_option_and_the_control_does_not(tiny_ll
     args = parser.parse_args(["--no-name-other", "--other", "neutral", "--wordings", "2", "--swap-labels", "none"])
     assert CSIProbe.settings_from_args(args) == {"name_other": False, "other": "neutral", "wordings": 2,
                                                  "swap_labels": "none"}
-    assert probe(other="tragedy").problems() == [("", "probe.other", "the third option 'tragedy' is one of the "
-                                                                     "labels: it must differ from both")]
+    from qclm import probes
+
+    config = {"probes": {"csi": {"kind": "csi", "words": str(WORDS), "control": None, "other": "tragedy"}}}
+    assert probes.problems(config, "run.yaml", ["vanilla"]) == [
+        ("run.yaml", "field probes.csi.other", "the third option 'tragedy' is one of the labels: it must differ from "
+                                               "both")]
+    config["probes"]["csi"].update(other="neither", wordings=4, name_other="yes")
+    assert [p[1] for p in probes.problems(config, "run.yaml", ["vanilla"])] == [
+        "field probes.csi.name_other", "field probes.csi.wordings"]
 
 
 def test_naming_the_third_option_raises_its_probability_on_the_real_smollm2(smollm2_prepared_dir):
