@@ -142,9 +142,9 @@ def test_prompts_in_every_format(smollm2_tokenizer_dir):
     assert chat.context.endswith("music<|im_end|>\n<|im_start|>assistant\n")
     assert [s.text for s in chat.steps] == ["time:", "\nmusic:"]  # the answer's first line starts bare
     single = P.single(PromptBuilder(tok, PromptFormat("raw")), "", "time", ["good", "bad"], "other", "AB")
-    assert single.context.endswith("think of good or of bad. Go through the words in the order given and answer "
-                                   "one word per line: the word, a colon and your choice.\n\nWords:\ntime\n\n"
-                                   "Answers:\ntime:")
+    assert single.context.endswith("think of good or of bad. If a word makes you think of neither, answer other. Go "
+                                   "through the words in the order given and answer one word per line: the word, a "
+                                   "colon and your choice.\n\nWords:\ntime\n\nAnswers:\ntime:")
     rating = P.rating_request(PromptBuilder(tok, PromptFormat("raw")), "", "Once upon a time.")
     assert rating.options[0] == " 1/10" and rating.options[-1] == " 10/10" and rating.values[-1] == 10.0
 
@@ -152,16 +152,20 @@ def test_prompts_in_every_format(smollm2_tokenizer_dir):
 # -- the numbers --------------------------------------------------------------------------------------------------------
 
 def answers_frame(choices: np.ndarray, bias: np.ndarray | None = None, condition: str = "vanilla",
-                  stimulus: str = "") -> pd.DataFrame:
-    """An answers table of words x repetitions choices ('a', 'b', 'other')."""
+                  stimulus: str = "", prompts: list[int] | None = None) -> pd.DataFrame:
+    """An answers table of words x repetitions choices ('a', 'b', 'other'), each word alone (single mode);
+    ``prompts``: the prompt each repetition asks (repetitions with the same number asked the same prompt; default:
+    each its own)."""
     n_words, reps = choices.shape
     bias = np.zeros_like(choices, dtype=float) if bias is None else bias
+    prompts = list(range(reps)) if prompts is None else prompts
     rows = []
     for w in range(n_words):
         for r in range(reps):
             rows.append({"model": "m", "probe": "csi", "condition": condition, "stimulus_id": stimulus,
                          "part": "words", "repetition": r + 1, "label_order": "AB" if r % 2 == 0 else "BA",
-                         "list_index": 1, "position": 1 + (w + r) % 30, "list_size": 30, "word": f"w{w}",
+                         "wording": 1, "prompt_id": f"w{w}/p{prompts[r]}",
+                         "list_index": w + 1, "position": 1, "list_size": 1, "word": f"w{w}",
                          "label_a": "comedy", "label_b": "tragedy", "label_other": "other",
                          "logp_a": -1.0 + bias[w, r], "logp_b": -1.0, "logp_other": -5.0,
                          "choice": choices[w, r]})
@@ -262,14 +266,14 @@ def test_list_and_single_mode_ask_the_same_first_question(tiny_llama_dir):
     """A list of one word in list mode (a chain) and single mode (a forced choice) are one prompt: their numbers
     agree, and single mode scores each distinct prompt once."""
     _, _, loaded = tiny(tiny_llama_dir)
-    settings = dict(limit_words=6, repetitions=2, control=None)
+    settings = dict(limit_words=6, repetitions=2, control=None, wordings=1)
     chain, _ = probe(mode="list", list_size=1, **settings).score(cell(loaded, [Context("vanilla")]))
     single, _ = probe(mode="single", **settings).score(cell(loaded, [Context("vanilla")]))
     key = ["word", "repetition"]
     a, b = chain.sort_values(key).reset_index(drop=True), single.sort_values(key).reset_index(drop=True)
     np.testing.assert_allclose(a[["logp_a", "logp_b", "logp_other"]], b[["logp_a", "logp_b", "logp_other"]],
                                atol=2e-4)
-    assert (a["choice"] == b["choice"]).all()
+    assert (a["choice"] == b["choice"]).all() and (a["prompt_id"] == b["prompt_id"]).all()
     labelled = probe(mode="single", **settings).requests(Context("vanilla"), loaded.prompts, Protocol())
     assert len(labelled) == 6 * 2  # per word: the two label orders, each once
 
@@ -374,3 +378,229 @@ def test_requests_share_each_lists_prompt(tiny_llama_dir):
     kind = dataclasses.replace(kind.instance, settings={**kind.settings, "limit_words": 6, "control": None})
     CSIProbe(kind).score(cell(loaded, [Context("vanilla"), Context("stress", "s1", "A.\n\n", 0)], "stress"))
     assert calls == [2 * 1, 2 * 1]  # one call per context, every list of it
+
+
+# -- independent answers, the third option, consistency against chance, repeats, interpretability (the validity issue)
+
+def test_single_mode_repetitions_ask_distinct_prompts(tiny_llama_dir):
+    """Single mode: a word's repetitions differ in wording and label order (a word alone cannot be reshuffled), so
+    with swap_labels none each repetition is its own prompt; beyond the distinct (wording, order) pairs a repetition
+    repeats an earlier prompt, is scored once, and the analysis counts the distinct prompts (k), not R."""
+    _, _, loaded = tiny(tiny_llama_dir)
+    kind = probe(mode="single", swap_labels="none", repetitions=3, limit_words=4, control=None)
+    labelled = kind.requests(Context("vanilla"), loaded.prompts, Protocol())
+    assert len(labelled) == 4 * 3
+    first_word = [r.request.context for r in labelled if r.label.startswith("words word 'time'")]
+    assert len(first_word) == 3 and len(set(first_word)) == 3  # three wordings of one question
+    assert [wl.wording for wl in kind.lists(0) if wl.words == ("time",)] == [1, 2, 3]
+    # alternate: AB and BA with each wording in turn, six distinct prompts; an eighth repetition repeats the second
+    assert [(P.wording(r, 3, "alternate"), P.label_order(r, "alternate")) for r in range(1, 9)] == [
+        (1, "AB"), (1, "BA"), (2, "AB"), (2, "BA"), (3, "AB"), (3, "BA"), (1, "AB"), (1, "BA")]
+    eight = probe(mode="single", repetitions=8, limit_words=4, control=None)
+    assert len(eight.requests(Context("vanilla"), loaded.prompts, Protocol())) == 4 * 6
+    raw, own = eight.score(cell(loaded, [Context("vanilla")]))
+    assert len(raw) == 4 * 8 and (raw.groupby("word")["prompt_id"].nunique() == 6).all()
+    assert own["csi_wordings"] == 3 and len(own["csi_instruction"]) == 3
+    scores = S.score_table(S.collect_tables([raw])["answers"], n_boot=0, seed=0).iloc[0]
+    assert scores["repetitions"] == 8 and scores["independent_answers"] == 6
+    assert scores["consistency_random"] == pytest.approx(S.random_consistency(6))
+    # one wording, no swap: one prompt per word, copied to every repetition: consistency 1 by construction, said so
+    once = probe(mode="single", swap_labels="none", wordings=1, repetitions=3, limit_words=8, control=None)
+    raw, _ = once.score(cell(loaded, [Context("vanilla")]))
+    scores = S.score_table(S.collect_tables([raw])["answers"], n_boot=100, seed=0).iloc[0]
+    assert scores["consistency"] == 1 and scores["independent_answers"] == 1
+    assert scores["consistency_random"] == 1 and scores["consistency_independent"] == 1
+    assert scores["consistency_vs_chance"] == "at chance"
+    assert "one independent answer per word" in scores["not_interpretable_reason"] or \
+        "one answer for every word" in scores["not_interpretable_reason"]
+
+
+def test_the_baselines_count_the_independent_answers_not_the_repetitions():
+    """Four repetitions that asked two distinct prompts (the third and fourth copy the first two): consistency of
+    coin flips is 2 x 0.5^2, and so are both baselines; crediting R = 4 would put the random baseline at 0.125."""
+    rng = np.random.default_rng(3)
+    two = np.where(rng.random((2000, 2)) < 0.5, "a", "b")
+    choices = np.concatenate([two, two], axis=1)
+    table = S.score_table(answers_frame(choices, prompts=[0, 1, 0, 1]), n_boot=200, seed=0).iloc[0]
+    assert table["repetitions"] == 4 and table["independent_answers"] == 2
+    assert table["consistency"] == pytest.approx(0.5, abs=0.04)
+    assert table["consistency_random"] == 0.5 and table["consistency_independent"] == pytest.approx(0.5, abs=0.01)
+    assert table["consistency_vs_chance"] == "at chance"
+    assert table["reluctancy"] == 0 and table["O"] + table["P"] == pytest.approx(table["consistency"])
+
+
+def test_the_instruction_names_the_third_option_and_the_control_does_not(tiny_llama_dir):
+    """The third option is named in the instruction (configurable, as the labels are); ``name_other: false`` is
+    the control, the instruction of earlier versions; the provenance and its hash say which."""
+    _, _, loaded = tiny(tiny_llama_dir)
+    settings = dict(limit_words=6, repetitions=2, list_size=6, control=None)
+    named = probe(**settings)
+    context = named.requests(Context("vanilla"), loaded.prompts, Protocol())[0].request.context
+    assert ("decide whether it makes you think of comedy or of tragedy. If a word makes you think of neither, "
+            "answer neither. Go through the words") in context
+    assert named.requests(Context("vanilla"), loaded.prompts, Protocol())[0].request.steps[0].options == (
+        " comedy", " tragedy", " neither")
+    mine = probe(other="unrelated", **settings).requests(Context("vanilla"), loaded.prompts, Protocol())
+    assert "If a word makes you think of neither, answer unrelated." in mine[0].request.context
+    control = probe(name_other=False, **settings)
+    context = control.requests(Context("vanilla"), loaded.prompts, Protocol())[0].request.context
+    assert ("For each word in the list below, decide whether it makes you think of comedy or of tragedy. Go through "
+            "the words in the order given and answer one word per line: the word, a colon and your choice.") in context
+    assert "neither" not in context
+    _, own_named = named.score(cell(loaded, [Context("vanilla")]))
+    _, own_control = control.score(cell(loaded, [Context("vanilla")]))
+    assert own_named["csi_name_other"] is True and own_control["csi_name_other"] is False
+    assert own_named["csi_other"] == "neither"
+    assert own_named["csi_instruction_sha256"] != own_control["csi_instruction_sha256"]
+    assert "answer {other}" in own_named["csi_instruction"][0] and "{other}" not in own_control["csi_instruction"][0]
+    assert {"name_other", "wordings"} <= set(CSIProbe.scoring_keys)
+    assert CSIProbe.scoring_settings(control.settings)["name_other"] is False
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    CSIProbe.add_arguments(parser)
+    args = parser.parse_args(["--no-name-other", "--other", "neutral", "--wordings", "2", "--swap-labels", "none"])
+    assert CSIProbe.settings_from_args(args) == {"name_other": False, "other": "neutral", "wordings": 2,
+                                                 "swap_labels": "none"}
+    from qclm import probes
+
+    config = {"probes": {"csi": {"kind": "csi", "words": str(WORDS), "control": None, "other": "tragedy"}}}
+    assert probes.problems(config, "run.yaml", ["vanilla"]) == [
+        ("run.yaml", "field probes.csi.other", "the third option 'tragedy' is one of the labels: it must differ from "
+                                               "both")]
+    config["probes"]["csi"].update(other="neither", wordings=4, name_other="yes")
+    assert [p[1] for p in probes.problems(config, "run.yaml", ["vanilla"])] == [
+        "field probes.csi.name_other", "field probes.csi.wordings"]
+
+
+def test_naming_the_third_option_raises_its_probability_on_the_real_smollm2(smollm2_prepared_dir):
+    """Reluctancy can move: on the real SmolLM2 the named option is many times more probable than in the control
+    (where it is never offered and its probability is a few in 100,000)."""
+    model, tok = load_dir(smollm2_prepared_dir)
+    spec = ModelSpec("smollm2-135m-instruct", str(smollm2_prepared_dir), "", 0.135, "instruct", "smollm2", "float32")
+    loaded = loaded_model(spec, model, tok, {"method": "auto"})
+    settings = dict(limit_words=5, repetitions=1, list_size=5, control=None, story_test=False)
+    named, _ = probe(**settings).score(cell(loaded, [Context("vanilla")]))
+    control, _ = probe(name_other=False, **settings).score(cell(loaded, [Context("vanilla")]))
+    assert named["p_other"].mean() > 5 * control["p_other"].mean()
+
+
+def test_consistency_is_read_against_its_own_rates_baseline():
+    """Answers independent of the word, at rates 0.8/0.2, are consistent far above 2 x 0.5^R but not above the
+    consistency of independent answers at those rates: at chance, and O and P are not read. Answers that follow the
+    word are above chance."""
+    rng = np.random.default_rng(4)
+    reps = 3
+    flips = np.where(rng.random((600, reps)) < 0.8, "a", "b")
+    table = S.score_table(answers_frame(flips), n_boot=300, seed=0).iloc[0]
+    assert table["consistency"] > 1.8 * table["consistency_random"]  # ~0.52 against 0.25: high beside random
+    assert table["consistency_independent"] == pytest.approx(0.8 ** 3 + 0.2 ** 3, abs=0.03)
+    assert table["consistency_excess_ci_low"] < 0 < table["consistency_excess_ci_high"]
+    assert table["consistency_vs_chance"] == "at chance"
+    assert table["not_interpretable_reason"].startswith("consistency at chance (own-rates baseline 0.5")
+    follows = np.repeat(np.where(rng.random((600, 1)) < 0.8, "a", "b"), reps, axis=1)
+    follows[:60, 0] = "other"  # a few words answered once otherwise: the answers vary, consistency 0.9
+    table = S.score_table(answers_frame(follows), n_boot=300, seed=0).iloc[0]
+    assert table["consistency_vs_chance"] == "above chance" and table["not_interpretable_reason"] == ""
+
+
+def list_answers(chains: list[str], n_lists: int = 1) -> pd.DataFrame:
+    """List-mode answers: each string is one repetition's list, one choice a letter per position (a, b, o)."""
+    rows = []
+    for r, chain in enumerate(chains, start=1):
+        size = len(chain) // n_lists
+        for i, c in enumerate(chain):
+            word = f"w{(i * 7 + r) % len(chain)}"  # each repetition its own order of the words
+            rows.append({"model": "m", "probe": "csi", "condition": "vanilla", "stimulus_id": "", "part": "words",
+                         "repetition": r, "label_order": "AB", "wording": 1, "prompt_id": f"r{r}/l{i // size}",
+                         "list_index": i // size + 1, "position": i % size + 1, "list_size": size, "word": word,
+                         "label_a": "comedy", "label_b": "tragedy", "label_other": "neither", "logp_a": -1.0,
+                         "logp_b": -1.0, "logp_other": -5.0, "choice": {"a": "a", "b": "b", "o": "other"}[c]})
+    return pd.DataFrame(rows).reindex(columns=ANSWER_COLUMNS)
+
+
+def test_the_repeat_rate_beside_its_baseline():
+    """List mode: the share of answers (from a list's second word on) equal to the previous word's answer, beside
+    the rate two independent answers at the model's own rates agree; single mode has none."""
+    chains = ["a" * 10 + "b" * 10, "b" * 10 + "a" * 10, "ab" * 10]
+    table = S.score_table(list_answers(chains, n_lists=2), n_boot=200, seed=0).iloc[0]
+    # lists of 10: 9 transitions each; the first two repetitions repeat at every one, the third never
+    assert table["repeat_rate"] == pytest.approx(36 / 54)
+    assert table["repeat_independent"] == pytest.approx(0.5)
+    assert table["repeat_rate_ci_low"] <= table["repeat_rate"] <= table["repeat_rate_ci_high"]
+    single = S.score_table(answers_frame(np.array([["a", "b"], ["b", "b"]])), n_boot=0, seed=0).iloc[0]
+    assert np.isnan(single["repeat_rate"])
+
+
+def validity_for(words: pd.DataFrame, separates: bool) -> pd.DataFrame:
+    """A valence control that separates (or not) for the scores' model, probe and condition."""
+    rng = np.random.default_rng(5)
+    valence = np.repeat([2.0, -2.0], 40)
+    bias = valence + rng.normal(0, 1, 80) if separates else rng.normal(0, 1, 80)
+    control = pd.DataFrame({"model": "m", "probe": "csi", "condition": "vanilla", "part": "control",
+                            "word": [f"c{i}" for i in range(80)], "valence": valence, "mean_bias": bias})
+    return S.validity_table(control, n_boot=300, seed=0)
+
+
+def test_one_answer_for_every_word_is_not_interpretable_whatever_the_control(tiny_llama_dir):
+    """A run that gave one label to every word has no O and P to read, even where the bias separates valence
+    (the control's AUC above 0.5): marked not interpretable, with the reason, in the table, overview and figure."""
+    from types import SimpleNamespace
+
+    from qclm.probes.csi import analysis as A
+
+    validity = validity_for(pd.DataFrame(), separates=True)
+    assert validity["interpretable"].iloc[0] == True  # noqa: E712
+    one = S.mark_interpretable(S.score_table(answers_frame(np.full((40, 3), "a")), n_boot=200, seed=0), validity)
+    row = one.iloc[0]
+    assert row["O"] == 1 and row["interpretable"] == False and row["underpowered"]  # noqa: E712
+    assert row["not_interpretable_reason"] == "one answer for every word (comedy)"
+    rng = np.random.default_rng(6)
+    words = np.repeat(np.where(rng.random((40, 1)) < 0.5, "a", "b"), 3, axis=1)
+    good = S.mark_interpretable(S.score_table(answers_frame(words), n_boot=200, seed=0), validity).iloc[0]
+    assert good["interpretable"] == True and not good["underpowered"]  # noqa: E712
+    assert good["not_interpretable_reason"] == "" and good["consistency_vs_chance"] == "above chance"
+    weak = S.mark_interpretable(S.score_table(answers_frame(words), n_boot=200, seed=0),
+                                validity_for(pd.DataFrame(), separates=False)).iloc[0]
+    assert weak["underpowered"] and weak["not_interpretable_reason"] == "valence AUC CI does not exceed 0.5"
+    scores = pd.concat([one, good.to_frame().T, weak.to_frame().T], ignore_index=True)
+    scores["condition"] = ["one label", "good", "weak control"]
+    text = A.overview(scores, validity, pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    assert "not interpretable: one answer for every word (comedy)" in text
+    assert "| interpretable |" in text and "valence AUC CI does not exceed 0.5" in text
+    assert "own rates" in text and "*at chance*" in text  # the one-label row: consistency 1 against 1
+    fig = A.figure_csi(SimpleNamespace(table=lambda name: pd.DataFrame()), scores, pd.DataFrame())
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "O/P not interpretable:\none answer for every word" in texts
+    assert "O/P not interpretable:\nvalence AUC CI does not exceed 0.5" in texts
+    assert "at chance" in texts  # panel (b): the consistency beside its own-rates baseline
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert "own-rates baseline" in labels and "repeat rate" not in labels  # no lists of several words here
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_render_shows_what_the_csi_kind_scores(tmp_path, tiny_llama_dir):
+    """``qclm render`` prints the requests the scoring job scores: in single mode the word's distinct prompts (three
+    wordings), each naming the third option, and the control's instruction without it."""
+    import io
+
+    from conftest import write_workflow_config
+
+    from qclm.commands.render import render
+
+    csi = {"kind": "csi", "words": str(WORDS), "control": None, "limit_words": 1, "mode": "single",
+           "swap_labels": "none", "repetitions": 3}
+    cfg = write_workflow_config(tmp_path, {"tiny-llama": tiny_llama_dir},
+                                probes={"csi": csi, "csi_control": {**csi, "name_other": False, "wordings": 1}})
+    out = io.StringIO()
+    assert render(str(cfg), "tiny-llama", "csi", "vanilla", limit=None, out=out) == 0
+    text = out.getvalue()
+    assert text.count("### request") == 3 and text.count("If a word makes you think of neither, answer neither.") == 3
+    for n in (1, 2, 3):
+        assert f"(AB, wording {n})" in text
+    assert "options (3) and their tokens" in text and "' neither'" in text
+    out = io.StringIO()
+    assert render(str(cfg), "tiny-llama", "csi_control", "vanilla", limit=None, out=out) == 0
+    assert out.getvalue().count("### request") == 1 and "answer neither" not in out.getvalue()

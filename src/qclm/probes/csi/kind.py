@@ -3,10 +3,12 @@
 Per context of a condition (vanilla, or one stimulus), every list of every repetition of the word list (and of the
 valence control list) is one chain of forced choices (``list`` mode; :mod:`.prompts`), all of the context's chains
 in one backend call, so each list's prompt and its answers so far are a growing shared prefix; ``single`` mode asks
-each word alone (a forced choice; a repetition differs from another only by its label order, so each distinct
-prompt is scored once). At each word the choice is between the two labels and ``other``; the chosen one is the
-argmax of the options' log-probabilities, so every answer parses. Under vanilla, for instruct models, the story
-test (:mod:`.story`) follows.
+each word alone (a forced choice; a repetition differs from another by its label order and the instruction's
+wording, :mod:`.prompts`, and each distinct prompt is scored once: a repetition that repeats an earlier prompt gets
+a copy of its answer, with the same ``prompt_id``, and the analysis counts it once). At each word the choice is
+between the two labels and the third option (``other``, named in the instruction unless ``name_other`` is false);
+the chosen one is the argmax of the options' log-probabilities, so every answer parses. Under vanilla, for
+instruct models, the story test (:mod:`.story`) follows.
 
 The raw table (:mod:`qclm.probes.csi.columns`: ``ANSWER_COLUMNS`` and ``STORY_COLUMNS``, ``part`` telling which: ``words``, ``control``
 or ``story``) becomes, across models and conditions (:meth:`CSIProbe.collect`), ``csi_answers.parquet`` (every
@@ -57,8 +59,18 @@ class CSIProbe(ProbeKind):
             "labels": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": "^\\S+$"},
                        "minItems": 2, "maxItems": 2, "uniqueItems": True, "default": ["comedy", "tragedy"],
                        "description": "the two labels, optimism's first ([good, bad] is the paper's ablation)"},
-            "other": {"type": "string", "minLength": 1, "pattern": "^\\S+$", "default": "other",
-                      "description": "the third option at each position (reluctancy: answers that are neither label)"},
+            "other": {"type": "string", "minLength": 1, "pattern": "^\\S+$", "default": "neither",
+                      "description": "the third option at each position, named in the instruction (reluctancy: "
+                                     "answers that are neither label)"},
+            "name_other": {"type": "boolean", "default": True,
+                           "description": "the instruction names the third option (\"If a word makes you think of "
+                                          "neither, answer neither.\"); false: the control, an instruction that "
+                                          "names the two labels only (the third option is still scored)"},
+            "wordings": {"type": ["integer", "null"], "minimum": 1, "maximum": len(P.INSTRUCTIONS), "default": None,
+                         "description": "how many of the instruction's wordings the repetitions go through in turn "
+                                        "(each for both label orders when they alternate); null: all in single "
+                                        "mode (a word's repetitions then differ in wording as well as label "
+                                        "order), the first alone in list mode (the paper's one instruction)"},
             "swap_labels": {"enum": list(P.SWAP_MODES), "default": "alternate",
                             "description": "alternate: even repetitions name the labels in swapped order (the "
                                            "control for first-label bias); none: always the configured order"},
@@ -73,12 +85,14 @@ class CSIProbe(ProbeKind):
         "additionalProperties": False,
     }
     scoring_keys = ("words", "limit_words", "control", "mode", "list_size", "repetitions", "labels", "other",
-                    "swap_labels", "story_test", "story_samples", "story_tokens")
+                    "name_other", "wordings", "swap_labels", "story_test", "story_samples", "story_tokens")
     file_keys = ("words", "control")
     config_sections = ()
     score_tables = {"answers": "csi_answers.parquet", "words": "csi_words.csv", "items": "csi_items.parquet",
                     "stories": "csi_stories.csv"}
     item_table = "items"
+    #: 2: the instruction names the third option; wordings; the raw table's wording and prompt_id columns
+    version = 2
 
     def __init__(self, instance):
         super().__init__(instance)
@@ -95,6 +109,10 @@ class CSIProbe(ProbeKind):
         for key in self.file_keys:
             if self.settings.get(key):
                 out.extend(word_problems(self.settings[key]))
+        if self.settings["other"] in self.settings["labels"]:
+            where = f"{self.instance.where or 'probe'}.other"
+            out.append((self.instance.source, where, f"the third option {self.settings['other']!r} is one of the "
+                                                     "labels: it must differ from both"))
         if not out and self.settings.get("control"):
             rated = [w for w in self.word_list("control").words if w.valence]
             if len({w.valence > 0 for w in rated}) < 2:
@@ -109,34 +127,38 @@ class CSIProbe(ProbeKind):
             out.append(("control", self.word_list("control").words))
         return out
 
+    def n_wordings(self) -> int:
+        return P.wording_count(self.settings["mode"], self.settings.get("wordings"))
+
     def lists(self, seed: int) -> list[P.WordList]:
         s = self.settings
         size = s["list_size"] if s["mode"] == "list" else 1
         return [wl for part, words in self.parts()
                 for wl in P.shuffled_lists([w.word for w in words], part, s["repetitions"], size, seed,
-                                           self.instance.id, s["swap_labels"])]
+                                           self.instance.id, s["swap_labels"], self.n_wordings())]
 
     # -- scoring ----------------------------------------------------------------------------------------------
     def requests(self, context: Context, prompts, protocol: Protocol, seed: int = 0) -> list[Labelled]:
         s = self.settings
-        labels, other = s["labels"], s["other"]
+        labels, other, named = s["labels"], s["other"], s["name_other"]
         out = []
         if s["mode"] == "list":
             for wl in self.lists(seed):
-                out.append(Labelled({"list": wl}, P.chain(prompts, context.lead, wl, labels, other),
+                out.append(Labelled({"list": wl}, P.chain(prompts, context.lead, wl, labels, other, named),
                                     f"{self._file(wl.part)}: {wl.part} list {wl.index} of repetition {wl.repetition}",
-                                    f"{wl.part} list {wl.index}, repetition {wl.repetition} ({wl.order}), "
-                                    f"{len(wl.words)} words"))
+                                    f"{wl.part} list {wl.index}, repetition {wl.repetition} ({wl.order}, wording "
+                                    f"{wl.wording}), {len(wl.words)} words"))
             return out
         seen = set()
         for wl in self.lists(seed):
-            word = wl.words[0]
-            if (wl.part, word, wl.order) in seen:
+            if wl.prompt_id in seen:  # a repetition that repeats an earlier prompt: scored once
                 continue
-            seen.add((wl.part, word, wl.order))
-            out.append(Labelled({"part": wl.part, "word": word, "order": wl.order},
-                                P.single(prompts, context.lead, word, labels, other, wl.order),
-                                f"{self._file(wl.part)}: word {word!r}", f"{wl.part} word {word!r} ({wl.order})"))
+            seen.add(wl.prompt_id)
+            word = wl.words[0]
+            out.append(Labelled({"prompt_id": wl.prompt_id},
+                                P.single(prompts, context.lead, word, labels, other, wl.order, wl.wording, named),
+                                f"{self._file(wl.part)}: word {word!r}",
+                                f"{wl.part} word {word!r} ({wl.order}, wording {wl.wording})"))
         return out
 
     def _file(self, part: str) -> str:
@@ -162,10 +184,9 @@ class CSIProbe(ProbeKind):
                         cell.progress(len(wl.words))
             else:
                 results = cell.backend.choose([r.request for r in labelled], describe=describe)
-                by_prompt = {(r.key["part"], r.key["word"], r.key["order"]): res for r, res in zip(labelled, results)}
+                by_prompt = {r.key["prompt_id"]: res for r, res in zip(labelled, results)}
                 for wl in self.lists(cell.seed):
-                    rows.append(self._row(cell, ctx, wl, 1, wl.words[0], by_prompt[(wl.part, wl.words[0], wl.order)],
-                                          info))
+                    rows.append(self._row(cell, ctx, wl, 1, wl.words[0], by_prompt[wl.prompt_id], info))
                 if cell.progress:
                     cell.progress(len(results))
             answers = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
@@ -179,11 +200,16 @@ class CSIProbe(ProbeKind):
         own = {"csi_words_sha256": self.word_list("words").sha256,
                "csi_control_sha256": self.word_list("control").sha256 if s.get("control") else None,
                "csi_n_words": len(info["words"]), "csi_n_control": len(info.get("control", {})),
-               "csi_labels": list(s["labels"]), "csi_other": s["other"], "csi_mode": s["mode"],
-               "csi_repetitions": s["repetitions"], "csi_list_size": s["list_size"],
-               "csi_swap_labels": s["swap_labels"], "csi_story_test": bool(stories),
-               "csi_instruction": P.INSTRUCTION}
+               "csi_labels": list(s["labels"]), "csi_other": s["other"], "csi_name_other": s["name_other"],
+               "csi_mode": s["mode"], "csi_repetitions": s["repetitions"], "csi_list_size": s["list_size"],
+               "csi_swap_labels": s["swap_labels"], "csi_wordings": self.n_wordings(),
+               "csi_story_test": bool(stories), "csi_instruction": self.instructions(),
+               "csi_instruction_sha256": instruction_sha256(self.instructions())}
         return _typed(df), own
+
+    def instructions(self) -> list[str]:
+        """The instructions this instance asks with (placeholders for the labels and the third option)."""
+        return P.instruction_templates(self.n_wordings(), self.settings["name_other"])
 
     def _row(self, cell: ScoringCell, ctx, wl: P.WordList, position: int, word: str, choice, info) -> dict:
         w = info[wl.part][word]
@@ -191,7 +217,8 @@ class CSIProbe(ProbeKind):
         k = choice.argmax
         return {"model": cell.model, "probe": self.instance.id, "condition": cell.condition,
                 "stimulus_id": ctx.stimulus_id, "part": wl.part, "repetition": wl.repetition,
-                "label_order": wl.order, "list_index": wl.index, "position": position, "list_size": len(wl.words),
+                "label_order": wl.order, "wording": wl.wording, "prompt_id": wl.prompt_id, "list_index": wl.index,
+                "position": position, "list_size": len(wl.words),
                 "word": word, "pos": w.pos, "freq_rank": w.freq_rank, "valence": w.valence,
                 "label_a": s["labels"][0], "label_b": s["labels"][1], "label_other": s["other"],
                 "logp_a": choice.option_logprobs[0], "logp_b": choice.option_logprobs[1],
@@ -222,12 +249,20 @@ class CSIProbe(ProbeKind):
         parser.add_argument("--list-size", type=int, help="words per list (default 30)")
         parser.add_argument("--repetitions", type=int, help="shuffled repetitions (default 5)")
         parser.add_argument("--labels", help="the two labels, comma-separated (default comedy,tragedy)")
+        parser.add_argument("--other", help="the third option (default neither)")
+        parser.add_argument("--no-name-other", action="store_true",
+                            help="the control: an instruction that does not name the third option")
+        parser.add_argument("--wordings", type=int,
+                            help=f"instruction wordings the repetitions go through (1-{len(P.INSTRUCTIONS)}; default: "
+                                 "all in single mode, 1 in list mode)")
+        parser.add_argument("--swap-labels", choices=list(P.SWAP_MODES),
+                            help="alternate (default): even repetitions name the labels swapped; none")
         parser.add_argument("--no-story-test", action="store_true", help="skip the story test")
 
     @classmethod
     def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key in ("words", "limit_words", "mode", "list_size", "repetitions"):
+        for key in ("words", "limit_words", "mode", "list_size", "repetitions", "other", "wordings", "swap_labels"):
             if getattr(args, key) is not None:
                 out[key] = getattr(args, key)
         if args.control is not None:
@@ -236,7 +271,17 @@ class CSIProbe(ProbeKind):
             out["labels"] = [x.strip() for x in args.labels.split(",")]
         if args.no_story_test:
             out["story_test"] = False
+        if args.no_name_other:
+            out["name_other"] = False
         return out
+
+
+def instruction_sha256(instructions: list[str]) -> str:
+    """Hash of the instructions a run asks with (the provenance's ``csi_instruction_sha256``)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(instructions).encode("utf-8")).hexdigest()
 
 
 def _instruct(cell: ScoringCell) -> bool:
@@ -245,7 +290,7 @@ def _instruct(cell: ScoringCell) -> bool:
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
     """Stable dtypes for the mixed table (answers and stories; Parquet needs one type per column)."""
-    ints = ["repetition", "list_index", "position", "list_size", "freq_rank", "story_k", "story_sample",
+    ints = ["repetition", "wording", "list_index", "position", "list_size", "freq_rank", "story_k", "story_sample",
             "rating_argmax"]
     floats = ["valence", "logp_a", "logp_b", "logp_other", "p_a", "p_b", "p_other", "rating_expected"]
     strings = [c for c in COLUMNS if c not in ints + floats]

@@ -1,20 +1,38 @@
 """The CSI numbers (docs/csi.md), from the answers table (one row per word x repetition x context; no torch).
 
-Per word under one context (vanilla, or one stimulus), over its R repetitions: it counts toward optimism O when
-every answer is the first label, toward pessimism P when every answer is the second, toward neutrality N
+Independent answers: a repetition that asked a word exactly what an earlier one asked (the same ``prompt_id``:
+wording, label order and list) is a copy of that answer, not a second answer; every number below counts each
+distinct prompt of a word once (:func:`distinct`), and a word's number of independent answers k is its number of
+distinct prompts (R in list mode, where every repetition reshuffles the lists; in single mode the distinct
+(wording, label order) pairs of its repetitions).
+
+Per word under one context (vanilla, or one stimulus), over its k independent answers: it counts toward optimism
+O when every answer is the first label, toward pessimism P when every answer is the second, toward neutrality N
 otherwise (O + P + N = 1); it is consistent when every answer is the same (either label, or ``other``, so
 consistency >= O + P). The reluctancy rate is the share of answers that are ``other``. A word's bias is
-log p(first label) - log p(second label), in nats; its mean over repetitions is the per-word score.
+log p(first label) - log p(second label), in nats; its mean over its answers is the per-word score. The repeat
+rate (list mode) is the share of answers, from a list's second word on, that are the answer just given to the
+previous word of the list.
 
 Under a stimulus condition each stimulus is a context: a word's O, P and consistency are shares of the
 condition's stimuli, and the condition's O is their mean over words (= the mean over stimuli of each stimulus's
 O). Confidence intervals are percentile bootstraps over words (words resampled; every statistic of a resample from
 the same words, so differences between conditions are paired).
 
-Baselines beside each number: ``consistency_random`` = 2 x 0.5^R (a coin flip between the two labels at every
-answer), ``consistency_independent`` = sum over the three answers of share^R (independent answers with the
-model's own rates of each answer: what consistency is without any word-specific preference), 0 for the position
-slope and the first-label bias, 0.5 for the valence AUC.
+Baselines beside each number: ``consistency_random`` = the mean over words of 2 x 0.5^k (a coin flip between the
+two labels at every independent answer), ``consistency_independent`` = the mean over words of the sum over the
+three answers of share^k (independent answers with the model's own rates of each answer: what consistency is
+without any word-specific preference), ``repeat_independent`` = the sum over the three answers of share^2 (two
+independent answers at the model's own rates agree), 0 for the position slope and the first-label bias, 0.5 for
+the valence AUC. ``consistency_excess`` is consistency minus its own-rates baseline, bootstrapped as one statistic
+(the shares are those of the resample); where its CI covers 0 the consistency is *at chance*
+(``consistency_vs_chance``).
+
+Interpretable: O and P read as sentiment only where the answers vary with the word: not where one answer was given
+to every word, not where a word was asked only once (k = 1: consistency is 1 by construction), not where the
+consistency is at or below its own-rates baseline (consistent words are then what independent answers at the
+model's rates give), and not where the valence control's AUC does not exceed 0.5 (:func:`mark_interpretable`;
+``not_interpretable_reason`` says which).
 """
 
 from __future__ import annotations
@@ -58,22 +76,40 @@ def collect_tables(raws: list[pd.DataFrame]) -> dict[str, pd.DataFrame]:
 
 
 def with_bias(answers: pd.DataFrame) -> pd.DataFrame:
-    out = answers.copy()
+    out = answers.reset_index(drop=True)
     out["bias"] = out["logp_a"].astype(float) - out["logp_b"].astype(float)
     out["stimulus_id"] = out["stimulus_id"].fillna("")
     return out
 
 
-def per_context(answers: pd.DataFrame) -> pd.DataFrame:
-    """One row per model x probe x condition x part x stimulus x word: its mean bias, and whether its answers are
-    all the first label, all the second, all the same, and its share of ``other``."""
+def distinct(answers: pd.DataFrame) -> pd.DataFrame:
+    """The answers with their bias and ``previous`` (the answer to the previous word of the same list; missing at a
+    list's first word), each distinct prompt of a word under a context once (module docstring)."""
     a = with_bias(answers)
-    a["is_a"], a["is_b"], a["is_o"] = a["choice"] == "a", a["choice"] == "b", a["choice"] == "other"
+    lists = GROUP + ["part", "stimulus_id", "repetition", "list_index"]
+    order = a.sort_values(lists + ["position"], kind="stable")
+    a["previous"] = order.groupby(lists, sort=False, observed=True)["choice"].shift().reindex(a.index)
+    return a.drop_duplicates(GROUP + ["part", "stimulus_id", "word", "prompt_id"])
+
+
+def _per_context(a: pd.DataFrame) -> pd.DataFrame:
+    a = a.assign(is_a=a["choice"] == "a", is_b=a["choice"] == "b", is_o=a["choice"] == "other",
+                 has_previous=a["previous"].notna())
+    a["repeats"] = a["has_previous"] & (a["choice"] == a["previous"])
     g = a.groupby(GROUP + ["part", "stimulus_id", "word"], sort=False, observed=True)
     out = g.agg(bias=("bias", "mean"), all_a=("is_a", "all"), all_b=("is_b", "all"), all_o=("is_o", "all"),
-                other=("is_o", "mean"), n=("bias", "size")).reset_index()
+                other=("is_o", "mean"), n_a=("is_a", "sum"), n_b=("is_b", "sum"), n_o=("is_o", "sum"),
+                n=("bias", "size"), repeats=("repeats", "sum"), transitions=("has_previous", "sum")).reset_index()
     out["consistent"] = out["all_a"] | out["all_b"] | out["all_o"]
     return out
+
+
+def per_context(answers: pd.DataFrame) -> pd.DataFrame:
+    """One row per model x probe x condition x part x stimulus x word, over its distinct prompts: its mean bias,
+    whether its answers are all the first label, all the second, all the same, its share of ``other``, its count
+    of each answer, its independent answers ``n`` (k), and its answers that repeat the previous word's answer of
+    the list (``repeats`` of ``transitions``)."""
+    return _per_context(distinct(answers))
 
 
 WORD_COLUMNS = ["model", "probe", "condition", "part", "word", "pos", "freq_rank", "valence", "label_a", "label_b",
@@ -122,8 +158,8 @@ class WordStats:
     statistics and their bootstrap over words."""
 
     def __init__(self, answers: pd.DataFrame):
-        a = with_bias(answers)
-        ctx = per_context(a)
+        a = distinct(answers)
+        ctx = _per_context(a)
         g = ctx.groupby("word", sort=True)
         self.words = np.array(sorted(ctx["word"].unique()))
         self.o = g["all_a"].mean().to_numpy(float)
@@ -132,9 +168,17 @@ class WordStats:
         self.other = g["other"].mean().to_numpy(float)
         self.bias = g["bias"].mean().to_numpy(float)
         self.n_stimuli = int(ctx["stimulus_id"].nunique())
-        self.repetitions = int(a["repetition"].nunique())
-        shares = a["choice"].value_counts(normalize=True)
-        self.consistency_independent = float(sum(shares.get(c, 0.0) ** self.repetitions for c in ("a", "b", "other")))
+        self.repetitions = int(answers["repetition"].nunique())
+        # the answers' counts (the own rates of a resample) and, per word, the share of its contexts with k
+        # independent answers (k = 1..K): the baselines of a resample follow from these
+        self.counts = np.stack([g[c].sum().to_numpy(float) for c in ("n_a", "n_b", "n_o")])
+        self.k_max = int(ctx["n"].max())
+        self.k_share = np.stack([(ctx["n"] == k).groupby(ctx["word"], sort=True).mean().to_numpy(float)
+                                 for k in range(1, self.k_max + 1)])
+        self.independent_answers = float(ctx["n"].mean())
+        self.repeats = g["repeats"].sum().to_numpy(float)
+        self.transitions = g["transitions"].sum().to_numpy(float)
+        self.answers_given = tuple(c for c, n in zip(("a", "b", "other"), self.counts.sum(axis=1)) if n > 0)
         # the position slope: within each word x stimulus, bias on position (centered), pooled over words
         pos = a["position"].astype(float)
         keys = [a["stimulus_id"], a["word"]]
@@ -163,13 +207,26 @@ class WordStats:
                 return np.nan if idx is None else np.full(idx.shape[0], np.nan)
             return np.nanmean(x) if idx is None else np.nanmean(x[idx], axis=-1)
 
-        sxx = self.sxx.sum() if idx is None else self.sxx[idx].sum(axis=-1)
-        sxy = self.sxy.sum() if idx is None else self.sxy[idx].sum(axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            slope = np.where(sxx > 0, sxy / np.where(sxx > 0, sxx, 1), np.nan)
-        o, p = mean(self.o), mean(self.p)
-        return {"O": o, "P": p, "N": 1 - o - p, "consistency": mean(self.cons), "reluctancy": mean(self.other),
-                "mean_bias": mean(self.bias), "position_slope": slope, "first_label_bias": nanmean(self.order)}
+        def total(x):
+            return x.sum() if idx is None else x[idx].sum(axis=-1)
+
+        def ratio(num, den):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+        slope = ratio(total(self.sxy), total(self.sxx))
+        o, p, cons = mean(self.o), mean(self.p), mean(self.cons)
+        counts = np.stack([total(c) for c in self.counts])  # answers a, b, other (x resamples)
+        shares = counts / counts.sum(axis=0)
+        k_share = [mean(s) for s in self.k_share]  # share of word contexts with k = 1..K independent answers
+        independent = sum(ks * (shares ** k).sum(axis=0) for k, ks in enumerate(k_share, start=1))
+        random = sum(ks * random_consistency(k) for k, ks in enumerate(k_share, start=1))
+        repeat = ratio(total(self.repeats), total(self.transitions))
+        return {"O": o, "P": p, "N": 1 - o - p, "consistency": cons, "consistency_excess": cons - independent,
+                "reluctancy": mean(self.other), "repeat_rate": repeat, "mean_bias": mean(self.bias),
+                "position_slope": slope, "first_label_bias": nanmean(self.order),
+                "consistency_random": random, "consistency_independent": independent,
+                "repeat_independent": (shares ** 2).sum(axis=0)}
 
 
 def bootstrap(stats: WordStats, n_boot: int, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
@@ -185,28 +242,63 @@ def bootstrap(stats: WordStats, n_boot: int, rng: np.random.Generator) -> dict[s
     return {k: tuple(float(x) for x in percentile_ci(np.concatenate(v))) for k, v in samples.items()}
 
 
-SCORE_STATS = ["O", "P", "N", "consistency", "reluctancy", "mean_bias", "position_slope", "first_label_bias"]
-SCORE_COLUMNS = (["model", "probe", "labels", "condition", "n_words", "n_stimuli", "repetitions"]
+SCORE_STATS = ["O", "P", "N", "consistency", "consistency_excess", "reluctancy", "repeat_rate", "mean_bias",
+               "position_slope", "first_label_bias"]
+#: the baselines (point values; the excess carries the consistency baseline's resampling)
+BASELINES = ["consistency_random", "consistency_independent", "repeat_independent"]
+SCORE_COLUMNS = (["model", "probe", "labels", "condition", "n_words", "n_stimuli", "repetitions",
+                  "independent_answers"]
                  + [c for s in SCORE_STATS for c in (s, f"{s}_ci_low", f"{s}_ci_high")]
-                 + ["consistency_random", "consistency_independent", "option_mass", "valence_auc",
-                    "valence_auc_ci_low", "valence_auc_ci_high", "interpretable", "underpowered"])
+                 + BASELINES + ["consistency_vs_chance", "option_mass", "valence_auc", "valence_auc_ci_low",
+                                "valence_auc_ci_high", "interpretable", "underpowered", "not_interpretable_reason"])
+#: ``consistency_vs_chance``: the CI of consistency minus its own-rates baseline above 0, covering 0, below 0
+ABOVE_CHANCE, AT_CHANCE, BELOW_CHANCE = "above chance", "at chance", "below chance"
+
+
+def versus_chance(lo: float, hi: float) -> str:
+    """Where an excess over a chance baseline stands by its CI: above, at (the CI covers 0) or below chance; ""
+    without a CI."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    return ABOVE_CHANCE if lo > 0 else BELOW_CHANCE if hi < 0 else AT_CHANCE
+
+
+def degenerate(ws: WordStats, labels: dict[str, str], vs_chance: str, baseline: float) -> list[str]:
+    """Why the answers cannot carry O and P (module docstring): one answer for every word, one independent answer
+    per word, a consistency at or below chance."""
+    if len(ws.answers_given) == 1:
+        return [f"one answer for every word ({labels[ws.answers_given[0]]})"]
+    if ws.k_max == 1:
+        return ["one independent answer per word (consistency is 1 by construction)"]
+    if vs_chance in (AT_CHANCE, BELOW_CHANCE):
+        return [f"consistency {vs_chance} (own-rates baseline {baseline:.3f})"]
+    return []
 
 
 def score_table(answers: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """csi_scores.csv: per model x probe x condition (the word list), each statistic with its CI and baselines."""
+    """csi_scores.csv: per model x probe x condition (the word list), each statistic with its CI and baselines,
+    and why the answers cannot carry O and P where they cannot (:func:`degenerate`; the valence control's verdict
+    joins in :func:`mark_interpretable`)."""
     rows = []
     a = answers[answers["part"] == "words"]
     for (model, probe, condition), sub in a.groupby(GROUP, sort=False, observed=True):
         ws = WordStats(sub)
         point = ws.values()
         ci = bootstrap(ws, n_boot, rng_for(seed, "csi_scores", model, probe, condition))
-        row = {"model": model, "probe": probe, "labels": f"{sub['label_a'].iloc[0]}/{sub['label_b'].iloc[0]}",
+        first = sub.iloc[0]
+        row = {"model": model, "probe": probe, "labels": f"{first['label_a']}/{first['label_b']}",
                "condition": condition, "n_words": len(ws.words), "n_stimuli": ws.n_stimuli,
-               "repetitions": ws.repetitions, "consistency_random": random_consistency(ws.repetitions),
-               "consistency_independent": ws.consistency_independent, "option_mass": ws.option_mass}
-        for s in SCORE_STATS:
+               "repetitions": ws.repetitions, "independent_answers": ws.independent_answers,
+               "option_mass": ws.option_mass}
+        for s in SCORE_STATS + BASELINES:
             row[s] = float(point[s])
+        for s in SCORE_STATS:
             row[f"{s}_ci_low"], row[f"{s}_ci_high"] = ci.get(s, (np.nan, np.nan))
+        row["consistency_vs_chance"] = versus_chance(row["consistency_excess_ci_low"],
+                                                     row["consistency_excess_ci_high"])
+        labels = {"a": first["label_a"], "b": first["label_b"], "other": first["label_other"]}
+        row["not_interpretable_reason"] = "; ".join(degenerate(ws, labels, row["consistency_vs_chance"],
+                                                               row["consistency_independent"]))
         rows.append(row)
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
@@ -256,11 +348,18 @@ def validity_table(words: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=VALIDITY_COLUMNS)
 
 
+#: the valence control's reasons in ``not_interpretable_reason``
+AUC_AT_CHANCE = "valence AUC CI does not exceed 0.5"
+NO_AUC = "no valence AUC (too few valence words)"
+NO_AUC_CI = "no CI of the valence AUC (no bootstrap)"
+
+
 def mark_interpretable(scores: pd.DataFrame, validity: pd.DataFrame) -> pd.DataFrame:
     """The valence control's AUC beside O and P (the control list's, else the word list's own valence words).
-    ``underpowered``: what the run cannot support, O and P read as sentiment: the control's AUC is not above
-    0.5 (its CI's lower end), or there were too few valence words to compute it (the mark tables and figures
-    show)."""
+    ``interpretable``: O and P read as sentiment: the answers are not degenerate (:func:`degenerate`, already in
+    ``not_interpretable_reason``) and the control's AUC is above 0.5 (its CI's lower end); ``underpowered``: not
+    interpretable (what the run cannot support; the mark tables and figures show), ``not_interpretable_reason``
+    every reason."""
     out = scores.drop(columns=["valence_auc", "valence_auc_ci_low", "valence_auc_ci_high", "interpretable",
                                "underpowered"])
     v = validity[validity["auc"].notna()].copy()
@@ -269,6 +368,18 @@ def mark_interpretable(scores: pd.DataFrame, validity: pd.DataFrame) -> pd.DataF
     v = v.rename(columns={"auc": "valence_auc", "auc_ci_low": "valence_auc_ci_low",
                           "auc_ci_high": "valence_auc_ci_high"})
     out = out.merge(v, on=GROUP, how="left")
+    verdicts, reasons = [], []
+    for r in out.itertuples(index=False):
+        control = {"True": True, "False": False}.get(str(r.interpretable))  # None: no verdict
+        why = [r.not_interpretable_reason] if r.not_interpretable_reason else []
+        verdicts.append(False if why else control)
+        if control is False:
+            why.append(AUC_AT_CHANCE)
+        elif control is None:
+            why.append(NO_AUC if not np.isfinite(r.valence_auc) else NO_AUC_CI)
+        reasons.append("; ".join(why))
+    out["interpretable"] = pd.Series(verdicts, index=out.index, dtype=object)
+    out["not_interpretable_reason"] = reasons
     out["underpowered"] = out["interpretable"].astype(str) != "True"
     return out[SCORE_COLUMNS]
 
