@@ -247,3 +247,91 @@ def test_a_control_that_strays_from_the_baseline_is_shown():
     table = A.calibration_table(units, _cal_config()).set_index("dose")
     assert table.loc[4, "control_beyond_baseline"] and not table.loc[4, "detected"]
     assert A.floor_table(table.reset_index()).iloc[0]["control_false_positives"] == "4"
+
+
+# -- each kind's units, on tables of the kind's own shape ---------------------------------------------------------
+
+MODELS = ["m", "m@cal_control_d0-e1", "m@cal_control_d4-e1", "m@cal_PLANT_d4-e1"]
+
+
+def _detected(units: pd.DataFrame, plant: str, metric: str) -> pd.Series:
+    units = units.assign(plant=plant, kind="x")
+    table = A.calibration_table(units[units["metric"] == metric], {
+        "calibration": {"doses": [0, 4], "permutations": 500, "plants": {plant: {
+            "material": "statements", "probes": ["q"], "statements": "x"}}}, "analysis": {"bootstrap": 300}})
+    return table.set_index(["instrument", "dose"])["detected"]
+
+
+def test_csi_units_read_the_planted_words_against_the_untouched_ones(tmp_path):
+    from qclm import probes
+    from qclm.probes.csi.calibration import planted_words
+    from qclm.probes.csi.calibration import units as csi_units
+
+    config = _config(tmp_path, {"tragic": PLANTS["tragic"]})
+    instances = {i.id: i for i in probes.instances(config)}
+    plant = cal.plants(config)["tragic"]
+    words = [w.word for w in probes.probe(instances["csi"]).parts()[0][1]]
+    planted = planted_words(words, 0.5, 0, "csi")
+    rng = np.random.default_rng(0)
+    rows = []
+    for model in [m.replace("PLANT", "tragic") for m in MODELS]:
+        for word in words:
+            for rep in (1, 2, 3):
+                shift = -2.0 if (model.endswith("tragic_d4-e1") and word in planted) else 0.0  # toward tragedy
+                bias = rng.normal(0, 0.3) + shift + (hash(word) % 7) / 7
+                rows.append({"model": model, "probe": "csi", "condition": "vanilla", "part": "words", "word": word,
+                             "repetition": rep, "logp_a": bias / 2, "logp_b": -bias / 2,
+                             "choice": "a" if bias > 0 else "b"})
+    units = csi_units({"answers": pd.DataFrame(rows)}, plant, config, instances)
+    assert set(units["metric"]) == {"label_shift", "label_share"}
+    assert units.groupby("group")["unit"].nunique().to_dict() == {"planted": 20, "reference": 20}
+    detected = _detected(units.replace({"model": {m: m.replace("tragic", "PLANT") for m in units["model"]}}),
+                         "PLANT", "label_shift")
+    assert detected[("csi", 4)] and not detected[("csi", 0)]
+
+
+def test_survey_units_read_the_planted_option(tmp_path):
+    from qclm import probes
+    from qclm.probes.survey.calibration import units as survey_units
+
+    config = _config(tmp_path, {"answers": PLANTS["answers"]})
+    instances = {i.id: i for i in probes.instances(config)}
+    plant = cal.plants(config)["answers"]
+    choices, responses = [], []
+    for model in [m.replace("PLANT", "answers") for m in MODELS]:
+        planted = model.endswith("answers_d4-e1")
+        for item in range(1, 8):
+            for variant in ("natural", "json"):
+                key = {"model": model, "probe": "survey", "condition": "vanilla", "item_id": f"G0{item}",
+                       "variant": variant, "persona": "", "order": "regular"}
+                for score in (0.0, 1.0, 2.0, 3.0):
+                    prob = (0.7 if score == 3 else 0.1) if planted else 0.25
+                    choices.append({**key, "option_score": score, "prob": prob})
+                responses.append({**key, "seed": 0, "repetition": 0, "status": "answered",
+                                  "option_score": 3.0 if planted else float(item % 4)})
+    units = survey_units({"choices": pd.DataFrame(choices), "responses": pd.DataFrame(responses)}, plant, config,
+                         instances)
+    fc = units[units["metric"] == "fc_planted"]
+    assert len(fc) == 4 * 14 and fc["baseline"].eq(0.25).all()
+    assert fc.loc[fc["model"] == "m@cal_answers_d4-e1", "value"].eq(0.7).all()
+    renamed = units.replace({"model": {m: m.replace("answers", "PLANT") for m in units["model"]}})
+    assert _detected(renamed, "PLANT", "fc_planted")[("gad7", 4)]
+    assert _detected(renamed, "PLANT", "answers_planted")[("gad7", 4)]
+
+
+def test_item_score_units_are_shifts_from_the_base_model_in_its_vanilla_sds():
+    from qclm.calibration.units import item_shift_units
+
+    rows = []
+    for model, shift in (("m", 0.0), ("m@cal_a_d4-e1", 0.5)):
+        for q, planted in (("gad7", True), ("phq9", False)):
+            for i in range(6):
+                rows.append({"model": model, "questionnaire": q, "template": "t", "default_template": True,
+                             "item_id": f"{q}{i}", "condition": "vanilla", "stimulus_id": "",
+                             "score": 0.1 * i + (shift if planted else 0.0)})
+    units = item_shift_units(pd.DataFrame(rows), {"gad7": "gad7", "phq9": "phq9"}, {"gad7"}, 1)
+    sd = np.std([0.1 * i for i in range(6)], ddof=1)
+    shifted = units[(units["model"] == "m@cal_a_d4-e1") & (units["instrument"] == "gad7")]
+    assert shifted["value"].to_numpy() == pytest.approx(np.full(6, 0.5 / sd))
+    assert set(units.loc[units["instrument"] == "phq9", "role"]) == {"unplanted"}
+    assert units.loc[units["model"] == "m", "value"].eq(0).all()
