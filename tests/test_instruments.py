@@ -81,6 +81,49 @@ def test_source_licence_and_item_wording(name):
         assert all("text" not in it for it in data["items"])
 
 
+#: the name each published instrument goes by in the literature (training text knows it by this, not by the file's
+#: title); the files written for qclm were never published and have none
+PUBLISHED_NAMES = {
+    "stai_s": "STAI Form Y-1", "stai_t": "STAI Form Y-2", "gad7": "GAD-7", "phq9": "PHQ-9", "pss10": "PSS-10",
+    "brs": "Brief Resilience Scale", "rses": "Rosenberg Self-Esteem Scale",
+    **{f"ipip_{d}": "IPIP Big-Five Factor Markers (50 items)"
+       for d in ("neuroticism", "extraversion", "openness", "agreeableness", "conscientiousness")},
+}
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_published_instruments_give_their_published_name(name):
+    """The memorization probe names an instrument as Han et al. do, by its published name: every shipped file of
+    a published instrument gives it (`published_name`), apart from the file's own title (`name`)."""
+    from qclm.instruments import load_instrument
+
+    inst = load_instrument(Q / f"{name}.yaml")
+    if LIBRARY[name][3] == "written":
+        assert inst.published_name == "" and "published_name" not in raw(name)
+    else:
+        assert inst.published_name == PUBLISHED_NAMES[name] and inst.published_name != inst.name
+
+
+def test_published_name_is_validated_like_the_other_fields(tmp_path):
+    from qclm.errors import InputError
+    from qclm.instruments import load_instrument
+
+    data = raw("gad7")
+    for bad, problem in (("", "must not be empty"), ("   ", "must not be empty"), (7, "must be a string"),
+                         ("GAD\x077", "control character")):
+        path = tmp_path / "gad7.yaml"
+        path.write_text(yaml.safe_dump({**data, "published_name": bad}, sort_keys=False))
+        with pytest.raises(InputError) as err:
+            load_instrument(path)
+        assert any(line.startswith(f"{path}: field published_name") and problem in line for line in err.value.lines), (
+            bad, err.value.lines)
+    plain = tmp_path / "mine.yaml"
+    plain.write_text(yaml.safe_dump({"name": "Mine", "published_name": ["x"], "items": [{"id": 1, "text": "I nap"}]}))
+    with pytest.raises(InputError) as err:
+        load_instrument(plain)
+    assert any(line.startswith(f"{plain}: field published_name") for line in err.value.lines), err.value.lines
+
+
 @pytest.mark.parametrize("name", IDS)
 def test_content_rules(name):
     q = load_questionnaire(Q / f"{name}.yaml")

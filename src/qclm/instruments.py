@@ -6,8 +6,12 @@ Two file formats give an instrument:
   wording is in ``text`` where ``item_wording`` is ``reproduced`` (the licence allows it) or ``written`` (written
   for this project); ``described`` files paraphrase the items and carry no wording;
 - a **plain item list** anyone can write (schemas/instrument.schema.json): ``name``, optional ``id``,
-  ``dimensions``, ``original_scale``, ``decoy`` and ``items: [{id, text, dimension, keyword, keying}]``. A user's
-  own BFI-44, PVQ-40, MFQ or SD-3 in this form runs as is.
+  ``published_name``, ``dimensions``, ``original_scale``, ``decoy`` and ``items: [{id, text, dimension, keyword,
+  keying}]``. A user's own BFI-44, PVQ-40, MFQ or SD-3 in this form runs as is.
+
+Both may give ``published_name``: the name the literature (and so training text) calls the instrument by ("GAD-7",
+"STAI Form Y-1"), where ``name`` is this project's title of its file; the memorization probe names the instrument by
+it in its prompts, as Han et al. do.
 
 Both may give ``original_scale`` (the original option labels with their official scores, including options a
 Likert adaptation dropped, and the instruction to respondents), and per item a ``keyword`` (its most informative
@@ -59,6 +63,7 @@ class Instrument:
     construct: str = ""
     decoy: bool = False
     source_format: str = "questionnaire"  # or "item_list"
+    published_name: str = ""  # the name the literature uses ("GAD-7"); "" where the file gives none
 
     @property
     def has_wording(self) -> bool:
@@ -142,7 +147,7 @@ def load_instrument(path: str | Path) -> Instrument:
         raise InputError(problems)
     return Instrument(ident, data["name"], path, sha256_file(path), tuple(items), data.get("item_wording", "reproduced"),
                       options, instruction, dimensions, str(data.get("construct") or ""), bool(data.get("decoy")),
-                      "item_list")
+                      "item_list", _published_name(data))
 
 
 def _from_questionnaire(path: Path, data: dict) -> Instrument:
@@ -169,4 +174,10 @@ def _from_questionnaire(path: Path, data: dict) -> Instrument:
         raise InputError(problems)
     dims = tuple(dict.fromkeys(i.dimension for i in items if i.dimension))
     return Instrument(q.id, q.name, path, q.sha256, tuple(items), q.item_wording, options, instruction, dims,
-                      q.construct, False, "questionnaire")
+                      q.construct, False, "questionnaire", _published_name(data))
+
+
+def _published_name(data: dict) -> str:
+    """The file's ``published_name`` (its schema checked it: a non-empty string), or ""."""
+    value = data.get("published_name")
+    return value.strip() if isinstance(value, str) else ""

@@ -5,20 +5,24 @@ One row per model x condition x instrument (an inventory for the dimension task)
 
 | task | metric | baseline (kind) | p |
 |---|---|---|---|
-| exposure | auc_min_k, auc_zlib (items vs the decoy's items) | 0.5 (decoy) | permutation, items shuffled between the two sets; Holm over instruments in ``p_holm`` |
+| exposure | min_k_gap, zlib_gap (each item's score less the mean of its word-order neighbours', mean over items) | 0 (perturbed) | sign flips of the paired gaps |
+| exposure | auc_min_k_gap, auc_zlib_gap (the items' gaps vs the decoy items' gaps) | 0.5 (decoy) | permutation, items shuffled between the two sets; Holm over instruments in ``p_holm``; ``above_decoy`` |
+| exposure | auc_min_k, auc_zlib (items vs the decoy's items: differs with the kind of text too) | 0.5 (decoy) | permutation, as above; Holm |
 | exposure | min_k, zlib (the instrument's mean) | the decoy's mean (decoy) | |
-| recall | top1 | 1/N (random) | binomial |
-| recall | mrr | H_N/N (random) | simulated uniform ranks |
+| recall | top1, mrr of the contrast (log-prob under the prompt less the candidate's mean over the prompts) | the permutation null's mean (permutation) | the item-to-prompt assignment permuted |
 | recall (generate mode) | token_f1, rouge_l | the output's mean similarity to the other items (other items) | |
 | cloze | top1 | 1/N keywords (random) | binomial |
 | dimension | macro_f1 | the permutation null's mean (permutation); 1/D (random) | permutation |
 | option_score | mae, expected_mae | (K^2 - 1)/(3K) (random) | simulated uniform guesses |
-| target | mae, expected_mae per target | E|t - U| summed over the options (random) | simulated uniform answers |
+| target | mae, expected_mae per target (the middle: the integer midpoint, in ``note``) | E|t - U| summed over the options (random) | simulated uniform answers |
 
 CIs are percentile bootstraps over items (seeded by the analysis seed). ``decoy_value`` is the same metric on the
-decoy instrument in the same model and condition: the null of every task, within the model. ``underpowered``
-marks rows resting on fewer than :data:`MIN_ITEMS` items. Tasks an instrument or model cannot take are rows with
-an empty value and the reason in ``note``.
+decoy instrument in the same model and condition: the null of every task, within the model. ``above_decoy`` marks
+the exposure rows that say a model has seen an instrument's items: the gap over the items' own neighbours above the
+decoy's (auc_*_gap above 0.5, Holm p < 0.05). ``underpowered`` marks rows resting on fewer than :data:`MIN_ITEMS`
+items. Tasks an instrument or model cannot take are rows with an empty value and the reason in ``note`` (starting
+"not applicable"); other notes say how a row was asked (an instrument asked by its file's name, the middle target's
+score, the genre caveat of the AUC against the decoy).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from qclm import settings
 from qclm.analysis.stats import holm, rng_for
 from qclm.instruments import load_instrument
 from qclm.probes.memorization import metrics as m
+from qclm.probes.memorization.kind import NEIGHBOUR
 
 log = logging.getLogger("qclm.memorization")
 
@@ -43,6 +48,13 @@ COLUMNS = ["model", "condition", "instrument", "task", "metric", "value", "ci_lo
 MIN_ITEMS = 10
 #: simulated draws of the random baselines' null distributions
 N_SIMULATED = 10_000
+#: what marks a row that cannot be computed (the figure and readers skip these)
+NOT_APPLICABLE = "not applicable"
+#: the exposure metrics whose rows mark ``above_decoy``: the items' gaps over their own neighbours against the decoy's
+EXPOSED = ("auc_min_k_gap", "auc_zlib_gap")
+GENRE_NOTE = ("the items against the decoy's items: differs with the kind of text as well as with exposure (the "
+              "gap over each item's own neighbours, auc_min_k_gap, does not)")
+FALLBACK_NOTE = "asked by the file's name: it gives no published_name"
 
 
 def _row(model, condition, instrument, task, metric, value, baseline, kind, n, ci=(np.nan, np.nan), p=np.nan,
@@ -58,9 +70,10 @@ def memorization_table(raw: pd.DataFrame, not_applicable: pd.DataFrame, decoy: s
     rows: list[dict] = []
     for (model, condition), sub in raw.groupby(["model", "condition"], sort=False):
         rows.extend(_exposure(sub, model, condition, decoy, min_k, n_perm, n_boot, seed))
-        for task in ("recall", "cloze"):
-            for inst, t in sub[sub["task"] == task].groupby("instrument", sort=False):
-                rows.extend(_ranking(t, model, condition, inst, task, n_boot, seed))
+        for inst, t in sub[sub["task"] == "recall"].groupby("instrument", sort=False):
+            rows.extend(_recall(t, model, condition, inst, n_perm, n_boot, seed))
+        for inst, t in sub[sub["task"] == "cloze"].groupby("instrument", sort=False):
+            rows.extend(_ranking(t, model, condition, inst, "cloze", n_boot, seed))
         for inst, t in sub[sub["task"] == "recall_generated"].groupby("instrument", sort=False):
             rows.extend(_generated(t, sub, model, condition, inst, n_boot, seed))
         rows.extend(_dimension(sub[sub["task"] == "dimension"], model, condition, n_perm, n_boot, seed))
@@ -70,9 +83,26 @@ def memorization_table(raw: pd.DataFrame, not_applicable: pd.DataFrame, decoy: s
             rows.extend(_target(t, model, condition, inst, n_boot, seed))
     for r in not_applicable.drop_duplicates().itertuples(index=False):
         rows.append(_row(r.model, r.condition, r.instrument, r.task, "", np.nan, np.nan, "", 0,
-                         note=f"not applicable: {r.reason}") | {"underpowered": False})
+                         note=f"{NOT_APPLICABLE}: {r.reason}") | {"underpowered": False})
     out = pd.DataFrame(rows, columns=COLUMNS)
-    return _with_decoy(out, decoy)
+    return _with_decoy(_name_notes(out, raw), decoy)
+
+
+def _name_notes(table: pd.DataFrame, raw: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a prompted task whose instrument was asked by its file's name (no published_name) say so."""
+    if "name_source" not in raw.columns:
+        return table
+    fallback = raw[raw["name_source"] == "name"][["model", "condition", "task", "instrument"]].drop_duplicates()
+    dims = raw[(raw["task"] == "dimension") & (raw["name_source"] == "name")]
+    fallback = pd.concat([fallback, dims[["model", "condition", "task", "inventory"]].rename(
+        columns={"inventory": "instrument"})]).drop_duplicates()
+    if fallback.empty:
+        return table
+    keys = ["model", "condition", "task", "instrument"]
+    hit = pd.MultiIndex.from_frame(table[keys]).isin(pd.MultiIndex.from_frame(fallback[keys]))
+    note = table["note"].fillna("")
+    table.loc[hit, "note"] = [f"{n}; {FALLBACK_NOTE}" if n else FALLBACK_NOTE for n in note[hit]]
+    return table
 
 
 def _items(t: pd.DataFrame) -> pd.DataFrame:
@@ -85,26 +115,61 @@ def _exposure(sub, model, condition, decoy, min_k, n_perm, n_boot, seed) -> list
         return []
     e["min_k"] = [m.min_k_logprob(lp, min_k) for lp in e["token_logprobs"]]
     e["zlib"] = [m.zlib_ratio(lp, text) for lp, text in zip(e["logprob"], e["text"])]
+    gaps = _gaps(e, sub[sub["task"] == NEIGHBOUR], min_k)
     rows = []
     null = e[e["instrument"] == decoy]
+    null_gaps = gaps[gaps["instrument"] == decoy]
     for inst, t in e.groupby("instrument", sort=False):
         rng = rng_for(seed, "memorization", model, condition, inst)
+        g = gaps[gaps["instrument"] == inst]
         for metric in ("min_k", "zlib"):
             values = t[metric].to_numpy()
             rows.append(_row(model, condition, inst, "exposure", metric, float(values.mean()),
                              float(null[metric].mean()) if len(null) else np.nan, "decoy", len(t),
                              m.bootstrap_ci(values, n_boot, rng)))
+            gap = g[metric].to_numpy()
+            gap = gap[np.isfinite(gap)]
+            if len(gap):  # the items against their own word-order neighbours, paired over items
+                mean, p = m.sign_flip_permutation(gap, n_perm, rng)
+                rows.append(_row(model, condition, inst, "exposure", f"{metric}_gap", mean, 0.0, "perturbed",
+                                 len(gap), m.bootstrap_ci(gap, n_boot, rng), p))
             if inst == decoy or null.empty:
                 continue
+            null_gap = null_gaps[metric].to_numpy()
+            null_gap = null_gap[np.isfinite(null_gap)]
+            if len(gap) and len(null_gap):  # the gaps against the decoy's gaps: the exposure test
+                auc, p = m.auc_permutation(gap, null_gap, n_perm, rng)
+                rows.append(_row(model, condition, inst, "exposure", f"auc_{metric}_gap", auc, 0.5, "decoy",
+                                 len(gap), _auc_ci(gap, null_gap, n_boot, rng), p))
+            elif not len(gap):
+                rows.append(_row(model, condition, inst, "exposure", f"auc_{metric}_gap", np.nan, 0.5, "decoy", 0,
+                                 note=f"{NOT_APPLICABLE}: no item of more than one word (no word-order neighbour)"))
             auc, p = m.auc_permutation(values, null[metric].to_numpy(), n_perm, rng)
             ci = _auc_ci(values, null[metric].to_numpy(), n_boot, rng)
-            rows.append(_row(model, condition, inst, "exposure", f"auc_{metric}", auc, 0.5, "decoy", len(t), ci, p))
+            rows.append(_row(model, condition, inst, "exposure", f"auc_{metric}", auc, 0.5, "decoy", len(t), ci, p,
+                             note=GENRE_NOTE))
     frame = pd.DataFrame(rows)
-    for metric in ("auc_min_k", "auc_zlib"):  # Holm over the instruments of this model and condition
-        mask = frame["metric"] == metric
+    for metric in ("auc_min_k", "auc_zlib", *EXPOSED):  # Holm over the instruments of this model and condition
+        mask = (frame["metric"] == metric) & frame["p_value"].notna()
         if mask.any():
             frame.loc[mask, "p_holm"] = holm(frame.loc[mask, "p_value"].to_numpy())
     return frame.to_dict("records")
+
+
+def _gaps(items: pd.DataFrame, neighbours: pd.DataFrame, min_k: float) -> pd.DataFrame:
+    """Per instrument and item: its Min-K% and zlib score less the mean of its word-order neighbours' (within each
+    context, then the mean over contexts); NaN for an item without neighbours."""
+    cols = ["instrument", "item_id", "min_k", "zlib"]
+    if neighbours.empty:
+        return pd.DataFrame(columns=cols)
+    nb = neighbours.copy()
+    nb["min_k"] = [m.min_k_logprob(lp, min_k) for lp in nb["token_logprobs"]]
+    nb["zlib"] = [m.zlib_ratio(lp, text) for lp, text in zip(nb["logprob"], nb["text"])]
+    keys = ["instrument", "stimulus_id", "item_id"]
+    ref = nb.groupby(keys, sort=False)[["min_k", "zlib"]].mean()
+    own = items.set_index(keys)[["min_k", "zlib"]]
+    gap = (own - ref.reindex(own.index)).reset_index()
+    return gap.groupby(["instrument", "item_id"], sort=False)[["min_k", "zlib"]].mean().reset_index()[cols]
 
 
 def _auc_ci(pos: np.ndarray, neg: np.ndarray, n_boot: int, rng) -> tuple[float, float]:
@@ -118,12 +183,46 @@ def _auc_ci(pos: np.ndarray, neg: np.ndarray, n_boot: int, rng) -> tuple[float, 
     return float(lo), float(hi)
 
 
+def _recall(t, model, condition, inst, n_perm, n_boot, seed) -> list[dict]:
+    """top-1 and MRR of the true item, each candidate ranked by its mean token log-prob under the prompt less its
+    mean over the instrument's prompts (m.recall_contrast: the candidate's own likelihood, which would otherwise pick
+    the same item under every prompt, removed); the null reassigns the items to the prompts at random."""
+    ranks, truth_of, per_item = [], None, {}
+    for _, c in t.groupby("stimulus_id", sort=False):
+        prompts = list(dict.fromkeys(c["item_id"]))
+        candidates = list(dict.fromkeys(c["candidate"]))
+        scores = c.pivot_table(index="item_id", columns="candidate", values="logprob_mean", aggfunc="first")
+        scores = scores.reindex(index=prompts, columns=candidates)
+        true = c[c["is_true"].astype(bool)].drop_duplicates("item_id").set_index("item_id")["candidate"]
+        if scores.isna().to_numpy().any() or len(true) != len(prompts) or len(prompts) < 2:
+            continue
+        r = m.rank_matrix(m.recall_contrast(scores.to_numpy()))
+        truth = np.array([candidates.index(true[k]) for k in prompts])
+        if truth_of is not None and not np.array_equal(truth, truth_of):
+            continue  # every context asks the same prompts of the same candidates
+        truth_of = truth
+        ranks.append(r)
+        for k, j, rank in zip(prompts, truth, r[np.arange(len(prompts)), truth]):
+            per_item.setdefault(k, []).append(rank)
+    if not ranks:
+        return []
+    rng = rng_for(seed, "memorization", model, condition, inst, "recall")
+    top1, null_top1, p_top1, mrr, null_mrr, p_mrr = m.assignment_permutation(np.stack(ranks), truth_of, n_perm, rng)
+    item_ranks = [np.asarray(v) for v in per_item.values()]
+    hits = np.array([(r == 1).mean() for r in item_ranks])
+    rr = np.array([(1 / r).mean() for r in item_ranks])
+    n = len(item_ranks)
+    return [_row(model, condition, inst, "recall", "top1", top1, null_top1, "permutation", n,
+                 m.bootstrap_ci(hits, n_boot, rng), p_top1),
+            _row(model, condition, inst, "recall", "mrr", mrr, null_mrr, "permutation", n,
+                 m.bootstrap_ci(rr, n_boot, rng), p_mrr)]
+
+
 def _ranking(t, model, condition, inst, task, n_boot, seed) -> list[dict]:
-    """top-1 and (recall) MRR of the true candidate, ranked by mean token log-prob (recall) or summed (cloze)."""
-    key = "logprob_mean" if task == "recall" else "logprob"
+    """top-1 of the true candidate (the cloze's keyword) ranked by its summed log-prob, against 1/N."""
     ranks, n_cand = [], 0
-    for _, g in t.groupby("item_id", sort=False):
-        scores = g[key].to_numpy()
+    for _, g in t.groupby(["stimulus_id", "item_id"], sort=False):
+        scores = g["logprob"].to_numpy()
         true = np.flatnonzero(g["is_true"].to_numpy())
         if len(true) != 1:
             continue
@@ -135,15 +234,8 @@ def _ranking(t, model, condition, inst, task, n_boot, seed) -> list[dict]:
     top1 = (ranks == 1).astype(float)
     k = int(top1.sum())
     p_top1 = float(sps.binomtest(k, n, 1 / n_cand, alternative="greater").pvalue) if n else np.nan
-    rows = [_row(model, condition, inst, task, "top1", float(top1.mean()), 1 / n_cand, "random", n,
-                 m.bootstrap_ci(top1, n_boot, rng), p_top1)]
-    if task == "recall":
-        rr = 1 / ranks
-        sim = (1 / rng.integers(1, n_cand + 1, size=(N_SIMULATED, n))).mean(axis=1)
-        p = float(((sim >= rr.mean() - 1e-12).sum() + 1) / (N_SIMULATED + 1))
-        rows.append(_row(model, condition, inst, task, "mrr", float(rr.mean()), m.random_mrr(n_cand), "random", n,
-                         m.bootstrap_ci(rr, n_boot, rng), p))
-    return rows
+    return [_row(model, condition, inst, task, "top1", float(top1.mean()), 1 / n_cand if n_cand else np.nan,
+                 "random", t["item_id"].nunique(), m.bootstrap_ci(top1, n_boot, rng), p_top1)]
 
 
 def _generated(t, sub, model, condition, inst, n_boot, seed) -> list[dict]:
@@ -233,9 +325,9 @@ def _option_score(t, model, condition, inst, n_boot, seed) -> list[dict]:
 
 
 def _target(t, model, condition, inst, n_boot, seed) -> list[dict]:
-    """Per target (the scale's minimum, middle, maximum: its keyed scores' range), the absolute error of the chosen
-    option's keyed score and its expectation under the option probabilities; the middle of a scale with an even
-    number of options is between two of them, so no answer reaches it exactly."""
+    """Per target (the scale's minimum, middle, maximum: m.target_score, the middle Han et al.'s integer midpoint,
+    which one option reaches), the absolute error of the chosen option's keyed score and its expectation under the
+    option probabilities; ``note`` gives the target score."""
     rows = []
     for goal, g in t.groupby("target", sort=False):
         err, expected, truth, values = [], [], [], []
@@ -256,21 +348,35 @@ def _target(t, model, condition, inst, n_boot, seed) -> list[dict]:
         rng = rng_for(seed, "memorization", model, condition, inst, "target", goal)
         sim = np.abs(np.stack([rng.choice(v, N_SIMULATED) for v in values], axis=1) - truth).mean(axis=1)
         p = float(((sim <= err.mean() + 1e-12).sum() + 1) / (N_SIMULATED + 1))
+        note = _target_note(goal, values[0])
         rows.append(_row(model, condition, inst, "target", f"mae_{goal}", float(err.mean()), baseline, "random",
-                         len(err), m.bootstrap_ci(err, n_boot, rng), p))
+                         len(err), m.bootstrap_ci(err, n_boot, rng), p, note=note))
         rows.append(_row(model, condition, inst, "target", f"expected_mae_{goal}", float(expected.mean()), baseline,
-                         "random", len(err), m.bootstrap_ci(expected, n_boot, rng)))
+                         "random", len(err), m.bootstrap_ci(expected, n_boot, rng), note=note))
     return rows
+
+
+def _target_note(goal: str, scores) -> str:
+    low, high = min(scores), max(scores)
+    target = m.target_score(scores, goal)
+    span = f"{m.score_text(low)}-{m.score_text(high)}"
+    if goal != "middle":
+        return f"target score {m.score_text(target)} (the {goal} of {span})"
+    mid = (low + high) / 2
+    how = ("the middle" if target == mid else
+           f"the option score nearest the middle {m.score_text(mid)}, the lower of two (Han et al.'s integer midpoint)")
+    return f"target score {m.score_text(target)} of {span}: {how}"
 
 
 def _with_decoy(table: pd.DataFrame, decoy: str) -> pd.DataFrame:
     """``decoy_value``: the same metric on the decoy in the same model and condition; ``above_decoy``: an
-    exposure AUC whose Holm-corrected p is below 0.05."""
+    exposure AUC of the items' gaps over their own neighbours against the decoy's (:data:`EXPOSED`) above 0.5 with a
+    Holm-corrected p below 0.05 (not the AUC of the raw scores, which differs with the kind of text)."""
     keys = ["model", "condition", "task", "metric", "baseline_kind"]
     d = table[table["instrument"] == decoy].drop_duplicates(keys).set_index(keys)["value"]
     idx = pd.MultiIndex.from_frame(table[keys])
     table["decoy_value"] = d.reindex(idx).to_numpy()
-    table["above_decoy"] = (table["metric"].str.startswith("auc_") & (table["value"] > 0.5)
+    table["above_decoy"] = (table["metric"].isin(EXPOSED) & (table["value"] > 0.5)
                             & (table["p_holm"] < 0.05)).fillna(False).astype(bool)
     return table
 
@@ -307,11 +413,12 @@ def memorization_output(context) -> pd.DataFrame:
 def overview_section(table: pd.DataFrame) -> str:
     """The report's line per model: above the decoy on X of Y instruments."""
     lines = ["## Memorization: does the model know the test?", ""]
-    auc = table[table["metric"] == "auc_min_k"]
+    auc = table[(table["metric"] == "auc_min_k_gap") & table["value"].notna()]
     for (model, condition), g in auc.groupby(["model", "condition"], sort=False):
         above = g[g["above_decoy"].astype(bool)]["instrument"].tolist()
-        lines.append(f"- **{model}** ({condition}): item exposure (Min-K%) above the decoy on {len(above)} of {len(g)} "
-                     f"instruments (Holm-corrected permutation p < 0.05)" + (f": {', '.join(above)}" if above else ""))
+        lines.append(f"- **{model}** ({condition}): item exposure (Min-K% over the items' own word-order neighbours) "
+                     f"above the decoy's on {len(above)} of {len(g)} instruments (Holm-corrected permutation p < 0.05)"
+                     + (f": {', '.join(above)}" if above else ""))
     if auc.empty:
         lines.append("- no exposure rows (no instrument with item wording)")
     decoys = ", ".join(f"`{d}`" for d in dict.fromkeys(table["decoy"])) if "decoy" in table.columns else ""

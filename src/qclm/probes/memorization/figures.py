@@ -8,8 +8,9 @@ import pandas as pd
 
 #: (task, metric, baseline kind, axis label, lower means the model knows more) of the panels, in order
 PANELS = (
-    ("exposure", "auc_min_k", "decoy", "exposure AUC vs decoy (Min-K%)", False),
-    ("recall", "top1", "random", "recall top-1 (name + number)", False),
+    ("exposure", "auc_min_k_gap", "decoy", "exposure AUC (Min-K% gap over neighbours)", False),
+    ("exposure", "auc_min_k", "decoy", "Min-K% AUC (text kind too)", False),
+    ("recall", "top1", "permutation", "recall top-1 (contrast)", False),
     ("cloze", "top1", "random", "keyword cloze top-1", False),
     ("dimension", "macro_f1", "permutation", "item -> dimension macro-F1", False),
     ("option_score", "mae", "random", "option -> score MAE", True),
@@ -21,8 +22,10 @@ def figure_memorization(context, table: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     from qclm.analysis.plotting import mark_underpowered, underpowered
+    from qclm.probes.memorization.analysis import NOT_APPLICABLE
 
-    rows = table[table["note"].isna() | (table["note"] == "")] if "note" in table.columns else table
+    rows = (table[~table["note"].fillna("").str.startswith(NOT_APPLICABLE)] if "note" in table.columns else table)
+    rows = rows[rows["value"].notna()]
     panels = [p for p in PANELS if ((rows["task"] == p[0]) & (rows["metric"] == p[1])).any()]
     if not panels:
         return "no memorization metric to draw (every task was not applicable)"

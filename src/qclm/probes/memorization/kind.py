@@ -4,14 +4,20 @@ Contamination in Psychometric Evaluations of LLMs"; docs/memorization.md).
 For open causal models, through log-probabilities by default (base models included, nothing to parse), and through
 generation for the recall task on chat-format models (``mode: generate``). Per model x instrument x condition:
 
-- ``exposure``: the item text with no prompt (after the condition's stimulus, if any): its token log-probabilities
-  (Min-K% and zlib calibration in the analysis), against the decoy instrument's items;
-- ``recall``: after "<name>, item <k>:", every item text of the instrument as a candidate (the true one ranked
-  by mean token log-prob); generation mode adds the greedy continuation;
+- ``exposure``: the item text with no prompt (after the condition's stimulus, if any), and each of its word-order
+  neighbours (:mod:`.perturb`): their token log-probabilities (Min-K% and zlib calibration in the analysis), the
+  item against its own neighbours and against the decoy instrument's items;
+- ``recall``: after "<published name>, item <k>:", every item text of the instrument as a candidate (the analysis
+  ranks them by their mean token log-prob under this prompt less their mean over the instrument's prompts);
+  generation mode adds the greedy continuation;
 - ``cloze``: the item with its keyword left out, every keyword of the instrument as a candidate;
 - ``dimension``: an item of a multi-dimension inventory, its dimension labels as options;
 - ``option_score``: an item and one option label of the original scale, the scale's scores as options;
-- ``target``: answer an item so that the total score is as low / middle / high as possible (chat-format models).
+- ``target``: answer an item so that it scores the scale's minimum, middle or maximum (chat-format models).
+
+Every prompt names an instrument by its ``published_name`` (the name training text uses: "GAD-7"), or by its
+``name`` where the file has none (the raw table's ``asked_name`` and ``name_source`` say which); the decoy's
+published name does not say that it is a decoy, so the null is asked the way the instruments are.
 
 Instruments whose wording is only described get the tasks that need no wording (option -> score without the
 item); every task an instrument or model cannot take is reported as not applicable, with the reason. The decoy
@@ -30,17 +36,21 @@ from qclm.errors import InputError, Problem
 from qclm.instruments import Instrument, keyed_score, load_instrument
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
 from qclm.probes.memorization import metrics as m
+from qclm.probes.memorization.perturb import PERTURBATIONS, neighbours
 
 if TYPE_CHECKING:
     import pandas as pd
 
 TASKS = ("exposure", "recall", "cloze", "dimension", "option_score", "target")
-#: target score matching's targets: the minimum, the middle and the maximum of the scale
+#: target score matching's targets: the minimum, the middle and the maximum of the scale (m.target_score)
 TARGETS = ("minimum", "middle", "maximum")
 MODES = ("logprob", "generate")
 #: the raw table: one row per task x instrument x item x candidate (or target)
 COLUMNS = ["model", "probe", "condition", "stimulus_id", "task", "instrument", "inventory", "item_id", "option", "target",
-           "candidate", "candidate_value", "is_true", "logprob", "logprob_mean", "n_tokens", "token_logprobs", "text"]
+           "candidate", "candidate_value", "is_true", "logprob", "logprob_mean", "n_tokens", "token_logprobs", "text",
+           "asked_name", "name_source"]
+#: the exposure task's word-order neighbours of an item (raw rows of their own; the analysis pairs them with it)
+NEIGHBOUR = "exposure_neighbour"
 #: why a task does not apply (reported, never silently skipped)
 NEEDS_WORDING = "no item wording in the file (item_wording {wording})"
 NEEDS_SCALE = "no original_scale in the file"
@@ -48,17 +58,26 @@ NEEDS_DIMENSIONS = "not part of an inventory with several dimensions (config inv
 NEEDS_CHAT = "needs a chat-format model (prompt_format chat or chat_preamble)"
 NEEDS_KEYWORDS = "no keyword on every item"
 
-#: prompts written for this project (the papers' prompts are not reused)
+#: prompts written for this project (the papers' prompts are not reused); {name} is the instrument's published name
 RECALL = "{name}, item {number}:"
 CLOZE = '{name}, item {number}, with one word left out: "{masked}"\nThe missing word:'
 DIMENSION = '{inventory}: which of its scales does this item belong to? "{text}"\nScale:'
 OPTION_SCORE = '{name}. Item: "{text}"\nAnswer: "{label}"\nPoints for this answer:'
 OPTION_SCORE_NO_ITEM = '{name}. Answer: "{label}"\nPoints for this answer:'
-GOALS = {"minimum": "as low as possible", "middle": "as close to the middle of its range as possible",
-         "maximum": "as high as possible"}
-TARGET = ('{instruction}You are filling in the {name}, and you want your total score to be {goal}.\n'
-          'Item: "{text}"\nOptions: {options}\nAnswer:')
+#: the target is a number on the item's score range, as Han et al. give it ("Target Score"), so that the middle of
+#: a scale with an even number of options means one option (m.target_score)
+TARGET = ('{instruction}You are filling in the {name}, and you want this item to score {target} (its scores run from '
+          '{low} to {high}).\nItem: "{text}"\nOptions: {options}\nAnswer:')
 BLANK = "____"
+
+
+def asked_as(inst: Instrument) -> tuple[str, str]:
+    """The name the prompts give an instrument and where it comes from: its ``published_name``, else its ``name``."""
+    return (inst.published_name, "published_name") if inst.published_name else (inst.name, "name")
+
+
+#: words in the name a decoy is asked by that give it away (checked in the config's problems)
+DECOY_TELLS = ("decoy", "qclm", "never published", "not published", "unpublished", "fake", "invented")
 
 
 @dataclass(frozen=True)
@@ -67,7 +86,8 @@ class Inventory:
     their dimension)."""
 
     id: str  # the config's key, or the instrument's id (tables name the inventory by it)
-    name: str
+    name: str  # what the prompts call it: the config's name, or the instrument's published name
+    name_source: str  # "config", "published_name" or "name"
     items: tuple[tuple[str, str, str, str], ...]  # (instrument id, item id, text, dimension)
 
     @property
@@ -75,14 +95,10 @@ class Inventory:
         return list(dict.fromkeys(d for *_, d in self.items))
 
 
-def score_label(score: float) -> str:
-    """How a score is written as an option ("3", "2.5")."""
-    return f"{score:g}"
-
-
 class MemorizationProbe(ProbeKind):
     name = "memorization"
-    version = 2  # 2: the raw table names each dimension row's inventory
+    version = 3  # 2: the raw table names each dimension row's inventory; 3: prompts by the published name, exposure
+    #              neighbours, normalized option log-probabilities, targets as scores
     summary = "does the model know the test? item exposure, recall, keyword cloze, dimension, option scores, targets"
     schema = {
         "type": "object",
@@ -110,11 +126,14 @@ class MemorizationProbe(ProbeKind):
             "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 512, "default": 48},
             "min_k": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.2,
                       "description": "Min-K%: the share of lowest token log-probabilities averaged"},
+            "perturbations": {"type": "integer", "minimum": 1, "maximum": 20, "default": PERTURBATIONS,
+                              "description": "word-order neighbours of each item scored by the exposure task (the "
+                                             "item's own reference of the same text kind)"},
             "permutations": {"type": "integer", "minimum": 0, "default": 10000,
-                             "description": "permutations of the exposure AUC and the dimension macro-F1 nulls"},
+                             "description": "permutations of the exposure, recall and dimension nulls"},
         },
     }
-    scoring_keys = ("instruments", "decoy", "inventories", "tasks", "mode", "max_new_tokens")
+    scoring_keys = ("instruments", "decoy", "inventories", "tasks", "mode", "max_new_tokens", "perturbations")
     file_keys = ("instruments", "decoy")
     score_tables = {"raw": "memorization_raw.parquet", "items": "memorization_items.parquet",
                     "not_applicable": "memorization_not_applicable.csv"}
@@ -144,10 +163,10 @@ class MemorizationProbe(ProbeKind):
                 inst = by_id[ident]
                 label = inst.construct or inst.name
                 items.extend((inst.id, it.id, it.text, label) for it in inst.items if it.text)
-            out.append(Inventory(key, spec["name"], tuple(items)))
+            out.append(Inventory(key, spec["name"], "config", tuple(items)))
         for inst in self.instruments():
             if len(inst.dimensions) > 1 and inst.has_wording:
-                out.append(Inventory(inst.id, inst.name,
+                out.append(Inventory(inst.id, *asked_as(inst),
                                      tuple((inst.id, it.id, it.text, it.dimension) for it in inst.items)))
         return out
 
@@ -168,6 +187,12 @@ class MemorizationProbe(ProbeKind):
                         "every task must be items no model can have seen"))
         if not decoy.has_wording:
             out.append((src, f"{where}.decoy", f"{decoy.path}: the decoy needs every item's text"))
+        name, field = asked_as(decoy)
+        tells = [t for t in DECOY_TELLS if t in name.lower()]
+        if decoy.decoy and tells:
+            out.append((src, f"{where}.decoy", f"{decoy.path}: field {field}: the prompts would call the decoy "
+                        f"{name!r}, which says what it is ({', '.join(tells)}): give it a published_name in the style "
+                        "of a published inventory's, so that it is asked the way the instruments are"))
         ids = [i.id for i in loaded]
         for ident in sorted({i for i in ids if ids.count(i) > 1}):
             out.append((src, f"{where}.instruments", f"two files have the id '{ident}' (each instrument needs its own)"))
@@ -208,26 +233,37 @@ class MemorizationProbe(ProbeKind):
         def opts(texts) -> tuple[str, ...]:
             return tuple(prompts.continuation(t) for t in texts)
 
+        # every forced choice asks for normalized log-probabilities (full=True): the raw table's logprob column
+        # holds log P(option | prompt), not a logit short of the vocabulary's log-sum-exp
         for inst in self.instruments():
             items = list(inst.items)
+            name, source = asked_as(inst)
+            named = {"asked_name": name, "name_source": source}
             if "exposure" in tasks and not self.applicable(inst, "exposure", chat):
                 for it in items:  # no prompt: the text alone (after the stimulus, if any), whatever the format
                     out.append(Labelled({"task": "exposure", "instrument": inst.id, "item_id": it.id,
                                          "candidate": it.id, "is_true": True, "text": it.text},
                                         LoglikRequest(lead, it.text), f"{inst.path}: item {it.id}: exposure",
                                         f"exposure, {inst.id} item {it.id}"))
+                    for r, text in enumerate(neighbours(it.text, self.settings["perturbations"]), start=1):
+                        out.append(Labelled({"task": NEIGHBOUR, "instrument": inst.id, "item_id": it.id,
+                                             "candidate": f"{it.id}~{r}", "is_true": False, "text": text},
+                                            LoglikRequest(lead, text),
+                                            f"{inst.path}: item {it.id}: exposure, neighbour {r}",
+                                            f"exposure neighbour {r}, {inst.id} item {it.id}"))
             if "recall" in tasks and not self.applicable(inst, "recall", chat):
                 texts = [it.text for it in items]
                 for it in items:
-                    user = RECALL.format(name=inst.name, number=it.number)
+                    user = RECALL.format(name=name, number=it.number)
                     out.append(Labelled({"task": "recall", "instrument": inst.id, "item_id": it.id,
-                                         "candidates": [c.id for c in items], "true": it.id},
+                                         "candidates": [c.id for c in items], "true": it.id, **named},
                                         ChoiceRequest(ask(user), opts(texts)), f"{inst.path}: item {it.id}: recall",
                                         f"recall, {inst.id} item {it.number}"))
                     if self.settings["mode"] == "generate" and chat:
                         settings = GenerationSettings(max_new_tokens=self.settings["max_new_tokens"], greedy=True,
                                                       temperature=0.0, stop=("\n",))
-                        out.append(Labelled({"task": "recall_generated", "instrument": inst.id, "item_id": it.id},
+                        out.append(Labelled({"task": "recall_generated", "instrument": inst.id, "item_id": it.id,
+                                             **named},
                                             GenerateRequest(ask(user), 0, settings),
                                             f"{inst.path}: item {it.id}: recall (generated)",
                                             f"recall by generation, {inst.id} item {it.number}"))
@@ -236,40 +272,44 @@ class MemorizationProbe(ProbeKind):
                 for it in items:
                     masked = re.sub(rf"(?<!\w){re.escape(it.keyword)}(?!\w)", BLANK, it.text, count=1,
                                     flags=re.IGNORECASE)
-                    user = CLOZE.format(name=inst.name, number=it.number, masked=masked)
+                    user = CLOZE.format(name=name, number=it.number, masked=masked)
                     out.append(Labelled({"task": "cloze", "instrument": inst.id, "item_id": it.id,
-                                         "candidates": keywords, "true": it.keyword},
-                                        ChoiceRequest(ask(user), opts(keywords), full=False),
+                                         "candidates": keywords, "true": it.keyword, **named},
+                                        ChoiceRequest(ask(user), opts(keywords)),
                                         f"{inst.path}: item {it.id}: cloze", f"cloze, {inst.id} item {it.id}"))
             if "option_score" in tasks and not self.applicable(inst, "option_score", chat):
                 scores = [o.score for o in inst.options]
-                labels = [score_label(s) for s in scores]
+                labels = [m.score_text(s) for s in scores]
                 for it in (items if inst.has_wording else [None]):
                     for o in inst.options:
                         if it is None:
-                            user = OPTION_SCORE_NO_ITEM.format(name=inst.name, label=o.label)
+                            user = OPTION_SCORE_NO_ITEM.format(name=name, label=o.label)
                             true = o.score
                         else:
-                            user = OPTION_SCORE.format(name=inst.name, text=it.text, label=o.label)
+                            user = OPTION_SCORE.format(name=name, text=it.text, label=o.label)
                             true = keyed_score(o.score, it.keying, inst.options)
                         out.append(Labelled({"task": "option_score", "instrument": inst.id,
                                              "item_id": it.id if it else "", "option": o.label,
-                                             "candidates": labels, "values": scores, "true": score_label(true)},
-                                            ChoiceRequest(ask(user), opts(labels), tuple(scores), full=False),
+                                             "candidates": labels, "values": scores, "true": m.score_text(true),
+                                             **named},
+                                            ChoiceRequest(ask(user), opts(labels), tuple(scores)),
                                             f"{inst.path}: {'item ' + it.id + ': ' if it else ''}option {o.label!r}",
                                             f"option -> score, {inst.id} {it.id if it else ''} {o.label!r}"))
             if "target" in tasks and not self.applicable(inst, "target", chat):
                 labels = [o.label for o in inst.options]
+                scale = [o.score for o in inst.options]
                 instruction = f"{inst.instruction}\n" if inst.instruction else ""
                 for goal in TARGETS:
+                    target = m.target_score(scale, goal)
                     for it in items:
                         values = tuple(keyed_score(o.score, it.keying, inst.options) for o in inst.options)
-                        user = TARGET.format(instruction=instruction, name=inst.name, goal=GOALS[goal], text=it.text,
+                        user = TARGET.format(instruction=instruction, name=name, target=m.score_text(target),
+                                             low=m.score_text(min(scale)), high=m.score_text(max(scale)), text=it.text,
                                              options=" / ".join(labels))
                         out.append(Labelled({"task": "target", "instrument": inst.id, "item_id": it.id,
                                              "target": goal, "candidates": labels, "values": values,
-                                             "true": m.target_score([o.score for o in inst.options], goal)},
-                                            ChoiceRequest(ask(user), opts(labels), values, full=False),
+                                             "true": target, **named},
+                                            ChoiceRequest(ask(user), opts(labels), values),
                                             f"{inst.path}: item {it.id}: target {goal}",
                                             f"target {goal}, {inst.id} item {it.id}"))
         if "dimension" in tasks:
@@ -278,8 +318,9 @@ class MemorizationProbe(ProbeKind):
                 for inst_id, item_id, text, dim in inv.items:
                     user = DIMENSION.format(inventory=inv.name, text=text)
                     out.append(Labelled({"task": "dimension", "instrument": inst_id, "item_id": item_id,
-                                         "inventory": inv.id, "candidates": dims, "true": dim},
-                                        ChoiceRequest(ask(user), opts(dims), full=False),
+                                         "inventory": inv.id, "candidates": dims, "true": dim,
+                                         "asked_name": inv.name, "name_source": inv.name_source},
+                                        ChoiceRequest(ask(user), opts(dims)),
                                         f"{inst_id}: item {item_id}: dimension", f"dimension, {inv.name} {item_id}"))
         return out
 
@@ -320,6 +361,8 @@ class MemorizationProbe(ProbeKind):
         return df, {"tasks": list(self.settings["tasks"]), "mode": self.settings["mode"],
                     "instruments": [i.id for i in self.instruments()], "decoy": self.decoy.id,
                     "instrument_sha256": {i.id: i.sha256 for i in self.instruments()},
+                    "asked_names": {i.id: dict(zip(("name", "source"), asked_as(i))) for i in self.instruments()},
+                    "perturbations": self.settings["perturbations"],
                     "not_applicable": self.not_applicable(chat), "chat": chat}
 
     # -- CPU stages ---------------------------------------------------------------------------------------------
@@ -373,9 +416,12 @@ def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:
     """The raw rows of one result: one per candidate of a choice, one for a log-likelihood or a generation."""
     task = key["task"]
     row = {**common, "task": task, "instrument": key["instrument"], "inventory": key.get("inventory", ""),
-           "item_id": key["item_id"],
-           "target": key.get("target", ""), "text": key.get("text", "")}
+           "item_id": key["item_id"], "target": key.get("target", ""), "text": key.get("text", ""),
+           "asked_name": key.get("asked_name", ""), "name_source": key.get("name_source", "")}
     if hasattr(res, "option_logprobs"):  # a forced choice
+        if not res.normalized:  # every choice asks full=True: logprob must be a log-probability
+            raise RuntimeError(f"{key['instrument']} item {key['item_id']}: {task}: the backend returned option "
+                               "scores without the normalization over the vocabulary")
         values = key.get("values")
         out = []
         for j, cand in enumerate(key["candidates"]):
@@ -390,7 +436,8 @@ def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:
         return out
     if hasattr(res, "token_logprobs"):  # a log-likelihood
         lps = list(res.token_logprobs)
-        return [{**row, "option": "", "candidate": key["candidate"], "candidate_value": float("nan"), "is_true": True,
+        return [{**row, "option": "", "candidate": key["candidate"], "candidate_value": float("nan"),
+                 "is_true": key.get("is_true", True),
                  "logprob": res.logprob, "logprob_mean": float(sum(lps) / len(lps)), "n_tokens": len(lps),
                  "token_logprobs": lps}]
     return [{**row, "option": "", "candidate": "", "candidate_value": float("nan"), "is_true": False,

@@ -3,15 +3,24 @@
 Exposure of an item's text (Shi et al. 2024, "Detecting pretraining data from large language models"):
 :func:`min_k_logprob` is the mean of the lowest k% of its token log-probabilities; :func:`zlib_ratio` the text's
 total log-probability over its zlib-compressed size (Carlini et al. 2021), which discounts texts that are simply
-predictable. Items of an instrument are compared with decoy items the model cannot have seen by the AUC
-(:func:`auc`), with a permutation p (items shuffled between the two sets, :func:`auc_permutation`).
+predictable. Each item is compared with its own word-order neighbours (texts of the same kind the model cannot
+have seen either, :mod:`.perturb`): the gap of its score over their mean, paired over items
+(:func:`sign_flip_permutation`; a model that reads the language prefers any text's own word order, so a gap above 0
+says that, not that it has seen the text); the instrument's gaps against the decoy's gaps by the AUC, the exposure
+test; and, as a second baseline that also differs with the kind of text, the items' scores against the decoy items'
+by the AUC (:func:`auc`). Both AUCs get a permutation p (items shuffled between the two sets,
+:func:`auc_permutation`).
 
-Recall and cloze rank the true candidate among the instrument's candidates: top-1 rate against 1/N, mean
-reciprocal rank against its random value H_N / N (:func:`random_mrr`). Item -> dimension: macro-F1
+Recall ranks the true item among the instrument's items by each candidate's log-prob under the prompt less its
+mean over the instrument's prompts (:func:`recall_contrast`), which removes the candidate's own prior; its top-1
+rate and mean reciprocal rank get a permutation null over the item-to-prompt assignment
+(:func:`assignment_permutation`; the null's means are 1/N and H_N / N, :func:`random_mrr`). Cloze ranks the true
+keyword: top-1 rate against 1/N. Item -> dimension: macro-F1
 (:func:`macro_f1`) against a permutation null (gold labels shuffled) and 1/D. Option -> score: mean absolute error
 against the random baseline (K^2 - 1) / (3K) (:func:`random_option_mae`: a uniformly random guess and a uniformly
 distributed true score on K equally spaced scores). Target score matching: the mean absolute error against a
-uniform answer's expected error, summed directly over the options (:func:`random_target_mae`), not a closed form.
+uniform answer's expected error, summed directly over the options (:func:`random_target_mae`), not a closed form;
+the middle target is Han et al.'s integer midpoint (:func:`target_score`).
 """
 
 from __future__ import annotations
@@ -68,6 +77,61 @@ def auc_permutation(positive: Sequence[float], negative: Sequence[float], n_perm
         u = ranks[idx].sum() - n1 * (n1 + 1) / 2
         hits += u / (n1 * n2) >= observed - 1e-12
     return observed, float((hits + 1) / (n_perm + 1))
+
+
+def sign_flip_permutation(differences: Sequence[float], n_perm: int,
+                          rng: np.random.Generator) -> tuple[float, float]:
+    """The mean of paired differences and its one-sided permutation p under the null that each difference is as
+    likely negative as positive (signs flipped at random, the observed counting as one); NaNs are left out."""
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    if not len(d):
+        return float("nan"), float("nan")
+    observed = float(d.mean())
+    if n_perm <= 0:
+        return observed, float("nan")
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_perm, len(d)))
+    null = (signs * d).mean(axis=1)
+    return observed, float(((null >= observed - 1e-12).sum() + 1) / (n_perm + 1))
+
+
+def recall_contrast(scores: np.ndarray) -> np.ndarray:
+    """Recall scores (prompts x candidates: candidate j's log-prob after the prompt asking for item k) less each
+    candidate's mean over the prompts: what the prompt adds to the candidate, its own likelihood removed."""
+    s = np.asarray(scores, dtype=np.float64)
+    return s - s.mean(axis=0, keepdims=True)
+
+
+def rank_matrix(scores: np.ndarray) -> np.ndarray:
+    """Per row, every column's rank by score (1 = highest, ties sharing their mean rank)."""
+    s = np.asarray(scores, dtype=np.float64)
+    higher = (s[:, None, :] > s[:, :, None]).sum(axis=2)
+    ties = (s[:, None, :] == s[:, :, None]).sum(axis=2) - 1
+    return higher + 1 + ties / 2
+
+
+def assignment_permutation(ranks: np.ndarray, truth: np.ndarray, n_perm: int,
+                           rng: np.random.Generator) -> tuple[float, float, float, float, float, float]:
+    """Top-1 rate and mean reciprocal rank of the true candidates, each with its permutation null's mean and
+    one-sided p, the null reassigning the true items to the prompts at random.
+
+    ``ranks``: (contexts x prompts x candidates), each prompt's ranking of the candidates; ``truth``: the true
+    candidate of each prompt (one assignment of items to prompts, the same in every context). Returns (top-1, null
+    mean, p, MRR, null mean, p)."""
+    r = np.asarray(ranks, dtype=np.float64)
+    truth = np.asarray(truth)
+    rows = np.arange(len(truth))
+    picked = r[:, rows, truth]  # contexts x prompts: each true candidate's rank
+    top1, mrr = (picked == 1).mean(), (1 / picked).mean()
+    if n_perm <= 0:
+        return float(top1), float("nan"), float("nan"), float(mrr), float("nan"), float("nan")
+    perms = np.array([truth[rng.permutation(len(truth))] for _ in range(n_perm)])
+    picked = r[:, rows[None, :], perms]  # contexts x permutations x prompts
+    null_top1 = (picked == 1).mean(axis=(0, 2))
+    null_mrr = (1 / picked).mean(axis=(0, 2))
+    p_top1 = float(((null_top1 >= top1 - 1e-12).sum() + 1) / (n_perm + 1))
+    p_mrr = float(((null_mrr >= mrr - 1e-12).sum() + 1) / (n_perm + 1))
+    return float(top1), float(null_top1.mean()), p_top1, float(mrr), float(null_mrr.mean()), p_mrr
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -183,7 +247,17 @@ def bootstrap_ci(values: Sequence[float], n_boot: int, rng: np.random.Generator)
     return float(lo), float(hi)
 
 
+def score_text(score: float) -> str:
+    """How a score is written in a prompt or note ("3", "2.5")."""
+    return f"{score:g}"
+
+
 def target_score(scores, goal: str) -> float:
-    """The score a target asks for: the scale's minimum, maximum, or the middle of its range."""
+    """The score a target asks for: the scale's minimum, its maximum, or the middle: Han et al.'s integer midpoint,
+    the option score nearest the middle of the range, the lower of two where the middle falls between them (3 on a
+    1-5 and on a 1-6 scale, 1 on 0-3), so that one answer reaches it."""
     low, high = min(scores), max(scores)
-    return {"minimum": low, "maximum": high, "middle": (low + high) / 2}[goal]
+    if goal != "middle":
+        return {"minimum": low, "maximum": high}[goal]
+    mid = (low + high) / 2
+    return min(sorted(scores), key=lambda s: (abs(s - mid), s))
