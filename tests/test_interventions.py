@@ -23,6 +23,7 @@ from qclm.interventions.corpus import Corpus, load_corpus
 
 CORPORA = ROOT / "resources/corpora"
 GAD7 = ROOT / "resources/questionnaires/gad7.yaml"
+DECOY = ROOT / "resources/memorization/decoy.yaml"
 
 
 def _spec(path: Path, name: str = "tiny-llama"):
@@ -283,15 +284,25 @@ def test_terms_are_found_as_phrases_on_word_boundaries():
 @pytest.fixture(scope="module")
 def intervention_run(tmp_path_factory, tiny_llama_dir):
     """One small run: GAD-7 (2 items) under vanilla and stress (2 stimuli) on a tiny model, fine-tuned on a
-    depressive corpus (checkpoints after epochs 1 and 2) and on the neutral control."""
+    depressive corpus (checkpoints after epochs 1 and 2) and on the neutral control; in the same run (sharing its
+    base model's scoring) a planted-signal calibration (docs/calibration.md): GAD-7's listing (memorization, vanilla)
+    and the anxious statements (Likert) at doses 0 and 8, beside the filler alone."""
     workdir = tmp_path_factory.mktemp("intervention-run")
     cfg = write_workflow_config(
         workdir, {"tiny-llama": tiny_llama_dir}, questionnaires={"gad7": str(GAD7)},
+        probes={"memorization": {"kind": "memorization", "instruments": [str(GAD7)], "decoy": str(DECOY),
+                                 "tasks": ["exposure", "recall"], "perturbations": 2, "conditions": ["vanilla"]}},
         conditions=["vanilla", "stress"], contrasts=[["vanilla", "stress"]],
         interventions={"depressive": {"corpus": str(CORPORA / "depressive.yaml"), "epochs": 2, "checkpoints": [1, 2],
                                       "lr": 1e-3, "batch_size": 32},
                        "control": {"corpus": str(CORPORA / "neutral.yaml"), "epochs": 2, "lr": 1e-3,
-                                   "batch_size": 32, "control": True}})
+                                   "batch_size": 32, "control": True}},
+        calibration={"doses": [0, 8], "texts": 80, "filler": str(CORPORA / "neutral.yaml"), "permutations": 500,
+                     "training": {"lr": 1e-2, "batch_size": 8, "epochs": 3},
+                     "plants": {"listing": {"material": "listing", "probes": ["memorization"],
+                                            "instrument": str(GAD7)},
+                                "anxious": {"material": "statements", "probes": ["gad7"],
+                                            "statements": str(ROOT / "resources/calibration/anxious.yaml")}}})
     run = run_snakemake(workdir, cfg)
     assert run.returncode == 0, run.stderr[-4000:]
     return workdir, cfg, run.stderr
@@ -302,8 +313,12 @@ def test_the_run_schedules_the_finetuning_and_the_checkpoints_scoring(interventi
     # the job stats Snakemake prints before it starts (what a dry run prints)
     counts = dict(line.split() for line in log.splitlines()
                   if len(line.split()) == 2 and line.split()[1].isdigit())
-    # 1 model x 2 interventions; the base model and 3 checkpoints (depressive e1, e2; control e2) scored
-    assert counts["finetune"] == "2" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
+    # 1 model x (2 interventions + 3 calibration corpora: the control at doses 0 and 8, two plants at dose 8); the
+    # base model, 3 intervention checkpoints (depressive e1, e2; control e2) and the 2 calibration controls scored by
+    # every probe, each plant's checkpoint by its kind's probes only
+    assert counts["finetune"] == "6" and counts["score"] == "6" and counts["analyze_interventions"] == "1"
+    assert counts["score_memorization"] == "1" and counts["score_gad7"] == "1" and counts["calibration_corpus"] == "4"
+    assert counts["analyze_calibration"] == "1"
 
 
 def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(intervention_run):
@@ -311,7 +326,8 @@ def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(interve
     res = workdir / "results"
     items = pd.read_parquet(res / "scores/item_scores.parquet")
     assert set(items["model"]) == {"tiny-llama", "tiny-llama@depressive-e1", "tiny-llama@depressive-e2",
-                                   "tiny-llama@control-e2"}
+                                   "tiny-llama@control-e2", "tiny-llama@cal_control_d0-e3",
+                                   "tiny-llama@cal_control_d8-e3", "tiny-llama@cal_anxious_d8-e3"}
     meta = pd.read_parquet(res / "logprobs/tiny-llama@depressive-e2/gad7/vanilla.parquet")
     from qclm.parquet import read_metadata
 
@@ -320,6 +336,7 @@ def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(interve
     assert provenance["finetuned"]["corpus"]["sha256"] == load_corpus(CORPORA / "depressive.yaml").sha256
     assert len(meta)
     table = pd.read_csv(res / "analysis/intervention.csv")
+    table = table[table["probe"] == "likert"]  # (the memorization probe's exposure rows beside it)
     dep = table[(table["intervention"] == "depressive") & (table["epoch"] == 2) & (table["condition"] == "vanilla")]
     assert len(dep) == 1 and not dep["underpowered"].iloc[0]
     r = dep.iloc[0]
@@ -337,9 +354,35 @@ def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(interve
     tests = pd.read_csv(res / "analysis/intervention_tests.csv")
     assert tests["underpowered"].all() and (tests["n_models"] == 1).all()  # one model < min_models
     tmap = pd.read_csv(res / "analysis/trait_map.csv")
+    tmap = tmap[tmap["probe"] == "likert"]
     assert len(tmap) == 1 and tmap["contrast"].iloc[0] == "vanilla vs stress"
     assert tmap["weights_from"].iloc[0].startswith("depressive-e2") and tmap["underpowered"].iloc[0]  # 2 stimuli
     assert (res / "analysis/figures/trait_map.png").stat().st_size > 0
     assert "Interventions: what moves with the weights" in (res / "analysis/overview.md").read_text()
     # the across-model analysis counts models, not checkpoints
     assert set(pd.read_csv(res / "analysis/zscores.csv")["model"]) == {"tiny-llama"}
+
+
+def test_the_calibration_detects_a_planted_listing_beside_its_control(intervention_run):
+    """The planted-signal calibration end to end on a tiny model: its corpora (the same size at every dose), a
+    plant's checkpoint scored by its kind only, calibration.csv with the control of every dose, the floor, the
+    figure and the overview; GAD-7's listing, seen 8 times in each of 3 epochs of 80 texts, raises its items'
+    log-probabilities beyond the decoy's and beyond the control's, so that the dose is detected."""
+    workdir, _, _ = intervention_run
+    res = workdir / "results"
+    corpora = {p.stem: load_corpus(p) for p in (res / "calibration_corpora").glob("*.yaml")}
+    assert sorted(corpora) == ["cal_anxious_d8", "cal_control_d0", "cal_control_d8", "cal_listing_d8"]
+    assert {len(c.texts) for c in corpora.values()} == {80}
+    assert not (res / "logprobs/tiny-llama@cal_listing_d8-e3/gad7").exists()  # scored by its kind only
+    table = pd.read_csv(res / "analysis/calibration.csv")
+    # on a tiny model the listing raises the items' own log-probabilities (by about 4 nats) but their word-order
+    # neighbours' with them: the raw exposure row detects it, the gap against the neighbours need not
+    exposure = table[(table["plant"] == "listing") & (table["metric"] == "exposure_min_k")].set_index("dose")
+    assert exposure.loc[8, "detected"] and not exposure.loc[0, "detected"], exposure
+    assert exposure.loc[8, "control"] == "tiny-llama@cal_control_d8-e3" and exposure.loc[8, "effect"] > 0
+    likert = table[(table["plant"] == "anxious") & (table["probe"] == "gad7")]
+    assert sorted(likert["dose"]) == [0, 8] and likert["underpowered"].all()  # 2 items
+    floors = pd.read_csv(res / "analysis/calibration_floor.csv")
+    assert floors.set_index(["plant", "metric"]).loc[("listing", "exposure_min_k"), "floor_dose"] == 8
+    assert (res / "analysis/figures/calibration.png").stat().st_size > 0
+    assert "Calibration: the smallest planted signal" in (res / "analysis/overview.md").read_text()

@@ -115,7 +115,7 @@ def _exposure(sub, model, condition, decoy, min_k, n_perm, n_boot, seed) -> list
         return []
     e["min_k"] = [m.min_k_logprob(lp, min_k) for lp in e["token_logprobs"]]
     e["zlib"] = [m.zlib_ratio(lp, text) for lp, text in zip(e["logprob"], e["text"])]
-    gaps = _gaps(e, sub[sub["task"] == NEIGHBOUR], min_k)
+    gaps = item_gaps(e, sub[sub["task"] == NEIGHBOUR], min_k)
     rows = []
     null = e[e["instrument"] == decoy]
     null_gaps = gaps[gaps["instrument"] == decoy]
@@ -156,9 +156,10 @@ def _exposure(sub, model, condition, decoy, min_k, n_perm, n_boot, seed) -> list
     return frame.to_dict("records")
 
 
-def _gaps(items: pd.DataFrame, neighbours: pd.DataFrame, min_k: float) -> pd.DataFrame:
+def item_gaps(items: pd.DataFrame, neighbours: pd.DataFrame, min_k: float) -> pd.DataFrame:
     """Per instrument and item: its Min-K% and zlib score less the mean of its word-order neighbours' (within each
-    context, then the mean over contexts); NaN for an item without neighbours."""
+    context, then the mean over contexts); NaN for an item without neighbours. ``items`` carry their ``min_k`` and
+    ``zlib`` columns (the exposure rows of one model and condition)."""
     cols = ["instrument", "item_id", "min_k", "zlib"]
     if neighbours.empty:
         return pd.DataFrame(columns=cols)

@@ -23,3 +23,69 @@ def listing(instrument: Instrument) -> str:
         lines.append(instrument.instruction)
     lines += [f"{item.number}. {item.text}" for item in sorted(instrument.items, key=lambda i: i.number)]
     return "\n".join(lines)
+
+
+def units(tables, plant, config, instances):
+    """The memorization kind's calibration units (vanilla), per model and item of every instrument of the plant's
+    memorization probes (the listed instrument planted, the others, the decoy among them, the unplanted check):
+
+    - ``exposure_gap``: the item's Min-K% log-probability less its word-order neighbours' (the probe's exposure
+      score, :func:`qclm.probes.memorization.analysis.item_gaps`), against the decoy's items as the reference (the
+      statistic is the instrument's mean gap less the decoy's: how much more than items no model has seen its items
+      beat their own perturbations; baseline 0);
+    - ``exposure_min_k``: the item's Min-K% log-probability itself, against the decoy's items (the probe's second
+      baseline, ``auc_min_k``: it also moves with the kind of text, which the planted checkpoint shares with its
+      control); baseline 0;
+    - ``recall_top1``: whether the item's text ranks first among the instrument's items after "NAME, item K:",
+      each candidate's own likelihood removed (the probe's recall contrast); baseline 1/N.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from qclm import probes
+    from qclm.experiment import VANILLA
+    from qclm.instruments import load_instrument
+    from qclm.probes.memorization import metrics as m
+    from qclm.probes.memorization.analysis import item_gaps
+    from qclm.probes.memorization.kind import NEIGHBOUR
+
+    cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
+    planted_id = load_instrument(plant.settings["instrument"]).id
+    raw = tables["raw"]
+    frames = []
+    for pid in plant.probes:
+        probe = probes.probe(instances[pid])
+        decoy, min_k = probe.decoy.id, float(probe.settings["min_k"])
+        sub = raw[(raw["probe"] == pid) & (raw["condition"] == VANILLA)]
+        for model, t in sub.groupby("model", sort=False):
+            e = t[t["task"] == "exposure"].copy()
+            if len(e):
+                e["min_k"] = [m.min_k_logprob(lp, min_k) for lp in e["token_logprobs"]]
+                e["zlib"] = [m.zlib_ratio(lp, text) for lp, text in zip(e["logprob"], e["text"])]
+                gaps = item_gaps(e, t[t["task"] == NEIGHBOUR], min_k).dropna(subset=["min_k"])
+                for metric, values in (("exposure_gap", gaps), ("exposure_min_k", e)):
+                    reference = values[values["instrument"] == decoy]
+                    for inst, g in values[values["instrument"] != decoy].groupby("instrument", sort=False):
+                        both = pd.concat([g.assign(group="planted"), reference.assign(group="reference")])
+                        frames.append(pd.DataFrame({
+                            "model": model, "probe": pid, "instrument": inst,
+                            "role": "planted" if inst == planted_id else "unplanted", "metric": metric,
+                            "unit": both["instrument"] + ":" + both["item_id"].astype(str), "group": both["group"],
+                            "value": both["min_k"].astype(float), "baseline": 0.0, "direction": 1}))
+            r = t[t["task"] == "recall"]
+            for inst, c in r.groupby("instrument", sort=False):
+                prompts = list(dict.fromkeys(c["item_id"]))
+                candidates = list(dict.fromkeys(c["candidate"]))
+                scores = c.pivot_table(index="item_id", columns="candidate", values="logprob_mean",
+                                       aggfunc="mean").reindex(index=prompts, columns=candidates)
+                true = c[c["is_true"].astype(bool)].drop_duplicates("item_id").set_index("item_id")["candidate"]
+                if scores.isna().to_numpy().any() or len(prompts) < 2:
+                    continue
+                ranks = m.rank_matrix(m.recall_contrast(scores.to_numpy()))
+                hits = [float(ranks[i, candidates.index(true[k])] == 1) for i, k in enumerate(prompts)]
+                frames.append(pd.DataFrame({
+                    "model": model, "probe": pid, "instrument": inst,
+                    "role": "planted" if inst == planted_id else "unplanted", "metric": "recall_top1",
+                    "unit": [str(k) for k in prompts], "group": "planted", "value": hits,
+                    "baseline": 1.0 / len(candidates), "direction": 1}))
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)

@@ -97,6 +97,7 @@ class Inventory:
 
 class MemorizationProbe(ProbeKind):
     name = "memorization"
+    calibration = "qclm.probes.memorization.calibration:units"
     version = 3  # 2: the raw table names each dimension row's inventory; 3: prompts by the published name, exposure
     #              neighbours, normalized option log-probabilities, targets as scores
     summary = "does the model know the test? item exposure, recall, keyword cloze, dimension, option scores, targets"
