@@ -5,15 +5,6 @@
 # scores beside the control of its dose.
 
 
-def calibration_material(wildcards):
-    """The files a calibration corpus is made of: its plant's material and its probes' (the control: none)."""
-    plant = CALIBRATION[wildcards.intervention].plant
-    if plant is None:
-        return []
-    files = {f for i in plant.probes for f in probes.probe(INSTANCES[i]).files()}
-    return sorted(files | {v for k, v in plant.settings.items() if k in ("instrument", "statements")})
-
-
 if CALIBRATION:
 
     rule calibration_corpus:

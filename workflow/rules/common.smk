@@ -122,3 +122,29 @@ def cell_table(model, probe, condition, table):
 def score_targets():
     """The score tables of every probe kind of the run."""
     return [f"{SCORES}/{path}" for kind in KINDS for path in probes.kind_class(kind).score_tables.values()]
+
+
+def scoring_cells(ids):
+    """The cells of a scoring job whose model the instances ``ids`` score (scoring.smk)."""
+    return [
+        {
+            "probe": i,
+            "kind": INSTANCES[i].kind,
+            "version": probes.kind_class(INSTANCES[i].kind).version,
+            "condition": c,
+            "settings": probes.kind_class(INSTANCES[i].kind).scoring_settings(INSTANCES[i].settings),
+            "files": probes.probe(INSTANCES[i]).files(),
+            "stimuli_files": EXPERIMENT.files_of(c),
+        }
+        for i in ids
+        for c in INSTANCE_CONDITIONS[i]
+    ]
+
+
+def calibration_material(wildcards):
+    """The files a calibration corpus is made of: its plant's material and its probes' (the control: none)."""
+    plant = CALIBRATION[wildcards.intervention].plant
+    if plant is None:
+        return []
+    files = {f for i in plant.probes for f in probes.probe(INSTANCES[i]).files()}
+    return sorted(files | {v for k, v in plant.settings.items() if k in ("instrument", "statements")})

@@ -8,22 +8,6 @@
 # score (MODEL_INSTANCES, common.smk), get a rule of their own per set of instances, `score_` and the set's ids.
 
 
-def scoring_cells(ids):
-    return [
-        {
-            "probe": i,
-            "kind": INSTANCES[i].kind,
-            "version": probes.kind_class(INSTANCES[i].kind).version,
-            "condition": c,
-            "settings": probes.kind_class(INSTANCES[i].kind).scoring_settings(INSTANCES[i].settings),
-            "files": probes.probe(INSTANCES[i]).files(),
-            "stimuli_files": EXPERIMENT.files_of(c),
-        }
-        for i in ids
-        for c in INSTANCE_CONDITIONS[i]
-    ]
-
-
 # instance ids -> the models they score
 SCORING_GROUPS = {}
 for _model, _ids in MODEL_INSTANCES.items():

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from qclm.analysis.library import overview_line
+from qclm.calibration import null_note
 from qclm.experiment import contrast_label, order_conditions
 
 SECTION = "Likert questionnaires"
@@ -113,4 +114,4 @@ def section(ctx, result: dict[str, pd.DataFrame], info: dict) -> str:
                 "condition share of the item-score variance with items as subjects (the single-model state-trait "
                 "position; per_model_state_trait.csv).")
         md += ["### Per-model results", "", head, ""] + _md_table(table)
-    return "\n".join(md)
+    return "\n".join(md + [null_note("Likert"), ""])

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from qclm import settings
+from qclm.calibration import null_note
 from qclm.probes.csi import scores as S
 
 log = logging.getLogger("qclm.analysis")
@@ -270,5 +271,5 @@ def overview(scores: pd.DataFrame, validity: pd.DataFrame, contrasts: pd.DataFra
                          f"{_fmt(r.spearman_rho)} [{_fmt(r.rho_ci_low)}, {_fmt(r.rho_ci_high)}] | {_fmt(r.p, 3)} | "
                          f"{'yes' if r.underpowered else 'no'} |")
     lines += ["", "Figure: `csi.png`; tables: `csi_scores.csv`, `csi_validity.csv`, `csi_contrasts.csv`, "
-              "`csi_story.csv`, `csi_state_trait.csv`.", ""]
+              "`csi_story.csv`, `csi_state_trait.csv`.", "", null_note("CSI"), ""]
     return "\n".join(lines)

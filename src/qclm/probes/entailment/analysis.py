@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from qclm import settings
+from qclm.calibration import null_note
 
 COLUMNS = ["model", "questionnaire", "condition", "score", "score_sd", "n_stimuli", "n_items", "chance_score", "shift",
            "z_shift", "silhouette", "p_true", "underpowered"]
@@ -86,4 +87,4 @@ def overview(context, results: dict) -> str:
             text += (f"; largest shift {top['shift']:+.2e} (z {top['z_shift']:+.2f}) under {top['condition']}"
                      + (" (UNDERPOWERED)" if bool(top["underpowered"]) else ""))
         lines.append(text)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", null_note("entailment")]) + "\n"

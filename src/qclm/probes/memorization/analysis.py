@@ -36,6 +36,7 @@ from scipy import stats as sps
 
 from qclm import settings
 from qclm.analysis.stats import holm, rng_for
+from qclm.calibration import null_note
 from qclm.instruments import load_instrument
 from qclm.probes.memorization import metrics as m
 from qclm.probes.memorization.kind import NEIGHBOUR
@@ -424,5 +425,6 @@ def overview_section(table: pd.DataFrame) -> str:
         lines.append("- no exposure rows (no instrument with item wording)")
     decoys = ", ".join(f"`{d}`" for d in dict.fromkeys(table["decoy"])) if "decoy" in table.columns else ""
     lines += ["", "Every metric with its baseline (decoy, random, permutation) and CI over items: `memorization.csv`; "
-              f"the decoy instrument ({decoys or 'never published'}) is each task's null within each model.", ""]
+              f"the decoy instrument ({decoys or 'never published'}) is each task's null within each model.", "",
+              null_note("memorization"), ""]
     return "\n".join(lines)

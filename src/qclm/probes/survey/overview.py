@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from qclm.calibration import null_note
+
 
 def _f(x, digits: int = 2) -> str:
     return "n/a" if x is None or not np.isfinite(float(x)) else f"{float(x):.{digits}f}"
@@ -83,5 +85,5 @@ def fragment(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataF
               "A row marked underpowered rests on too few answers or items (its `note` says which). The forced "
               "choice scores each option's number as the first answer token; the options' labels and the whole "
               "options (`2 = Several days`) are scored beside it in `survey_choices.parquet` and "
-              "`fc_scale_score_label`, `fc_scale_score_full`.", ""]
+              "`fc_scale_score_label`, `fc_scale_score_full`.", "", null_note("survey"), ""]
     return "\n".join(lines)
