@@ -96,7 +96,7 @@ def test_bad_corpora_are_named_by_file_and_text(tmp_path):
         load_corpus(bad)
     assert err.value.lines == [f"{bad}: field extra: unknown field (did you mean texts?)",
                                f"{bad}: text #2: must not be empty or only whitespace",
-                               f"{bad}: text #4: must be a string, got 3"]
+                               f"{bad}: text #4: must be a string or a mapping (key: value); got 3"]
     lines_file = tmp_path / "lines.txt"
     lines_file.write_text("# a comment\nI walk.\n\nI walk.\nI \x07 ring.\n")
     with pytest.raises(InputError) as err:
@@ -139,7 +139,8 @@ def test_bad_intervention_settings_are_named_by_file_and_key(tmp_path):
     ]
     dup = _corpus(tmp_path, ["same", "same"])
     assert _config(tmp_path, {"d": {"corpus": str(dup)}}) == [
-        f"{dup}: text #2: the same text as text #1: a duplicate weighs twice in every epoch (remove one)"]
+        f"{dup}: text #2: the same text as text #1: a duplicate weighs twice in every epoch (remove one, or say "
+        "repeats: true where that is intended)"]
     table = ("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tquantization\n"
              "small\tembedded:smollm2-135m-instruct\t\t0.135\tinstruct\tsmollm2\tfloat32\t\n"
              "big\torg/big\t\t7\tbase\tx\tbfloat16\t4bit\n")

@@ -179,8 +179,8 @@ def test_yaml_tab_indentation(tmp_path):
     (lambda d: d["items"][1].update(keyng="direct"),
      ["item W2: field keyng: unknown field (did you mean keying?)"]),
     (lambda d: d.update(colour="blue"),
-     ["field colour: unknown field (known: id, name, construct, framing, source, licence, item_wording, "
-      "template, templates, scale, items, original_scale)"]),
+     ["field colour: unknown field (known: id, name, published_name, construct, framing, source, licence, "
+      "item_wording, template, templates, scale, items, original_scale)"]),
     (lambda d: d["items"][1].update(id="W1"),
      ["item W1 (#2): field id: duplicate item id (item #1 has it too)"]),
     (lambda d: d.update(template="Question: do you feel it?\nAnswer:{intensifier}"),

@@ -519,6 +519,25 @@ FiniteValidator = jsonschema.validators.extend(
         {"number": _finite_number, "integer": _finite_integer}))
 
 
+def _narrowed(err: jsonschema.ValidationError, validator) -> list[jsonschema.ValidationError]:
+    """An anyOf/oneOf violation whose value has the type of one alternative only: that alternative's own
+    violations (an empty string where a string or a mapping is allowed is an empty string, not the wrong type);
+    any other violation as it is."""
+    if err.validator not in ("anyOf", "oneOf") or not err.context:
+        return [err]
+
+    def fits(alternative: dict) -> bool:
+        types = alternative.get("type")
+        return types is not None and any(validator.is_type(err.instance, t)
+                                         for t in (types if isinstance(types, list) else [types]))
+
+    fitting = [i for i, alternative in enumerate(err.validator_value) if fits(alternative)]
+    if len(fitting) != 1:
+        return [err]
+    inner = [e for e in err.context if e.relative_schema_path and e.relative_schema_path[0] == fitting[0]]
+    return [n for e in inner for n in _narrowed(e, validator)] or [err]
+
+
 def schema_problems(data: Any, schema: dict, file: str | Path, list_names: dict[str, str]) -> list[Problem]:
     """Every violation of a JSON Schema as a (file, location, problem) triple, in document order. Where the
     schema expects a number (or an integer), NaN and infinity are violations."""
@@ -526,7 +545,8 @@ def schema_problems(data: Any, schema: dict, file: str | Path, list_names: dict[
     problems: list[Problem] = []
     f = str(file)
     where = _Locations(data, list_names)
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted((e for err in validator.iter_errors(data) for e in _narrowed(err, validator)),
+                    key=lambda e: list(map(str, e.absolute_path)))
     # an empty string breaks both minLength 1 and the "not only whitespace" pattern: say it once
     blank = {tuple(e.absolute_path) for e in errors if e.validator == "pattern" and e.validator_value == r"\S"}
     for err in errors:

@@ -95,11 +95,12 @@ def load_corpus(path: str | Path) -> Corpus:
         if not texts:
             problems.append((str(path), "file", "no text: one text per line (lines starting with # are comments)"))
         name, description, repeats = path.stem, "", False
+    remedy = "remove one, or say repeats: true where that is intended" if _is_yaml(path) else "remove one"
     seen: dict = {}
     for label, t in zip(labels, texts):
         if t in seen and not repeats:
             problems.append((str(path), label, f"the same text as {seen[t]}: a duplicate weighs twice in every "
-                             "epoch (remove one, or say repeats: true where that is intended)"))
+                             f"epoch ({remedy})"))
         seen.setdefault(t, label)
     if problems:
         raise InputError(problems)
