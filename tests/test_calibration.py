@@ -246,7 +246,23 @@ def test_a_control_that_strays_from_the_baseline_is_shown():
     units.loc[units["model"] == "m@cal_control_d4-e1", "value"] += 1.0
     table = A.calibration_table(units, _cal_config()).set_index("dose")
     assert table.loc[4, "control_beyond_baseline"] and not table.loc[4, "detected"]
-    assert A.floor_table(table.reset_index()).iloc[0]["control_false_positives"] == "4"
+    floor = A.floor_table(table.reset_index()).iloc[0]
+    assert floor["control_false_positives"] == "4" and floor["control_against"] == ""
+    units = _units(0.5)
+    units.loc[units["model"] == "m@cal_control_d4-e1", "value"] -= 1.0
+    floor = A.floor_table(A.calibration_table(units, _cal_config())).iloc[0]
+    assert floor["control_false_positives"] == "" and floor["control_against"] == "4"
+
+
+def test_a_plant_that_moves_the_metric_the_other_way_is_not_detected_but_named():
+    units = _units(-1.0)
+    table = A.calibration_table(units, _cal_config())
+    assert not table["detected"].any() and (table["direction"] == 1).all()
+    floor = A.floor_table(table).iloc[0]
+    assert np.isnan(floor["floor_dose"]) and floor["against_doses"] == "4"
+    assert floor["effect_at_max_dose_ci_high"] < 0 and "the probe moves, the other way" in floor["note"]
+    text = A.overview({"calibration_floor": A.floor_table(table), "calibration": table})
+    assert "| 4 | - / - |" in text
 
 
 # -- each kind's units, on tables of the kind's own shape ---------------------------------------------------------

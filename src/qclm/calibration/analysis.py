@@ -21,12 +21,16 @@ Per model x plant x probe x instrument x metric x dose (``calibration.csv``):
 - ``detected``: the dose is above 0, ``p_holm`` is below ``calibration.alpha`` and the value's CI lies beyond the
   baseline in the planted direction; ``underpowered``: fewer than :data:`MIN_UNITS` units in a group, or no
   control at the dose; ``control_beyond_baseline``: the control's CI lies beyond the baseline (in
-  either direction) - a false positive of fine-tuning on neutral text, shown where it happens.
+  either direction): fine-tuning on neutral text alone moved the metric, shown where it happens; ``direction``:
+  the planted direction (+1: the signal raises the metric, -1: lowers it).
 
 Rows with ``role`` ``unplanted`` are the same metrics on the run's instruments that the plant did not target (the
 specificity check: they should not be detected). ``calibration_floor.csv`` gives, per planted series, the smallest
 detected dose (``floor_dose``; empty where none is, with the largest dose tried), whether every larger dose is
-detected too, and the doses at which the control strays beyond the baseline.
+detected too, the effect at the largest dose with its CI, the doses at which the planted checkpoint moved the
+metric against the planted direction (``against_doses``: the effect's CI lies below 0 in the planted direction; the
+probe moves, but not as planted), and the doses at which the control strays beyond the baseline in the planted
+direction (``control_false_positives``) or against it (``control_against``).
 """
 
 from __future__ import annotations
@@ -49,13 +53,15 @@ PROBE = "calibration"
 #: the units table every kind's calibration function returns
 UNIT_COLUMNS = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
 KEYS = ["base_model", "plant", "kind", "probe", "instrument", "metric"]
-COLUMNS = KEYS + ["role", "dose", "checkpoint", "control", "n_units", "value", "value_ci_low", "value_ci_high",
+COLUMNS = KEYS + ["role", "direction", "dose", "checkpoint", "control", "n_units", "value", "value_ci_low", "value_ci_high",
                   "baseline", "base_value", "control_value", "control_ci_low", "control_ci_high", "effect",
                   "effect_ci_low", "effect_ci_high", "p", "p_holm", "detected", "control_beyond_baseline",
                   "underpowered", "note"]
 #: a metric over fewer units than this has no CI to read: the row is marked underpowered
 MIN_UNITS = 5
-FLOOR_COLUMNS = KEYS + ["floor_dose", "max_dose", "detected_doses", "monotone", "control_false_positives", "note"]
+FLOOR_COLUMNS = KEYS + ["floor_dose", "max_dose", "detected_doses", "monotone", "effect_at_max_dose",
+                         "effect_at_max_dose_ci_low", "effect_at_max_dose_ci_high", "against_doses",
+                         "control_false_positives", "control_against", "note"]
 
 
 def statistic(values: np.ndarray, planted: np.ndarray) -> float:
@@ -103,6 +109,17 @@ def permutation_p(diff: np.ndarray, planted: np.ndarray, direction: int, n_perm:
             value = statistic(diff, rng.permutation(planted))
         hits += direction * value >= observed - 1e-12
     return float((hits + 1) / (n_perm + 1))
+
+
+def _side(lo: float, hi: float, baseline: float, direction: int) -> int:
+    """+1 where the CI lies beyond the baseline in ``direction``, -1 where it lies beyond it the other way, else 0."""
+    if _beyond(lo, hi, baseline, direction):
+        return 1
+    return -1 if _beyond(lo, hi, baseline, -direction) else 0
+
+
+def _doses(doses: list) -> str:
+    return ",".join(str(int(d)) for d in doses)
 
 
 def _beyond(lo: float, hi: float, baseline: float, direction: int | None) -> bool:
@@ -189,7 +206,8 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             if p_units is None:
                 continue
             row = {"base_model": s.base_model, "plant": s.plant, "kind": s.kind, "probe": s.probe,
-                   "instrument": s.instrument, "metric": s.metric, "role": role, "dose": dose,
+                   "instrument": s.instrument, "metric": s.metric, "role": role, "direction": direction,
+                   "dose": dose,
                    "checkpoint": checkpoint, "control": control if c_units is not None else "",
                    "n_units": len(p_units), "baseline": float(p_units["baseline"].iloc[0]), "base_value": base_value,
                    "note": ""}
@@ -243,13 +261,25 @@ def floor_table(table: pd.DataFrame) -> pd.DataFrame:
         floor = min(detected) if detected else np.nan
         above = g[g["dose"] >= floor] if detected else g.iloc[0:0]
         monotone = bool(detected) and bool(above["detected"].astype(bool).all())
-        false_pos = g.loc[g["control_beyond_baseline"].astype(bool), "dose"].tolist()
-        note = ("" if detected else f"not detected at any dose up to {int(g['dose'].max())}")
+        direction = int(g["direction"].iloc[0])
+        control_side = [_side(r.control_ci_low, r.control_ci_high, r.baseline, direction) for r in g.itertuples()]
+        effect_side = [_side(r.effect_ci_low, r.effect_ci_high, 0.0, direction) if r.dose > 0 else 0
+                       for r in g.itertuples()]
+        against = [d for d, side in zip(g["dose"], effect_side) if side < 0]
+        notes = [] if detected else [f"not detected at any dose up to {int(g['dose'].max())}"]
         if detected and not monotone:
-            note = "not detected at every dose above the floor"
+            notes.append("not detected at every dose above the floor")
+        if against:
+            notes.append("the planted checkpoint moved the metric against the planted direction at dose "
+                         + ",".join(str(int(d)) for d in against) + ": the probe moves, the other way")
+        last = g.iloc[-1]
         rows.append({**dict(zip(KEYS, key)), "floor_dose": floor, "max_dose": int(g["dose"].max()),
-                     "detected_doses": ",".join(str(int(d)) for d in detected), "monotone": monotone,
-                     "control_false_positives": ",".join(str(int(d)) for d in false_pos), "note": note})
+                     "detected_doses": _doses(detected), "monotone": monotone,
+                     "effect_at_max_dose": last["effect"], "effect_at_max_dose_ci_low": last["effect_ci_low"],
+                     "effect_at_max_dose_ci_high": last["effect_ci_high"], "against_doses": _doses(against),
+                     "control_false_positives": _doses([d for d, side in zip(g["dose"], control_side) if side > 0]),
+                     "control_against": _doses([d for d, side in zip(g["dose"], control_side) if side < 0]),
+                     "note": "; ".join(notes)})
     return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
 
 
@@ -323,6 +353,11 @@ def _fmt(x: float, digits: int = 3) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{x:+.{digits}f}"
 
 
+def _listed(doses) -> str:
+    """A list of doses as the floor table writes it ("4,16"), or "-" for none (empty, or NaN once read back)."""
+    return doses if isinstance(doses, str) and doses else "-"
+
+
 def overview(results: dict[str, pd.DataFrame]) -> str:
     """The overview's section: each probe's detection floor per model, and the controls' false positives."""
     floors, table = results.get("calibration_floor", pd.DataFrame()), results.get("calibration", pd.DataFrame())
@@ -335,12 +370,18 @@ def overview(results: dict[str, pd.DataFrame]) -> str:
               "its dose (permutation p, Holm over the doses) and its value lies beyond the metric's baseline "
               "(`calibration.csv`, `calibration_floor.csv`). A null of a probe on a model is a signal below this "
               "floor, not the absence of one.", "",
-              "| model | plant | probe: instrument | metric | detection floor (dose) | detected doses | control "
-              "beyond baseline at dose |", "|---|---|---|---|---|---|---|"]
+              "| model | plant | probe: instrument | metric | detection floor (dose) | detected doses | effect at "
+              "the largest dose [CI] | moved against the plant at dose | control beyond baseline at dose (with the "
+              "plant / against it) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in floors.itertuples(index=False):
         floor = "none up to " + str(r.max_dose) if not np.isfinite(r.floor_dose) else str(int(r.floor_dose))
+        if np.isfinite(r.floor_dose) and not r.monotone:
+            floor += " (not at every larger dose: read with care)"
+        effect = (f"{_fmt(r.effect_at_max_dose)} [{_fmt(r.effect_at_max_dose_ci_low)}, "
+                  f"{_fmt(r.effect_at_max_dose_ci_high)}]")
         lines.append(f"| {r.base_model} | {r.plant} | {r.probe}: {r.instrument} | {r.metric} | {floor} | "
-                     f"{r.detected_doses or '-'} | {r.control_false_positives or '-'} |")
+                     f"{_listed(r.detected_doses)} | {effect} | {_listed(r.against_doses)} | "
+                     f"{_listed(r.control_false_positives)} / {_listed(r.control_against)} |")
     off = table[(table["role"] == "unplanted") & table["detected"].astype(bool)] if len(table) else table
     lines += ["", f"Specificity: {len(off)} of {int((table['role'] == 'unplanted').sum()) if len(table) else 0} "
               "series-doses on instruments the plant did not target were detected."
