@@ -269,6 +269,27 @@ def test_qclm_finetune_prints_the_checkpoints_and_refuses_bad_options(tiny_llama
         "command line: --checkpoints: epoch 3 is past epochs (2): a checkpoint is saved after one of the epochs that run"]
 
 
+def test_a_corpus_that_teaches_nothing_stops_the_job_and_writes_no_checkpoint(tiny_llama_dir, tmp_path):
+    # texts of one token each: the causal-LM loss is over every token after the first, so there is nothing to
+    # predict and the loss is NaN; the job used to save the base model's weights as a checkpoint, exit 0
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    words = ["Hello", "world", "yes", "no"]
+    assert all(len(tokenizer(w)["input_ids"]) == 1 for w in words)  # the premise: one token each
+    corpus = _corpus(tmp_path, words, name="single")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "qclm.commands", "finetune", "--model", str(tiny_llama_dir), "--corpus", str(corpus),
+           "--out", str(out), "--epochs", "2", "--checkpoints", "1,2", "--device", "cpu"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert run.stderr.splitlines()[-1] == (
+        f"{corpus}: texts: the fine-tuning loss of {Path(tiny_llama_dir).name} is nan at epoch 1, step 1: its texts "
+        "have no token to predict (a text of one token has none: the loss is over each token after the first); "
+        "nothing learned, no checkpoint written")
+    assert not any(out.glob("e*")) and not (out / iv.JOB_MARKER).exists()
+
+
 def test_terms_are_found_as_phrases_on_word_boundaries():
     from qclm.interventions.overlap import found_terms, overlap_table
 

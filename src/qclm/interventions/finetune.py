@@ -90,6 +90,25 @@ def _save(model, tokenizer, method: str, directory: Path, provenance: dict) -> P
     return directory
 
 
+def _no_learning(corpus: Corpus, spec: ModelSpec, loss: float, epoch: int, step: int, targets: int):
+    """The InputError of a step whose loss is NaN or infinite: nothing can be learned from it, and a checkpoint
+    written after it would be the base model (or broken weights) under a fine-tuned name."""
+    from qclm.errors import InputError
+
+    why = ("its texts have no token to predict (a text of one token has none: the loss is over each token after "
+           "the first)" if targets == 0 else "the training diverged (lower lr)")
+    return InputError.one(corpus.path, "texts", f"the fine-tuning loss of {spec.name} is {loss} at epoch {epoch}, "
+                          f"step {step}: {why}; nothing learned, no checkpoint written")
+
+
+def _remove(saved: list[Path]) -> None:
+    """Remove the checkpoints this job wrote before it failed (the job is not finished: none of them counts)."""
+    import shutil
+
+    for directory in saved:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, intervention: Intervention,
              out_dir: str | Path, device: str = "auto", checkpoint_dirs: dict[int, Path] | None = None) -> list[Path]:
     """Fine-tune ``spec`` (loaded as for scoring, from ``prepared_dir`` where it is a GGUF model) on ``corpus``;
@@ -130,6 +149,10 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
             for batch in _batches(len(texts), batch_size, generator):
                 ids, mask, labels = _encode(tokenizer, [texts[i] for i in batch], max_length, device)
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                if not math.isfinite(float(loss.detach())):
+                    _remove(saved)
+                    raise _no_learning(corpus, spec, float(loss.detach()), epoch, len(losses) + 1,
+                                       int((labels[:, 1:] != -100).sum()))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
