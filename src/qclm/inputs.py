@@ -41,12 +41,82 @@ import yaml
 
 from qclm.errors import InputError, Problem
 
-#: The pattern every identifier that becomes part of a file name must match (ids, model names).
-SAFE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+#: The longest name that becomes part of a file or directory name (probe and questionnaire ids, intervention and
+#: plant names, stimulus classes, model names, ``qclm probe --id``). A file system allows 255 bytes per name, and
+#: the longest name the project derives from two of them is a calibration checkpoint,
+#: ``MODEL@cal_PLANT_dDOSE-eEPOCH`` = 100 + 5 + 100 + 2 + 4 + 2 + 3 = 216 bytes (an intervention's
+#: ``MODEL@NAME-eEPOCH`` is shorter); the names are ASCII, so characters are bytes.
+SAFE_NAME_MAX = 100
+#: The pattern every identifier that becomes part of a file name must match (ids, model names): ASCII letters,
+#: digits, ``_ . -``, starting with a letter or digit (so no path separator, no ``.`` or ``..``, no control or
+#: invisible character), at most :data:`SAFE_NAME_MAX` characters. ``\Z``, not ``$``: JSON Schema's ``pattern``
+#: is a search (``re.search``), and ``$`` also matches before a final newline ("name\n" would pass).
+SAFE_NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}\Z"
 SAFE_NAME_RULE = "letters, digits, '_', '.', '-', starting with a letter or digit"
+_SAFE_PART = rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}"
+#: the longest condition: its classes joined by "+" are one file name (``CONDITION.TABLE.parquet``)
+CONDITION_MAX = 200
+#: A condition: vanilla, a class name, or class names joined by "+" (qclm.experiment), at most CONDITION_MAX
+#: characters.
+CONDITION_PATTERN = rf"^(?=[^\n]{{1,{CONDITION_MAX}}}\Z){_SAFE_PART}(\+{_SAFE_PART})*\Z"
 
-#: A condition: vanilla, a class name, or class names joined by "+" (qclm.experiment).
-CONDITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(\+[A-Za-z0-9][A-Za-z0-9_.-]*)*$"
+
+def safe_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot become part of a file name, or None (:data:`SAFE_NAME_PATTERN`): the one rule of every
+    name a user gives that the project writes a file or directory under (config keys, ``--id``, model names)."""
+    if not isinstance(name, str):
+        return f"must be a name, got {show(name)}"
+    if re.search(SAFE_NAME_PATTERN, name):
+        return None
+    return safe_name_message(show(name), name)
+
+
+def safe_name_message(what: str, name: str, rule: str = "is not a safe name") -> str:
+    """The problem of a name that breaks :data:`SAFE_NAME_PATTERN`: too long, or the wrong characters."""
+    if len(name) > SAFE_NAME_MAX and re.search(rf"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z", name):
+        return (f"{what} is {len(name)} characters long: a name becomes part of file names, at most "
+                f"{SAFE_NAME_MAX} characters")
+    return f"{what} {rule}: use {SAFE_NAME_RULE}"
+
+
+#: Integer sizes of a run, each with the largest value a run can afford; the same bound for the same kind of
+#: setting wherever it is (the config schema, the kinds' schemas): a schema says ``{"$ref": "#/$defs/NAME"}``
+#: (with ``minimum`` beside it where the setting needs a larger one) and :func:`shared_defs` supplies them.
+SIZES: dict[str, dict] = {
+    # bootstrap resamples and permutations of every test: 10**6 is already far past any p-value's need
+    "resamples": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+    # repetitions of the same request (CSI's shuffled passes, the survey's generations, CSI's stories per k)
+    "repetitions": {"type": "integer", "minimum": 1, "maximum": 100},
+    # tokens a generation may add (survey answers, memorization recall, CSI stories)
+    "new_tokens": {"type": "integer", "minimum": 1, "maximum": 512},
+    # fine-tuning epochs (and the epochs a checkpoint is saved after)
+    "epochs": {"type": "integer", "minimum": 1, "maximum": 100},
+    # texts or sequences per batch (scoring, fine-tuning)
+    "batch": {"type": "integer", "minimum": 1, "maximum": 4096},
+    # tokens of one text a model reads in fine-tuning
+    "text_tokens": {"type": "integer", "minimum": 1, "maximum": 8192},
+}
+#: the definitions every schema of the project may refer to (``#/$defs/safe_name``, ``#/$defs/condition``, the
+#: :data:`SIZES`): one home of each rule
+SHARED_DEFS: dict[str, dict] = {
+    "safe_name": {"type": "string", "pattern": SAFE_NAME_PATTERN},
+    "condition": {"type": "string", "pattern": CONDITION_PATTERN},
+    **SIZES,
+}
+
+
+def shared_defs(schema: Any) -> Any:
+    """A schema with :data:`SHARED_DEFS` under ``$defs`` (its own definitions win): every schema is validated
+    through this, so a ``$ref`` to a shared rule resolves however the schema was loaded."""
+    if not isinstance(schema, dict):
+        return schema
+    own = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
+    return {**schema, "$defs": {**SHARED_DEFS, **own}}
+
+
+def size(name: str, **override) -> dict:
+    """A kind's schema entry for a shared size (:data:`SIZES`), with its own default or description beside it."""
+    return {"$ref": f"#/$defs/{name}", **override}
 
 #: At most this many values (scalars, lists, mappings) that YAML aliases add to a document when expanded: a
 #: few reused blocks are fine (stai_t.yaml shares its templates), a "billion laughs" file is refused
@@ -295,7 +365,8 @@ def output_problem(path: str | Path, directory: bool = False) -> str | None:
 
 
 def load_schema(name: str) -> dict:
-    return json.loads(resources.files("qclm.schemas").joinpath(f"{name}.schema.json").read_text())
+    """A schema the package ships, with the shared definitions (:func:`shared_defs`)."""
+    return shared_defs(json.loads(resources.files("qclm.schemas").joinpath(f"{name}.schema.json").read_text()))
 
 
 # -- locations and messages ------------------------------------------------------------------------------
@@ -472,9 +543,11 @@ def _message(err: jsonschema.ValidationError) -> str:
         if want == r"\S":
             return "must not be empty or only whitespace"
         what = f"key {show(got)}" if "propertyNames" in err.relative_schema_path else show(got)
-        if want == SAFE_NAME_PATTERN:
-            return f"{what} is not a safe name: use {SAFE_NAME_RULE}"
+        if want == SAFE_NAME_PATTERN and isinstance(got, str):
+            return safe_name_message(what, got)
         if want == CONDITION_PATTERN:
+            if isinstance(got, str) and len(got) > CONDITION_MAX:
+                return f"{what} is {len(got)} characters long: a condition names files, at most {CONDITION_MAX}"
             return (f"{what} is not a condition: vanilla, a class name, or class names joined by + "
                     f"(each {SAFE_NAME_RULE})")
         return f"{what} does not match the pattern {want}"
@@ -508,11 +581,14 @@ def _finite_number(checker, instance) -> bool:
 
 
 def _finite_integer(checker, instance) -> bool:
-    return _finite_number(checker, instance) and (isinstance(instance, int) or float(instance).is_integer())
+    """An integer written as one: ``5.0`` is not (JSON Schema would take it; a count, an epoch or a seed written
+    as a float crashes later or names files ``-e1.0``)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-#: JSON Schema (draft 2020-12) where ``number`` and ``integer`` mean finite numbers: YAML's .nan and .inf are
-#: floats, and ``minimum: 0`` alone lets both through (NaN compares false with everything)
+#: JSON Schema (draft 2020-12) where ``number`` means a finite number (YAML's .nan and .inf are floats, and
+#: ``minimum: 0`` alone lets both through: NaN compares false with everything) and ``integer`` an integer written
+#: as one (not ``5.0``)
 FiniteValidator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
@@ -541,7 +617,7 @@ def _narrowed(err: jsonschema.ValidationError, validator) -> list[jsonschema.Val
 def schema_problems(data: Any, schema: dict, file: str | Path, list_names: dict[str, str]) -> list[Problem]:
     """Every violation of a JSON Schema as a (file, location, problem) triple, in document order. Where the
     schema expects a number (or an integer), NaN and infinity are violations."""
-    validator = FiniteValidator(schema)
+    validator = FiniteValidator(shared_defs(schema))
     problems: list[Problem] = []
     f = str(file)
     where = _Locations(data, list_names)
@@ -549,9 +625,15 @@ def schema_problems(data: Any, schema: dict, file: str | Path, list_names: dict[
                     key=lambda e: list(map(str, e.absolute_path)))
     # an empty string breaks both minLength 1 and the "not only whitespace" pattern: say it once
     blank = {tuple(e.absolute_path) for e in errors if e.validator == "pattern" and e.validator_value == r"\S"}
+    # a name that breaks the safe-name rule is said so once, not again by a narrower pattern beside it
+    unsafe = {(tuple(e.absolute_path), str(e.instance)) for e in errors
+              if e.validator == "pattern" and e.validator_value == SAFE_NAME_PATTERN}
     for err in errors:
         path = list(err.absolute_path)
         if err.validator == "minLength" and tuple(path) in blank:
+            continue
+        if (err.validator == "pattern" and err.validator_value != SAFE_NAME_PATTERN
+                and (tuple(path), str(err.instance)) in unsafe):
             continue
         if err.validator == "required" and isinstance(err.instance, dict):
             for name in err.validator_value:

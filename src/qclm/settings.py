@@ -29,7 +29,10 @@ RUN_ONLY = ("threads",)
 @cache
 def config_schema() -> dict:
     """The config schema (package data)."""
-    return yaml.safe_load(resources.files("qclm.schemas").joinpath("config.schema.yaml").read_text(encoding="utf-8"))
+    from qclm.inputs import shared_defs
+
+    return shared_defs(yaml.safe_load(resources.files("qclm.schemas").joinpath("config.schema.yaml")
+                                      .read_text(encoding="utf-8")))
 
 
 def schema_path() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from qclm.commands.args import check_output, non_negative_int, positive_int
+from qclm.commands.args import check_output, non_negative_int, positive_int, sized
 from qclm.config import size_class_problem
 from qclm.errors import InputError
 from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, parse_contrast_args
@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
     p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--bootstrap", type=non_negative_int, default=10_000, help="bootstrap iterations (default 10000)")
+    p.add_argument("--bootstrap", type=sized("resamples"), default=10_000, help="bootstrap iterations (default 10000)")
     p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--size-classes", type=_size_classes, default="3,8",
                    help="size-class boundaries in billions of parameters, increasing (default 3,8)")

@@ -7,7 +7,7 @@ import re
 
 from qclm import settings
 from qclm.errors import InputError
-from qclm.inputs import output_problem
+from qclm.inputs import SIZES, output_problem, safe_name_problem
 
 
 def _integer(text: str) -> int:
@@ -29,6 +29,31 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
+
+
+def sized(name: str):
+    """An argparse type for a shared size of a run (qclm.inputs.SIZES: the bounds the config's keys have)."""
+    low, high = SIZES[name]["minimum"], SIZES[name]["maximum"]
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low} or more, got {value}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
+
+
+def safe_name(text: str) -> str:
+    """A name that becomes part of file and directory names (``qclm probe --id``): the rule of every such name in a
+    config (qclm.inputs.SAFE_NAME_PATTERN: no path separator, no ``..``, no control character, bounded length)."""
+    problem = safe_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def device(text: str) -> str:

@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from qclm.commands.args import check_output, device as device_arg, non_negative_int, positive_int
+from qclm.commands.args import check_output, device as device_arg, non_negative_int, sized
 from qclm.errors import InputError
 from qclm.inputs import read_text, surrogate_problem
 from qclm.logs import configure_logging
@@ -313,7 +313,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--boundary", default=ENGINE_DEFAULTS["boundary"], choices=BOUNDARY_MODES,
                    help="a token merged across context and continuation: error (default), split (the continuation "
                    "tokenized alone) or first_divergence (scored from the first differing token)")
-    p.add_argument("--batch-size", type=positive_int, default=ENGINE_DEFAULTS["batch_size"],
+    p.add_argument("--batch-size", type=sized("batch"), default=ENGINE_DEFAULTS["batch_size"],
                    help="full-sequence batch size (method full, self-check)")
     p.add_argument("--pack-tokens", default=ENGINE_DEFAULTS["pack_tokens"], type=_pack_tokens,
                    help="tokens per packed forward pass: auto (default) or a positive integer")

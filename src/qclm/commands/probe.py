@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from qclm import probes, settings
+from qclm.commands.args import safe_name
 from qclm.errors import InputError
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES
@@ -50,7 +51,8 @@ def kind_parser(cls) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory (the workflow's results layout)")
     p.add_argument("--config", default=None, help="a workflow config: experiment, engine settings, the instance")
     p.add_argument("--conditions", default=None, help="conditions, comma-separated (default: the config's, else vanilla)")
-    p.add_argument("--id", default=None, help=f"the instance id (default: the kind's name, {cls.name})")
+    p.add_argument("--id", default=None, type=safe_name,
+                   help=f"the instance id, a safe name (default: the kind's name, {cls.name})")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
     p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
                    help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
-from qclm.inputs import read_tsv
+from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_problem
 
 log = logging.getLogger("qclm.models")
 
@@ -31,8 +31,8 @@ OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt
 #: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
 #: entailment probe scores through; qclm.probes.entailment.nli)
 HEADS = ("", "nli")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: a hub id, org/name (each part a safe name: qclm.inputs.SAFE_NAME_PATTERN)
+HUB_ID_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}/[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}\Z")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("", "none", "8bit", "4bit")
 TRUE = ("true", "yes", "1")
@@ -120,9 +120,8 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
                              "columns are separated by tabs)"))
     if problems:
         raise InputError(problems)
-    if not NAME_PATTERN.match(name):
-        problems.append((file, f"{where}: column name", f"{name!r} is not filesystem-safe: use letters, digits, "
-                         "'_', '.', '-', starting with a letter or digit"))
+    if safe_name_problem(name):
+        problems.append((file, f"{where}: column name", safe_name_message(repr(name), name, "is not filesystem-safe")))
     source = row["source"].strip()
     if source.startswith("embedded:"):
         if source[len("embedded:"):] not in EMBEDDED:
@@ -222,7 +221,12 @@ def resolve_model(model: str, models_table: str | Path | None, dtype: str | None
             where = f" (not in {models_table})" if models_table and Path(models_table).is_file() else ""
             raise ValueError(f"model {model!r} is not a model-table name{where}, embedded:NAME, a .gguf file, "
                              "a checkpoint directory or a hub id (org/name)")
-        spec = ModelSpec(re.sub(r"[^A-Za-z0-9_.-]", "_", name), model, "", 0.0, "base", "", "auto")
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip("_.-")
+        problem = safe_name_problem(name)
+        if problem:
+            raise ValueError(f"model {model!r}: its name {problem} (it names the output's directories): give it "
+                             "a model-table row with a short name")
+        spec = ModelSpec(name, model, "", 0.0, "base", "", "auto")
     return replace(spec, dtype=dtype) if dtype else spec
 
 

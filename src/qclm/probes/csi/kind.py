@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from qclm.errors import Problem
 from qclm.experiment import VANILLA
+from qclm.inputs import size
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
@@ -53,9 +54,10 @@ class CSIProbe(ProbeKind):
             "mode": {"enum": ["list", "single"], "default": "list",
                      "description": "list: n shuffled words per prompt, answered line by line (the paper's); "
                                     "single: one word per prompt"},
-            "list_size": {"type": "integer", "minimum": 1, "default": 30, "description": "words per list"},
-            "repetitions": {"type": "integer", "minimum": 1, "default": 5,
-                            "description": "shuffled repetitions of the whole list"},
+            "list_size": {"type": "integer", "minimum": 1, "maximum": 200, "default": 30,
+                          "description": "words per list (at most 200: one prompt answers them line by line)"},
+            "repetitions": size("repetitions", default=5,
+                            description="shuffled repetitions of the whole list"),
             "labels": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": "^\\S+$"},
                        "minItems": 2, "maxItems": 2, "uniqueItems": True, "default": ["comedy", "tragedy"],
                        "description": "the two labels, optimism's first ([good, bad] is the paper's ablation)"},
@@ -77,10 +79,10 @@ class CSIProbe(ProbeKind):
             "story_test": {"type": "boolean", "default": True,
                            "description": "instruct models, under vanilla: stories from k of 5 words of the model's "
                                           "own tragedy list (k = 0..5), rated 1-10 by the model"},
-            "story_samples": {"type": "integer", "minimum": 1, "default": 4,
-                              "description": "stories per k (6 values of k)"},
-            "story_tokens": {"type": "integer", "minimum": 8, "default": 96,
-                             "description": "the most tokens a story may have"},
+            "story_samples": size("repetitions", default=4,
+                              description="stories per k (6 values of k)"),
+            "story_tokens": size("new_tokens", minimum=8, default=96,
+                             description="the most tokens a story may have"),
         },
         "additionalProperties": False,
     }

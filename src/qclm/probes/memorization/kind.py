@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qclm.errors import InputError, Problem
+from qclm.inputs import size
 from qclm.instruments import Instrument, keyed_score, load_instrument
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
 from qclm.probes.memorization import metrics as m
@@ -112,7 +113,7 @@ class MemorizationProbe(ProbeKind):
             "decoy": {"type": "string", "minLength": 1,
                       "description": "the decoy instrument (items never published): the null of every task"},
             "inventories": {"type": "object", "default": {},
-                            "propertyNames": {"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$"},
+                            "propertyNames": {"$ref": "#/$defs/safe_name"},
                             "additionalProperties": {
                                 "type": "object", "required": ["name", "instruments"], "additionalProperties": False,
                                 "properties": {"name": {"type": "string", "minLength": 1},
@@ -124,14 +125,14 @@ class MemorizationProbe(ProbeKind):
                       "default": list(TASKS)},
             "mode": {"enum": list(MODES), "default": "logprob",
                      "description": "generate: the recall task also by greedy generation (chat-format models)"},
-            "max_new_tokens": {"type": "integer", "minimum": 1, "maximum": 512, "default": 48},
+            "max_new_tokens": size("new_tokens", default=48),
             "min_k": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.2,
                       "description": "Min-K%: the share of lowest token log-probabilities averaged"},
             "perturbations": {"type": "integer", "minimum": 1, "maximum": 20, "default": PERTURBATIONS,
                               "description": "word-order neighbours of each item scored by the exposure task (the "
                                              "item's own reference of the same text kind)"},
-            "permutations": {"type": "integer", "minimum": 0, "default": 10000,
-                             "description": "permutations of the exposure, recall and dimension nulls"},
+            "permutations": size("resamples", default=10000,
+                             description="permutations of the exposure, recall and dimension nulls"),
         },
     }
     scoring_keys = ("instruments", "decoy", "inventories", "tasks", "mode", "max_new_tokens", "perturbations")

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from qclm.contexts import Context, Protocol
 from qclm.errors import InputError, Problem
+from qclm.inputs import size
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
     FORCED_CHOICES, OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, dimension_of, display_options, load_survey_instrument,
@@ -50,7 +51,7 @@ GENERATION = {
     "type": "object",
     "description": "generation settings: sampled (temperature, top_k, top_p) or greedy; at most max_new_tokens",
     "properties": {
-        "max_new_tokens": {"type": "integer", "minimum": 1, "default": 64},
+        "max_new_tokens": size("new_tokens", default=64),
         "temperature": {"type": "number", "exclusiveMinimum": 0, "default": 1.0},
         "top_k": {"type": "integer", "minimum": 0, "default": 50, "description": "0: no top-k filter"},
         "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.95},
@@ -103,10 +104,10 @@ class SurveyProbe(ProbeKind):
             "personas": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"},
                          "uniqueItems": True, "default": [],
                          "description": "short descriptions the model answers as (none: no persona line)"},
-            "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1,
+            "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "maxItems": 100,
                       "uniqueItems": True, "default": [0], "description": "seeds, each a set of draws"},
-            "repetitions": {"type": "integer", "minimum": 1, "default": 1,
-                            "description": "generations per prompt and seed (each its own draws)"},
+            "repetitions": size("repetitions", default=1,
+                            description="generations per prompt and seed (each its own draws)"),
             "generation": GENERATION,
         },
         "additionalProperties": False,
