@@ -51,7 +51,8 @@ def _usage_error(capsys, argv) -> str:
 
 def test_loglik_arguments_are_checked_by_the_parser(tmp_path, capsys):
     base = ["loglik", "--model", "m", "--requests", "r.jsonl", "--out", "o.jsonl"]
-    assert _usage_error(capsys, base + ["--threads", "-1"]).endswith("argument --threads: must be 0 or more, got -1")
+    assert _usage_error(capsys, base + ["--threads", "-1"]).endswith(
+        "argument --threads: must be 0 (torch's default) or 1 to 1024, got -1")
     assert _usage_error(capsys, base + ["--batch-size", "0"]).endswith("argument --batch-size: must be 1 or more, got 0")
     assert _usage_error(capsys, base + ["--device", "gpu"]).endswith(
         "argument --device: must be auto, cpu, mps, cuda or cuda:N, got 'gpu'")

@@ -125,7 +125,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
             likert[ident] = _collect(problems, load_questionnaire, path)
     problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
     problems.extend(_selection_problems(config, cf, table, models))
-    problems.extend(_chat_only_problems(config, table, models or {}))
+    problems.extend(_row_problems(config, table, models or {}))
     problems.extend(_intervention_problems(config, cf, table, models or {}, problems))
     problems.extend(_calibration_problems(config, cf, table, models or {}, problems))
 
@@ -253,9 +253,11 @@ def _selection_problems(config: dict, cf: str, table: str | None, models: dict |
     return out
 
 
-def _chat_only_problems(config: dict, table: str | None, models: dict) -> list[Problem]:
-    """A probe kind that asks chat-format models only (``chat_only``, e.g. the survey) and a raw row of the model
-    table that it scores: one problem per such row, naming the row and the probe instances."""
+def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem]:
+    """Rows of the model table that a probe instance scoring them cannot ask: a raw row under a kind that asks
+    chat-format models only (``chat_only``, e.g. the survey), and a row whose head (``head: nli``, a sequence
+    classifier; empty, a causal LM) the kind cannot ask (its ``heads``). One problem per row and column, naming the
+    instances; an instance whose ``models:`` leaves the row out does not ask it."""
     from qclm import probes
 
     if table is None:
@@ -266,15 +268,21 @@ def _chat_only_problems(config: dict, table: str | None, models: dict) -> list[P
         return []  # reported with the probes
     out = []
     for spec in models.values():
-        if spec.prompt_format != "raw":
-            continue
-        chat_only = [f"{i.id} ({i.kind})" for i in instances
-                     if probes.kind_class(i.kind).chat_only and probes.runs_on(i, spec.name)]
-        if chat_only:
+        scoring = [i for i in instances if probes.runs_on(i, spec.name)]
+        chat_only = [f"{i.id} ({i.kind})" for i in scoring if probes.kind_class(i.kind).chat_only]
+        if chat_only and spec.prompt_format == "raw":
             out.append((table, f"line {spec.line} (model {spec.name}): column prompt_format",
                         f"{'probe' if len(chat_only) == 1 else 'probes'} {', '.join(chat_only)} "
                         f"{'asks' if len(chat_only) == 1 else 'ask'} chat-format models only, and this row's prompt "
                         "format is raw: set it to chat, or give the probe the models it scores (models: [...])"))
+        cannot = [i for i in scoring if spec.head not in probes.kind_class(i.kind).heads]
+        if cannot:
+            one = len(cannot) == 1
+            problem = probes.head_problem(probes.kind_class(cannot[0].kind), spec.head, spec.name)
+            out.append((table, f"line {spec.line} (model {spec.name}): column head",
+                        f"{problem}; {'probe' if one else 'probes'} {', '.join(f'{i.id} ({i.kind})' for i in cannot)} "
+                        f"would score it: give {'it' if one else 'them'} the models {'it scores' if one else 'they score'}"
+                        " (models: [...]) or leave the row out of the table"))
     return out
 
 
@@ -314,19 +322,11 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
 def _finetuned_row_problems(cf: str, table: str | None, models: dict, what: str) -> list[Problem]:
     """Rows of the model table that fine-tuning cannot take: a quantized model (fine-tuning loads the weights
     unquantized; a large model gets LoRA instead) and an NLI classifier (``head: nli``)."""
-    problems: list[Problem] = []
-    for spec in models.values():  # (a model's name has no @: the model table allows none)
-        if spec.quantization:
-            problems.append((str(table), f"line {spec.line} (model {spec.name}): column quantization",
-                             f"{spec.quantization}: a quantized model cannot be fine-tuned by the {what} of "
-                             f"{cf}; leave quantization empty (a model above full_max_b billion parameters is "
-                             "fine-tuned with LoRA)"))
-        if spec.head:
-            problems.append((str(table), f"line {spec.line} (model {spec.name}): column head",
-                             f"{spec.head}: a sequence classifier has no language-model head to fine-tune with the "
-                             f"causal-LM loss of the {what} of {cf}; run the {what} on a model table "
-                             "of causal LMs"))
-    return problems
+    from qclm.interventions import model_problems
+
+    return [(str(table), f"line {spec.line} (model {spec.name}): column {column}", problem)
+            for spec in models.values()  # (a model's name has no @: the model table allows none)
+            for column, problem in model_problems(spec, f"the {what} of {cf}")]
 
 
 def _calibration_problems(config: dict, cf: str, table: str | None, models: dict,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+from pathlib import Path
 
 from qclm import settings
 from qclm.errors import InputError
-from qclm.inputs import SIZES, output_problem, safe_name_problem
+from qclm.inputs import CONDITION_PATTERN, CONDITION_MAX, SAFE_NAME_RULE, SIZES, output_problem, safe_name_problem
 
 
 def _integer(text: str) -> int:
@@ -70,3 +72,75 @@ def check_output(path: str, option: str, directory: bool = False) -> None:
     problem = output_problem(path, directory)
     if problem:
         raise InputError.one(path, option, problem)
+
+
+def threads(text: str) -> int:
+    """CPU threads: 0 (torch's default) or the bounds of ``engine.threads`` in the config schema (one home)."""
+    bounds = settings.config_schema()["properties"][settings.ENGINE]["properties"]["threads"]
+    value = _integer(text)
+    if value != 0 and not bounds["minimum"] <= value <= bounds["maximum"]:
+        raise argparse.ArgumentTypeError(f"must be 0 (torch's default) or {bounds['minimum']} to {bounds['maximum']}, "
+                                         f"got {value}")
+    return value
+
+
+def conditions(text: str) -> list[str]:
+    """Conditions, comma-separated: at least one, each one a condition as the config writes it
+    (qclm.inputs.CONDITION_PATTERN: vanilla, a class, classes joined by +), none twice. (Whether the experiment
+    declares them is checked once the config is read.)"""
+    names = [c.strip() for c in text.split(",")]
+    if not any(names):
+        raise argparse.ArgumentTypeError(f"must name at least one condition (comma-separated), got {text!r}")
+    out: list[str] = []
+    for n, name in enumerate(names):
+        if not re.search(CONDITION_PATTERN, name):
+            what = "an empty entry" if not name else repr(name)
+            if len(name) > CONDITION_MAX:
+                what = f"{name[:20]!r}... ({len(name)} characters; at most {CONDITION_MAX})"
+            raise argparse.ArgumentTypeError(f"entry {n + 1} is {what}, not a condition: vanilla, a class name, or "
+                                             f"class names joined by + (each {SAFE_NAME_RULE})")
+        if name in out:
+            raise argparse.ArgumentTypeError(f"names condition {name!r} twice")
+        out.append(name)
+    return out
+
+
+def output_dir(text: str) -> str:
+    """A directory a command fills (created if missing): not an existing file, and inside a directory this user
+    can write. Checked as the arguments are read, before any model loads; nothing is created here."""
+    path = Path(text).expanduser()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a directory, got an empty path")
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a directory: name a directory (it is created "
+                                         "if missing)")
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} cannot be created: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written: {existing} is not writable")
+    return text
+
+
+def usable_device(requested: str) -> str:
+    """The device a command loads a model on: ``auto`` resolved; a device this torch cannot use (no CUDA, a GPU
+    index beyond the ones it sees, no MPS) is a ValueError saying so, before anything is loaded."""
+    import torch
+
+    from qclm.models.loading import resolve_device
+
+    device = resolve_device(requested)
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {requested}: this torch ({torch.__version__}) sees no CUDA device")
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                             f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {requested}: this torch ({torch.__version__}) has no MPS device")
+    return device

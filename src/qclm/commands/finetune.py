@@ -15,7 +15,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from qclm.commands.args import device, positive_int
+from qclm.commands.args import device, output_dir, threads, usable_device
 
 DEFAULT_MODELS = "config/models.tsv"
 DEFAULT_MODELS_DIR = "resources/models"
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a name in --models, embedded:NAME, a .gguf file, a directory, a hub id")
     p.add_argument("--corpus", required=True, help="a YAML corpus (name, texts) or a text file, one text per line")
-    p.add_argument("--out", required=True, help="output directory: e{EPOCH}/ per checkpoint and qclm_intervention.json")
+    p.add_argument("--out", required=True, type=output_dir, help="output directory: e{EPOCH}/ per checkpoint and qclm_intervention.json")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
     p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
     p.add_argument("--epochs", type=int, default=defaults["epochs"], help="passes over the corpus (default %(default)s)")
@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lora-r", type=int, default=defaults["lora_r"], help="LoRA rank (default %(default)s)")
     p.add_argument("--seed", type=int, default=defaults["seed"], help="default %(default)s")
     p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda, cuda:N (default auto)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: torch's default)")
+    p.add_argument("--threads", type=threads, default=0, help="CPU threads (default 0: torch's default)")
     p.set_defaults(func=run)
 
 
@@ -74,9 +74,14 @@ def run(args: argparse.Namespace) -> int:
         spec = resolve_model(args.model, args.models, None)
     except ValueError as err:
         raise InputError.one("command line", "--model", str(err)) from None
-    if spec.quantization:
-        raise InputError.one("command line", "--model", f"model {spec.name} is quantized ({spec.quantization}): "
-                             "fine-tuning needs its weights unquantized")
+    refused = iv.model_problems(spec, "qclm finetune")
+    if refused:
+        raise InputError([("command line", "--model", f"model {spec.name}: column {column}: {problem}")
+                          for column, problem in refused])
+    try:
+        usable_device(args.device)  # a device this torch cannot use: said before the model loads
+    except ValueError as err:
+        raise InputError(f"qclm finetune: {err}") from None
     if args.threads:
         import torch
 

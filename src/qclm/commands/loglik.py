@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from qclm.commands.args import check_output, device as device_arg, non_negative_int, sized
+from qclm.commands.args import check_output, device as device_arg, sized, threads, usable_device
 from qclm.errors import InputError
 from qclm.inputs import read_text, surrogate_problem
 from qclm.logs import configure_logging
@@ -128,26 +128,6 @@ def tokenize(tokenizer, path: str | Path, lines: list[int], contexts: list[str],
         if len(r.context) == 0:
             raise InputError.one(path, f"line {lines[i]}", "the context has no tokens")
     return out
-
-
-def usable_device(requested: str) -> str:
-    """The device a command loads a model on: ``auto`` resolved; a device this torch cannot use (no CUDA, a GPU
-    index beyond the ones it sees, no MPS) is a ValueError saying so, before anything is loaded."""
-    import torch
-
-    from qclm.models.loading import resolve_device
-
-    device = resolve_device(requested)
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {requested}: this torch ({torch.__version__}) sees no CUDA device")
-        index = int(device.split(":", 1)[1]) if ":" in device else 0
-        if index >= torch.cuda.device_count():
-            raise ValueError(f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA device(s) "
-                             f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
-    elif device == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"--device {requested}: this torch ({torch.__version__}) has no MPS device")
-    return device
 
 
 def model_window(spec, prepared: Path, tokenizer) -> int | None:
@@ -317,7 +297,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="full-sequence batch size (method full, self-check)")
     p.add_argument("--pack-tokens", default=ENGINE_DEFAULTS["pack_tokens"], type=_pack_tokens,
                    help="tokens per packed forward pass: auto (default) or a positive integer")
-    p.add_argument("--threads", type=non_negative_int, default=0, help="CPU threads (default 0: torch's default)")
+    p.add_argument("--threads", type=threads, default=0, help="CPU threads (default 0: torch's default)")
     p.set_defaults(func=run)
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from qclm import probes, settings
-from qclm.commands.args import safe_name
+from qclm.commands.args import conditions as conditions_arg, device, output_dir, safe_name, threads, usable_device
 from qclm.errors import InputError
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES
@@ -48,9 +48,9 @@ def kind_parser(cls) -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True,
                    help="a name in --models, embedded:NAME, a .gguf file, a checkpoint directory or a hub id")
-    p.add_argument("--out", required=True, help="output directory (the workflow's results layout)")
+    p.add_argument("--out", required=True, type=output_dir, help="output directory (the workflow's results layout)")
     p.add_argument("--config", default=None, help="a workflow config: experiment, engine settings, the instance")
-    p.add_argument("--conditions", default=None, help="conditions, comma-separated (default: the config's, else vanilla)")
+    p.add_argument("--conditions", default=None, type=conditions_arg, help="conditions, comma-separated (default: the config's, else vanilla)")
     p.add_argument("--id", default=None, type=safe_name,
                    help=f"the instance id, a safe name (default: the kind's name, {cls.name})")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
@@ -59,8 +59,9 @@ def kind_parser(cls) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, choices=DTYPES, help="default: the model table's, else auto")
     p.add_argument("--prompt-format", default=None, choices=PROMPT_FORMATS,
                    help="the model's prompt format (default: the model table's, else raw)")
-    p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N (default: the config's engine.device)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's default)")
+    p.add_argument("--device", default=None, type=device,
+                   help="auto, cpu, cuda, cuda:N (default: the config's engine.device)")
+    p.add_argument("--threads", type=threads, default=0, help="CPU threads (default 0: torch's default)")
     cls.add_arguments(p)
     return p
 
@@ -96,7 +97,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     try:
         cls = probes.kind_class(kind_name)
     except probes.UnknownKind as err:
-        raise InputError(f"qclm probe: {err}") from None
+        raise InputError.one("command line", "kind", str(err)) from None
     args = kind_parser(cls).parse_args(argv)
     config = _config(args.config)
     ident = args.id or cls.name
@@ -104,8 +105,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     base = declared[ident].settings if ident in declared else {}
     entry = {"kind": kind_name, **{k: v for k, v in base.items()}, **cls.settings_from_args(args)}
     experiment = Experiment.from_config(config)
-    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions \
-        else list(experiment.conditions)
+    conditions = args.conditions or list(experiment.conditions)
     check = {**config, "probes": {ident: entry}}
     check.pop("questionnaires", None)
     problems = probes.problems(check, args.config or "command line", list(experiment.conditions))
@@ -122,19 +122,23 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
         engine["device"] = args.device
     protocol = Protocol.from_config(config)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
 
     spec = resolve_model(args.model, args.models, args.dtype)
     if args.prompt_format:
         spec = replace(spec, prompt_format=args.prompt_format)
+    problem = probes.head_problem(cls, spec.head, spec.name)
+    if problem:
+        raise InputError.one("command line", "--model", problem)
     if cls.chat_only and spec.prompt_format == "raw":
         raise InputError.one("command line", "--model", f"model {spec.name}: probe kind {kind_name} asks chat-format "
                              "models only, and its prompt format is raw: give --prompt-format chat (or a model "
                              "table row with prompt_format chat)")
+    usable_device(engine["device"])  # a device this torch cannot use: said before the model loads
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
+    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     loaded = load(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), engine)
     log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0,

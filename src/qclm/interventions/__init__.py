@@ -112,6 +112,21 @@ def method_for(spec: ModelSpec, intervention: Intervention) -> str:
     return "lora" if spec.params_b > float(intervention.settings["full_max_b"]) else "full"
 
 
+def model_problems(spec: ModelSpec, what: str) -> list[tuple[str, str]]:
+    """(column of the model table, problem) for each reason fine-tuning cannot take this model (``what``: who
+    fine-tunes it, for the message): a quantized model (fine-tuning loads the weights unquantized; a large model
+    gets LoRA instead) and an NLI classifier (``head: nli``: no language-model head to train). The one check of
+    ``qclm validate`` (interventions, calibration) and ``qclm finetune``, before any model loads."""
+    out = []
+    if spec.quantization:
+        out.append(("quantization", f"{spec.quantization}: a quantized model cannot be fine-tuned by {what}; leave "
+                    "quantization empty (a model above full_max_b billion parameters is fine-tuned with LoRA)"))
+    if spec.head:
+        out.append(("head", f"{spec.head}: a sequence classifier has no language-model head to fine-tune with the "
+                    f"causal-LM loss of {what}; fine-tune a causal LM"))
+    return out
+
+
 def derived_name(model: str, intervention: str, epoch: int) -> str:
     return f"{model}@{intervention}-e{epoch}"
 

@@ -11,6 +11,7 @@ Light on purpose: the workflow imports this while building its DAG (no torch).
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,26 +30,76 @@ KINDS = {
 LIKERT = "likert"
 #: the keys every probe entry may have beside its kind's own
 COMMON_KEYS = ("kind", "conditions", "models")
+#: a kind that is not built in: an absolute module path (Python identifiers joined by dots), as ``import`` takes it
+MODULE_PATH = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 
 class UnknownKind(ValueError):
     """A kind that is neither built in nor an importable module defining KIND."""
 
 
-def kind_class(name: str) -> type[ProbeKind]:
-    """The class of a probe kind: a built-in name, or a module path whose module defines ``KIND``."""
-    if name in KINDS:
-        module, _, attr = KINDS[name].partition(":")
-        return getattr(importlib.import_module(module), attr)
+def kind_class(name: Any) -> type[ProbeKind]:
+    """The class of a probe kind: a built-in name, or a module path whose module defines ``KIND``. Whatever is
+    wrong with the name or the module (not importable, an error while importing it, no ``KIND``, a ``KIND`` that
+    is the abstract base class or does not implement the scoring, a ``schema`` that is not a JSON Schema) is an
+    :class:`UnknownKind` saying so in one line, never an exception of the import."""
+    if not isinstance(name, str) or not (name in KINDS or re.fullmatch(MODULE_PATH, name)):
+        raise UnknownKind(f"a probe kind is one of {', '.join(KINDS)} or a module path (names joined by dots, as "
+                          f"in import), got {name!r}")
+    cached = _CHECKED.get(name)
+    if cached is not None:
+        return cached
+    module_name, _, attr = KINDS[name].partition(":") if name in KINDS else (name, ":", "KIND")
     try:
-        module = importlib.import_module(name)
+        module = importlib.import_module(module_name)
+    except SyntaxError as err:
+        where = f"{err.filename or module_name}, line {err.lineno}" if err.lineno else (err.filename or module_name)
+        raise UnknownKind(f"probe kind module {name} has a syntax error ({where}: {err.msg})") from None
     except ImportError as err:
         raise UnknownKind(f"unknown probe kind {name!r}: not one of {', '.join(KINDS)}, and not an importable "
                           f"module ({err})") from None
-    cls = getattr(module, "KIND", None)
-    if not (isinstance(cls, type) and issubclass(cls, ProbeKind)):
-        raise UnknownKind(f"module {name} does not define KIND, a subclass of qclm.probes.base.ProbeKind")
+    except Exception as err:  # noqa: BLE001 - a user's module that fails as it is imported is their input
+        what = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        raise UnknownKind(f"probe kind module {name} cannot be imported: {what}") from None
+    cls = getattr(module, attr, None)
+    problem = kind_problem(cls, name)
+    if problem:
+        raise UnknownKind(problem)
+    _CHECKED[name] = cls
     return cls
+
+
+#: kinds looked up and found sound, name -> class (the workflow looks a kind up many times)
+_CHECKED: dict[str, type[ProbeKind]] = {}
+
+
+def kind_problem(cls: Any, name: str) -> str | None:
+    """What makes ``cls`` (the ``KIND`` of module ``name``) no probe kind, or None: not a subclass of
+    :class:`~qclm.probes.base.ProbeKind`, the base class itself or a subclass that leaves ``requests`` or
+    ``score`` unimplemented (abstract: it would be accepted here and fail in every scoring job), a ``name`` that
+    is not a safe name (it names tables and options), or a ``schema`` that is not a valid JSON Schema of a
+    mapping (its settings could not be checked)."""
+    from qclm.inputs import safe_name_problem, schema_file_problems
+
+    if not (isinstance(cls, type) and issubclass(cls, ProbeKind)):
+        return f"module {name} does not define KIND, a subclass of qclm.probes.base.ProbeKind"
+    missing = [m for m in ("requests", "score") if getattr(cls, m) is getattr(ProbeKind, m)]
+    if cls is ProbeKind or missing:
+        what = "the abstract base class ProbeKind" if cls is ProbeKind else f"{cls.__name__}"
+        return (f"module {name}: KIND is {what}, which does not implement {' and '.join(missing)}: define KIND as "
+                "a subclass of ProbeKind that implements them")
+    bad_name = safe_name_problem(cls.name)
+    if bad_name:
+        return f"module {name}: KIND.name {bad_name}"
+    found = schema_file_problems(cls.schema, f"{name}.KIND.schema")
+    if found:
+        _, where, problem = found[0]
+        return f"module {name}: KIND.schema{'' if where == 'top level' else ', ' + where}: {problem}"
+    if cls.schema.get("type") != "object":
+        return f"module {name}: KIND.schema must describe a mapping (type: object), got type {cls.schema.get('type')!r}"
+    if not isinstance(cls.schema.get("properties", {}), dict):
+        return f"module {name}: KIND.schema's properties must be a mapping"
+    return None
 
 
 def declared(config: dict) -> list[tuple[str, str, Any, str]]:
@@ -96,6 +147,17 @@ def runs_on(instance: Instance, model: str) -> bool:
     return any(fnmatchcase(base, pattern) for pattern in instance.models)
 
 
+def head_problem(cls: type[ProbeKind], head: str, model: str) -> str | None:
+    """Why a kind cannot ask a model whose model-table row has this ``head`` (``""``: a causal LM; ``nli``: a
+    sequence classifier), or None: the kind's :attr:`~qclm.probes.base.ProbeKind.heads`."""
+    if head in cls.heads:
+        return None
+    able = [name for name in KINDS if head in kind_class(name).heads]
+    what = f"head {head}" if head else "a causal LM (no head)"
+    return (f"model {model} is {what}, which probe kind {cls.name} cannot ask"
+            + (f" (only {', '.join(able)} can)" if able else ""))
+
+
 def probe(instance: Instance) -> ProbeKind:
     """The kind object of an instance."""
     return kind_class(instance.kind)(instance)
@@ -107,10 +169,11 @@ def instance_conditions(instance: Instance, conditions: list[str]) -> list[str]:
 
 
 def problems(config: dict, source: str, conditions: list[str]) -> list[Problem]:
-    """Every problem of a config's probe entries: an unknown kind, settings against the kind's schema, a
+    """Every problem of a config's probe entries: an unknown kind, settings against the kind's schema and the
+    text checks of every string (qclm.inputs.text_problems: the same for the config and ``qclm probe``'s options), a
     material file that does not exist, conditions the experiment does not declare, an id given twice (the
     questionnaires and the probes share one namespace), and the kind's own checks of its material."""
-    from qclm.inputs import schema_problems
+    from qclm.inputs import document_problems
 
     out: list[Problem] = []
     seen: dict[str, str] = {}
@@ -119,8 +182,8 @@ def problems(config: dict, source: str, conditions: list[str]) -> list[Problem]:
             out.append((source, where, f"id '{ident}' is also {seen[ident]}: every probe instance needs its own id"))
             continue
         seen[ident] = where.removeprefix("field ")
-        if where.startswith("field probes.") and not kind:
-            continue  # the config schema reports a missing or malformed kind
+        if where.startswith("field probes.") and not re.search(_config_kind_pattern(), kind):
+            continue  # the config schema reports a missing or malformed kind (the lookup refuses the rest)
         try:
             cls = kind_class(kind)
         except UnknownKind as err:
@@ -128,7 +191,7 @@ def problems(config: dict, source: str, conditions: list[str]) -> list[Problem]:
             continue
         if isinstance(entry, dict):
             own = {k: v for k, v in entry.items() if k not in COMMON_KEYS}
-            found = schema_problems(own, cls.schema, source, {})
+            found = document_problems(own, cls.schema, source, {})  # the schema and the text checks
             out.extend((f, _nest(where, loc), msg) for f, loc, msg in found)
             if found:
                 continue
@@ -153,6 +216,13 @@ def problems(config: dict, source: str, conditions: list[str]) -> list[Problem]:
         if not missing:
             out.extend(obj.problems())
     return out
+
+
+def _config_kind_pattern() -> str:
+    """The config schema's pattern of ``probes.ID.kind`` (what it reports; :func:`kind_class` refuses the rest)."""
+    from qclm.settings import config_schema
+
+    return config_schema()["properties"]["probes"]["additionalProperties"]["properties"]["kind"]["pattern"]
 
 
 def _paths(value: Any) -> list[str]:

@@ -159,6 +159,10 @@ class ProbeKind:
     optional_tables: ClassVar[dict[str, tuple[str, str]]] = {}
     #: the kind asks chat-format models only (``qclm validate`` and ``qclm probe`` name a raw row of the model table)
     chat_only: ClassVar[bool] = False
+    #: the model heads (the model table's ``head`` column, qclm.models.table.HEADS) whose models the kind can ask:
+    #: ``""`` a causal LM, ``nli`` a sequence classifier; ``qclm validate`` and ``qclm probe`` refuse an instance on
+    #: a row whose head it cannot ask (the scoring job would fail on it)
+    heads: ClassVar[tuple[str, ...]] = ("",)
     #: "module:function" that reads the kind's score tables as a plant's calibration units (docs/calibration.md,
     #: :mod:`qclm.calibration.analysis`); None: the kind cannot be calibrated yet
     calibration: ClassVar[str | None] = None

@@ -51,6 +51,8 @@ def describe_variant(inst: EntailmentInstrument, v: Variant, stimulus_id: str) -
 class EntailmentProbe(ProbeKind):
     name = "entailment"
     calibration = "qclm.probes.entailment.calibration:units"
+    #: a causal LM, or a sequence classifier with an entailment label (qclm.probes.entailment.nli)
+    heads = ("", "nli")
     summary = "questionnaire items as premise/hypothesis pairs, scored by P(True) of a forced choice (Reuben et al.)"
     version = 1
     schema = {
