@@ -466,8 +466,9 @@ def test_the_instruction_names_the_third_option_and_the_control_does_not(tiny_ll
 
     config = {"probes": {"csi": {"kind": "csi", "words": str(WORDS), "control": None, "other": "tragedy"}}}
     assert probes.problems(config, "run.yaml", ["vanilla"]) == [
-        ("run.yaml", "field probes.csi.other", "the third option 'tragedy' is one of the labels: it must differ from "
-                                               "both")]
+        ("run.yaml", "field probes.csi.other", "the third option 'tragedy' is the same as labels, entry 2: every "
+                                               "choice would be between two identical options; the two labels and the "
+                                               "third option must differ")]
     config["probes"]["csi"].update(other="neither", wordings=4, name_other="yes")
     assert [p[1] for p in probes.problems(config, "run.yaml", ["vanilla"])] == [
         "field probes.csi.name_other", "field probes.csi.wordings"]

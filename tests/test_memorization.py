@@ -41,6 +41,8 @@ def _split_decoy(tmp_path, groups: dict[str, list[int]], decoy_of: str) -> dict[
     for name, idx in groups.items():
         part = {k: v for k, v in data.items() if k not in ("items", "id", "decoy")}
         part.update(id=name, name=f"Inventory {name}", decoy=name == decoy_of, items=[data["items"][i] for i in idx])
+        # declare the dimensions the group's items are in (a declared dimension without items is refused)
+        part["dimensions"] = [d for d in data["dimensions"] if any(it["dimension"] == d for it in part["items"])]
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(part, sort_keys=False))
         out[name] = str(path)

@@ -300,6 +300,7 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
         return []  # none, or the schema has reported it
     problems: list[Problem] = []
     controls = []
+    corpora: dict[str, tuple[Path, str]] = {}  # intervention -> (the corpus file, its sha256), where it loads
     for item in iv.interventions(config).values():
         where = f"field {iv.SECTION}.{item.name}"
         path = Path(item.corpus).expanduser()
@@ -307,7 +308,9 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
             problems.append((cf, f"{where}.corpus", f"{item.corpus}: " + (
                 "is a directory, not a corpus file" if path.is_dir() else "does not exist")))
         else:
-            _collect(problems, load_corpus, path)
+            corpus = _collect(problems, load_corpus, path)
+            if corpus is not None:
+                corpora[item.name] = (path.resolve(), corpus.sha256)
         problem = item.checkpoint_problem()
         if problem:
             problems.append((cf, f"{where}.checkpoints", problem))
@@ -316,6 +319,15 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
     if len(controls) > 1:
         problems.append((cf, f"field {iv.SECTION}", f"{len(controls)} interventions are the control "
                          f"({', '.join(controls)}): mark one with control: true"))
+    for control in controls if len(controls) == 1 else []:
+        if control not in corpora:
+            continue
+        for name, (path, sha) in corpora.items():
+            if name != control and (path == corpora[control][0] or sha == corpora[control][1]):
+                same = "file" if path == corpora[control][0] else "texts (sha256)"
+                problems.append((cf, f"field {iv.SECTION}.{control}.corpus",
+                                 f"the control trains on the same corpus {same} as {name}: {name}'s shift beyond "
+                                 "the control would be 0 by construction; give the control a corpus of its own"))
     return problems + _finetuned_row_problems(cf, table, models, "interventions")
 
 

@@ -399,16 +399,21 @@ def entry_label(kind: str, entries: list, idx: int) -> str:
 
 def check_duplicate_id(kind: str, entries: list, idx: int, seen: dict, file: str, problems: list,
                        label: str | None = None) -> None:
-    """One problem line when entry idx repeats an earlier entry's id; remembers ids in `seen` (``label``: the
-    entry's label from :func:`entry_labels`, computed here when not given)."""
+    """One problem line when entry idx repeats an earlier entry's id (compared by :func:`identity`: ``1`` and
+    ``'1'``, NFC and NFD, an id with a zero-width space are the same id); remembers ids in `seen` (``label``:
+    the entry's label from :func:`entry_labels`, computed here when not given)."""
     ident = entries[idx].get("id")
-    if not isinstance(ident, (str, int)):
+    if not isinstance(ident, (str, int)) or isinstance(ident, bool):
         return  # the schema reports it (and a list or mapping is not hashable)
-    if ident in seen:
+    key = identity(ident)
+    if key in seen:
         label = label or entry_label(kind, entries, idx)
-        problems.append((file, f"{label}: field id", f"duplicate {kind} id ({kind} #{seen[ident] + 1} has it too)"))
+        first = entries[seen[key]].get("id")
+        same = "" if first == ident else f": {show(ident)} and {show(first)} {SAME_TEXT}"
+        problems.append((file, f"{label}: field id",
+                         f"duplicate {kind} id ({kind} #{seen[key] + 1} has it too{same})"))
     else:
-        seen[ident] = idx
+        seen[key] = idx
 
 
 class _Locations:
@@ -678,6 +683,43 @@ _INVISIBLE_EXTRA = frozenset(chr(c) for c in [*range(0xFE00, 0xFE10), *range(0xE
 def is_invisible(ch: str) -> bool:
     """A character that shows nothing on its own (whitespace aside)."""
     return unicodedata.category(ch) == "Cf" or ch in _INVISIBLE_EXTRA
+
+
+#: what a problem says of two values that :func:`identity` finds the same though they are written differently
+SAME_TEXT = ("are the same once compared as a reader sees them (Unicode NFC, invisible characters removed, "
+             "a number as its digits)")
+
+
+def identity(value: Any, case: bool = True) -> str:
+    """What two user values are compared by wherever the project asks whether they are the same (ids, words,
+    labels, terms, texts): the value as text (an id ``1`` is the id ``'1'``: both become item "1"), without
+    invisible characters (a zero-width space inside a word hides a duplicate), in Unicode NFC (a word in NFD
+    is the same word), without outer whitespace; ``case=False`` also folds case (labels a judge or a model must
+    tell apart: "Agree" and "agree" are one option). Every duplicate check of user material calls this."""
+    text = value if isinstance(value, str) else str(value)
+    text = unicodedata.normalize("NFC", "".join(ch for ch in text if not is_invisible(ch))).strip()
+    return text if case else text.casefold()
+
+
+def duplicate_problems(values: list, file: str | Path, where, what: str, case: bool = True,
+                       remedy: str = "give each once") -> list[Problem]:
+    """One problem per value of ``values`` that repeats an earlier one by :func:`identity` (``where(i)``: the
+    location of the i-th value, or a string for all); non-strings but integers are left to the schema."""
+    first: dict[str, int] = {}
+    problems: list[Problem] = []
+    for n, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            continue
+        key = identity(value, case)
+        if key in first:
+            earlier = values[first[key]]
+            how = "" if earlier == value else f" ({show(value)} and {show(earlier)} {SAME_TEXT}" + (
+                ", case aside" if not case else "") + ")"
+            loc = where(n) if callable(where) else where
+            problems.append((str(file), loc, f"{what} {show(value)} repeats entry {first[key] + 1}{how}: {remedy}"))
+        else:
+            first[key] = n
+    return problems
 
 
 #: the control characters (category Cc) but newline and tab

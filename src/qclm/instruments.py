@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import check_duplicate_id, entry_label, load_schema, read_yaml, schema_problems, sha256_file
+from qclm.inputs import (SAME_TEXT, check_duplicate_id, document_problems, entry_label, entry_labels, identity,
+                         load_schema, read_yaml, sha256_file, show)
 
 #: item wordings whose text is in the file
 WITH_WORDING = ("reproduced", "written")
@@ -88,17 +89,22 @@ def _options(data: dict, path: Path, problems: list[Problem]) -> tuple[tuple[Opt
     scale = data.get("original_scale")
     if not isinstance(scale, dict):
         return (), ""
-    out, seen_labels, seen_scores = [], set(), set()
+    out, seen_labels, seen_scores = [], {}, set()
     for n, o in enumerate(scale.get("options") or []):
         if not isinstance(o, dict) or not isinstance(o.get("label"), str) or isinstance(o.get("score"), bool) \
                 or not isinstance(o.get("score"), (int, float)):
             continue  # the schema reports it
         where = f"field original_scale.options, entry {n + 1}"
-        if o["label"] in seen_labels:
-            problems.append((str(path), where, f"label '{o['label']}' appears twice"))
+        # a judge reads the answer's label: two labels it cannot tell apart (case aside) are one option
+        key = identity(o["label"], case=False)
+        if key in seen_labels:
+            earlier = seen_labels[key]
+            how = "" if earlier == o["label"] else f" ({show(o['label'])} and {show(earlier)} {SAME_TEXT}, case aside)"
+            problems.append((str(path), where, f"label '{o['label']}' appears twice{how}: a judge could not tell "
+                             "the two options apart"))
         if o["score"] in seen_scores:
             problems.append((str(path), where, f"score {o['score']} appears twice"))
-        seen_labels.add(o["label"])
+        seen_labels.setdefault(key, o["label"])
         seen_scores.add(o["score"])
         out.append(Option(o["label"], float(o["score"])))
     return tuple(out), str(scale.get("instruction") or "")
@@ -119,7 +125,7 @@ def load_instrument(path: str | Path) -> Instrument:
         raise InputError.one(path, "top level", "expected a mapping with name and items")
     if "scale" in data:
         return _from_questionnaire(path, data)
-    problems = schema_problems(data, load_schema("instrument"), path, {"items": "item"})
+    problems = document_problems(data, load_schema("instrument"), path, {"items": "item"})
     dimensions = tuple(d for d in data.get("dimensions") or [] if isinstance(d, str))
     items, seen = [], {}
     raw = data.get("items") if isinstance(data.get("items"), list) else []
@@ -141,6 +147,7 @@ def load_instrument(path: str | Path) -> Instrument:
             problems.append((str(path), f"{where}: field keyword", found))
         number = it.get("number") if isinstance(it.get("number"), int) else n + 1
         items.append(InstrumentItem(str(it.get("id")), text, dim, keyword, it.get("keying") or "direct", "", number))
+    problems += _number_problems(items, raw, path) + _dimension_problems(dimensions, items, path)
     options, instruction = _options(data, path, problems)
     ident = data.get("id") if isinstance(data.get("id"), str) else path.stem
     if problems:
@@ -169,12 +176,60 @@ def _from_questionnaire(path: Path, data: dict) -> Instrument:
         number = it.get("number") or item.ordinal or n + 1
         items.append(InstrumentItem(item.id, text, it.get("dimension") or "", keyword, item.keying or "direct",
                                     item.description, int(number)))
+    problems += _number_problems(items, raw, path)
     options, instruction = _options(data, path, problems)
     if problems:
         raise InputError(problems)
     dims = tuple(dict.fromkeys(i.dimension for i in items if i.dimension))
     return Instrument(q.id, q.name, path, q.sha256, tuple(items), q.item_wording, options, instruction, dims,
                       q.construct, False, "questionnaire", _published_name(data))
+
+
+def _number_problems(items: list[InstrumentItem], raw: list, path: Path) -> list[Problem]:
+    """Two items with one number (the file's ``number``, else its ordinal or position): the memorization probe
+    asks for "item N" by it, so both would get the same recall prompt and one of them could never be right."""
+    labels = {it.get("id"): label for it, label in zip(raw, entry_labels("item", raw)) if isinstance(it, dict)}
+    first: dict[int, InstrumentItem] = {}
+    problems: list[Problem] = []
+    for item in items:
+        if item.number in first:
+            other = first[item.number]
+            raw_id = next((k for k in labels if str(k) == item.id), item.id)
+            problems.append((str(path), f"{labels.get(raw_id, 'item ' + item.id)}: field number",
+                             f"number {item.number} is also item {other.id}'s (from number, else ordinal, else the "
+                             "position in the file): the recall prompt asks for item "
+                             f"{item.number}, so both would get the same prompt; give each item its own number"))
+        else:
+            first[item.number] = item
+    return problems
+
+
+def _dimension_problems(dimensions: tuple[str, ...], items: list[InstrumentItem], path: Path) -> list[Problem]:
+    """Dimensions declared that no item is in: the dimension task offers the declared dimensions that items are
+    in, so with all items in one it has one option and measures nothing; two declared names that are the same
+    to a reader (case aside) are one option written twice."""
+    problems: list[Problem] = []
+    if not dimensions:
+        return problems
+    seen: dict[str, str] = {}
+    for n, d in enumerate(dimensions):
+        key = identity(d, case=False)
+        if key in seen:
+            problems.append((str(path), f"field dimensions, entry {n + 1}",
+                             f"{show(d)} and {show(seen[key])} are one dimension to a reader (case aside): a "
+                             "dimension task could not tell them apart"))
+        seen.setdefault(key, d)
+    used = {i.dimension for i in items if i.dimension}
+    if not used:
+        return problems
+    empty = [d for d in dimensions if d not in used]
+    if empty:
+        problems.append((str(path), "field dimensions",
+                         f"no item is in {', '.join(map(show, empty))}" + (
+                             f": every item is in {show(next(iter(used)))}, so the dimension task would have one "
+                             "option" if len(used) == 1 else "") + ": give each declared dimension items, or do not "
+                         "declare it"))
+    return problems
 
 
 def _published_name(data: dict) -> str:

@@ -15,11 +15,13 @@ question stem and answer cue, each with an id); the first is the default. A file
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import check_duplicate_id, document_problems, entry_labels, is_finite_number, load_schema, read_yaml
+from qclm.inputs import (SAME_TEXT, check_duplicate_id, document_problems, entry_labels, identity, is_finite_number,
+                         load_schema, read_yaml, show)
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -178,6 +180,7 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
         cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
         plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
         problems.extend(cterm_problems(plus, minus, f, where))
+        problems.extend(keying_problems(it, plus, minus, f, where))
         if templates is not None:
             items.append(Item(str(ident), templates, tuple(plus), tuple(minus), it.get("ordinal"),
                               it.get("keying"), it.get("description", "")))
@@ -194,8 +197,8 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
     f = str(path)
     levels = []
     seen_weights: dict[float, str] = {}
-    seen_labels: set[str] = set()
-    seen_phrases: set[str] = set()
+    seen_labels: dict[str, str] = {}
+    seen_phrases: dict[str, str] = {}
     scale = data.get("scale")
     raw_levels = scale.get("levels") if isinstance(scale, dict) else None
     raw_levels = raw_levels if isinstance(raw_levels, list) else []
@@ -206,9 +209,12 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
         label = lv.get("label")
         where = level_labels[n]
         if isinstance(label, str):
-            if label in seen_labels:
-                problems.append((f, f"{where}: field label", "repeats an earlier level's label"))
-            seen_labels.add(label)
+            key = identity(label, case=False)
+            if key in seen_labels:
+                same = "" if seen_labels[key] == label else \
+                    f" ({show(label)} and {show(seen_labels[key])} {SAME_TEXT}, case aside)"
+                problems.append((f, f"{where}: field label", f"repeats an earlier level's label{same}"))
+            seen_labels.setdefault(key, label)
         weight = lv.get("weight")
         if is_finite_number(weight):  # else the schema reports it (a number, finite)
             if float(weight) in seen_weights:
@@ -219,9 +225,14 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
         for phrase in _strings(lv.get("intensifiers")):
             if phrase != phrase.strip():
                 problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' has leading or trailing space"))
-            if phrase in seen_phrases:
-                problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' appears twice"))
-            seen_phrases.add(phrase)
+            if "{" in phrase or "}" in phrase:
+                problems.append((f, f"{where}: field intensifiers", f"phrase {show(phrase)} has a brace ({{ or }}): "
+                                 "it is not a template slot and would reach the model as written"))
+            key = identity(phrase)
+            if key in seen_phrases:
+                same = "" if seen_phrases[key] == phrase else f" ({show(phrase)} and {show(seen_phrases[key])} {SAME_TEXT})"
+                problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' appears twice{same}"))
+            seen_phrases.setdefault(key, phrase)
         if is_finite_number(weight) and isinstance(label, str):
             levels.append(Level(label, float(weight), tuple(_strings(lv.get("intensifiers")))))
     return levels
@@ -232,16 +243,57 @@ def cterm_problems(plus: list[str], minus: list[str], f: str, where: str) -> lis
     listed twice, none in both S+ and S-."""
     problems = []
     for field, terms in (("plus", plus), ("minus", minus)):
-        seen_terms: set[str] = set()
+        seen_terms: dict[str, str] = {}
         for t in terms:
             if t != t.strip():
                 problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
-            if t in seen_terms:
-                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice"))
-            seen_terms.add(t)
-    for t in sorted(set(plus) & set(minus)):
+            if "{" in t or "}" in t:
+                problems.append((f, f"{where}: field cterms.{field}", f"term {show(t)} has a brace ({{ or }}): a "
+                                 "term fills the template's {cterm} slot as written, so a slot or brace in it would "
+                                 "reach the model"))
+            key = identity(t)
+            if key in seen_terms:
+                same = "" if seen_terms[key] == t else f" ({show(t)} and {show(seen_terms[key])} {SAME_TEXT})"
+                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice{same}"))
+            seen_terms.setdefault(key, t)
+    minus_keys = {identity(t): t for t in minus}
+    for t in sorted({identity(t): t for t in plus if identity(t) in minus_keys}.values()):
         problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
     return problems
+
+
+#: words that turn an item's wording around ("I do not feel calm"): where the text has one, which pole its terms
+#: name cannot be read off the file, and :func:`keying_problems` says nothing
+NEGATIONS = ("not", "no", "never", "nor", "neither", "hardly", "seldom", "rarely", "without", "lack", "unable")
+
+
+def _names(text: str, term: str) -> bool:
+    """The term occurs in the text as a word or phrase (case and invisible characters aside)."""
+    return re.search(rf"(?<!\w){re.escape(identity(term, case=False))}(?!\w)", text) is not None
+
+
+def keying_problems(item: dict, plus: list[str], minus: list[str], f: str, where: str) -> list:
+    """An item whose ``keying`` contradicts what its own wording says (resources/questionnaires/README.md, rule
+    1): the original wording (``text``) names S+ terms only (the construct present) but the item is keyed reverse,
+    or S- terms only but keyed direct. Only what the file states is read: an item without text, whose text names
+    terms of both poles or none, or has a negation (:data:`NEGATIONS`) is not judged (no lexicon)."""
+    text, keying = item.get("text"), item.get("keying")
+    if not isinstance(text, str) or keying not in ("direct", "reverse"):
+        return []
+    folded = identity(text, case=False)
+    if re.search(r"(?<!\w)(" + "|".join(NEGATIONS) + r")(?!\w)|n't", folded):
+        return []
+    named_plus = [t for t in plus if _names(folded, t)]
+    named_minus = [t for t in minus if _names(folded, t)]
+    if named_plus and not named_minus and keying == "reverse":
+        return [(f, f"{where}: field keying", f"reverse, but the item's text names the S+ term "
+                 f"{show(named_plus[0])} (the construct present): agreeing with it indicates the construct, so the "
+                 "keying is direct (or the term belongs in minus)")]
+    if named_minus and not named_plus and keying == "direct":
+        return [(f, f"{where}: field keying", f"direct, but the item's text names the S- term "
+                 f"{show(named_minus[0])} (the construct absent): agreeing with it indicates the construct's "
+                 "absence, so the keying is reverse (or the term belongs in plus)")]
+    return []
 
 
 def _wording_problems(wording, item: dict, f: str, where: str) -> list:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import document_problems, parse_yaml, read_text, text_problem
+from qclm.inputs import SAME_TEXT, document_problems, identity, parse_yaml, read_text, text_problem
 
 SCHEMA = {
     "type": "object",
@@ -83,11 +83,14 @@ def load_corpus(path: str | Path) -> Corpus:
         repeats = bool(data.get("repeats"))
     else:
         texts, labels = [], []
-        for number, line in enumerate(text.splitlines(), start=1):
-            line = line.strip()
+        # lines end at "\n" only (a "\r" before it is dropped): str.splitlines also breaks at NEL, form feed,
+        # vertical tab and the file/group/record separators, which would turn a control character inside a text into
+        # two texts instead of a problem
+        for number, line in enumerate((ln.removesuffix("\r") for ln in text.split("\n")), start=1):
+            raw, line = line, line.strip()  # (str.strip also drops control characters at the ends: check raw)
             if not line or line.startswith("#"):
                 continue
-            problem = text_problem(line)
+            problem = text_problem(raw)
             if problem:
                 problems.append((str(path), f"line {number}", problem))
             texts.append(line)
@@ -98,10 +101,13 @@ def load_corpus(path: str | Path) -> Corpus:
     remedy = "remove one, or say repeats: true where that is intended" if _is_yaml(path) else "remove one"
     seen: dict = {}
     for label, t in zip(labels, texts):
-        if t in seen and not repeats:
-            problems.append((str(path), label, f"the same text as {seen[t]}: a duplicate weighs twice in every "
-                             f"epoch ({remedy})"))
-        seen.setdefault(t, label)
+        key = (identity(t.user), identity(t.assistant)) if isinstance(t, Exchange) else identity(t)
+        if key in seen and not repeats:
+            first_label, first = seen[key]
+            same = "" if first == t else f" ({SAME_TEXT})"
+            problems.append((str(path), label, f"the same text as {first_label}{same}: a duplicate weighs twice in "
+                             f"every epoch ({remedy})"))
+        seen.setdefault(key, (label, t))
     if problems:
         raise InputError(problems)
     return Corpus(name, description, tuple(texts), str(path), sha)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from qclm.errors import Problem
 from qclm.experiment import VANILLA
-from qclm.inputs import size
+from qclm.inputs import SAME_TEXT, identity, show, size, text_problem
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
@@ -111,15 +111,41 @@ class CSIProbe(ProbeKind):
         for key in self.file_keys:
             if self.settings.get(key):
                 out.extend(word_problems(self.settings[key]))
-        if self.settings["other"] in self.settings["labels"]:
-            where = f"{self.instance.where or 'probe'}.other"
-            out.append((self.instance.source, where, f"the third option {self.settings['other']!r} is one of the "
-                                                     "labels: it must differ from both"))
+        out.extend(self.option_problems())
         if not out and self.settings.get("control"):
             rated = [w for w in self.word_list("control").words if w.valence]
             if len({w.valence > 0 for w in rated}) < 2:
                 out.append((self.settings["control"], "column valence",
                             "the valence control needs words of both signs in its valence column"))
+        return out
+
+    def option_problems(self) -> list[Problem]:
+        """The three options of every forced choice (the two labels and the third option) are texts a user gives:
+        the text checks of every user text (:func:`qclm.inputs.text_problem`), and three options a reader can
+        tell apart (:func:`qclm.inputs.identity`, case aside: "Comedy" and "comedy", or "neither" with a
+        zero-width space, would make a choice between two identical options)."""
+        src, base = self.instance.source, self.instance.where or "probe"
+        s = self.settings
+        named = [(f"{base}.labels, entry {n + 1}", label) for n, label in enumerate(s["labels"])]
+        named.append((f"{base}.other", s["other"]))
+        out: list[Problem] = []
+        seen: dict[str, tuple[str, str]] = {}
+        for where, text in named:
+            if not isinstance(text, str):
+                continue  # the schema reports it
+            problem = text_problem(text)
+            if problem:
+                out.append((src, where, f"{show(text)} {problem}"))
+            key = identity(text, case=False)
+            if key in seen:
+                first_where, first = seen[key]
+                what = "the third option" if where.endswith(".other") else "the label"
+                same = "" if first == text else f" ({show(text)} and {show(first)} {SAME_TEXT}, case aside)"
+                out.append((src, where, f"{what} {show(text)} is the same as {first_where.removeprefix(base + '.')}"
+                            f"{same}: every choice would be between two identical options; the two labels and "
+                            "the third option must differ"))
+            else:
+                seen[key] = (where, text)
         return out
 
     def parts(self) -> list[tuple[str, tuple]]:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import duplicate_column_problems, read_text, text_problem
+from qclm.inputs import SAME_TEXT, duplicate_column_problems, identity, read_text, text_problem
 
 #: the columns of a TSV list that are read
 COLUMNS = ("word", "pos", "freq_rank", "valence")
@@ -115,7 +115,7 @@ def parse_words(text: str, path: str, tsv: bool | None = None) -> tuple[list[Wor
                                     f"the header ({', '.join(names)}) has no 'word' column")]
         lines = lines[1:]
     words: list[Word] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     for n, line in lines:
         where = f"line {n}"
         fields = line.split("\t") if tsv else [line]
@@ -129,17 +129,20 @@ def parse_words(text: str, path: str, tsv: bool | None = None) -> tuple[list[Wor
         if not word:
             problems.append((path, f"{where}, field word", "empty word"))
             continue
-        problem = text_problem(word)
+        problem = text_problem(fields[columns.get("word", 0)])  # unstripped: strip drops end control characters
         if problem:
             problems.append((path, f"{where}, field word", f"{word!r} {problem}"))
             continue
         if any(c.isspace() and c != " " for c in word) or "  " in word:
             problems.append((path, f"{where}, field word", f"{word!r} has a whitespace character other than a space, or a double space"))
             continue
-        if word in seen:
-            problems.append((path, f"{where}, field word", f"'{word}' is also on line {seen[word]}"))
+        key = identity(word)
+        if key in seen:
+            line, first = seen[key]
+            same = "" if first == word else f" ({word!r} and {first!r} {SAME_TEXT})"
+            problems.append((path, f"{where}, field word", f"'{word}' is also on line {line}{same}"))
             continue
-        seen[word] = n
+        seen[key] = (n, word)
         rank, valence, pos = None, None, ""
         if "pos" in columns:
             pos = fields[columns["pos"]].strip()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import size
+from qclm.inputs import duplicate_problems, identity, size
 from qclm.instruments import Instrument, keyed_score, load_instrument
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
 from qclm.probes.memorization import metrics as m
@@ -198,12 +198,61 @@ class MemorizationProbe(ProbeKind):
         ids = [i.id for i in loaded]
         for ident in sorted({i for i in ids if ids.count(i) > 1}):
             out.append((src, f"{where}.instruments", f"two files have the id '{ident}' (each instrument needs its own)"))
+        out.extend(self._same_instrument_problems(loaded))
         known = set(ids)
         for key, spec in (self.settings.get("inventories") or {}).items():
+            at = f"{where}.inventories.{key}"
+            if identity(key, case=False) in {identity(i, case=False) for i in ids}:
+                out.append((src, at, f"the inventory's key '{key}' is an instrument's id"
+                            + (" (the decoy's)" if identity(key, case=False) == identity(decoy.id, case=False) else "")
+                            + ": the tables name an inventory by its key, so its rows would be read as that "
+                            "instrument's; give the inventory a key of its own"))
+            labels = []
             for n, ident in enumerate(spec["instruments"]):
                 if ident not in known:
-                    out.append((src, f"{where}.inventories.{key}.instruments, entry {n + 1}",
+                    out.append((src, f"{at}.instruments, entry {n + 1}",
                                 f"'{ident}' is not the id of one of the instruments ({', '.join(ids)})"))
+                    continue
+                if ident == decoy.id:
+                    out.append((src, f"{at}.instruments, entry {n + 1}",
+                                f"'{ident}' is the decoy: the null of every task cannot be scored as a dimension of "
+                                "an inventory; list the instruments only"))
+                inst = next(i for i in loaded if i.id == ident)
+                labels.append(inst.construct or inst.name)
+            out.extend(duplicate_problems(labels, src, lambda n: f"{at}.instruments, entry {n + 1}",
+                                          "the dimension (the instrument's construct, else its name)", case=False,
+                                          remedy="the dimension task would offer two identical options; merge the "
+                                                 "two instruments' items into one file, or give each its construct"))
+        return out
+
+    @staticmethod
+    def _same_instrument_problems(loaded: list[Instrument]) -> list[Problem]:
+        """The same instrument listed twice (the decoy included): the same file or the same content (sha256); or
+        two instruments asked by one name (published_name, else name, case aside) with items of the same number:
+        "NAME, item N" would be one recall prompt for two items (the IPIP domain files share the 50-item
+        questionnaire's name and split its numbers: that is one inventory, asked right), and the decoy asked as
+        an instrument is no null."""
+        out: list[Problem] = []
+        first: dict = {}
+        named: dict[str, list[Instrument]] = {}
+        for inst in loaded:
+            for what, key in (("file", ("file", str(Path(inst.path).resolve()))), ("content (sha256)", ("sha", inst.sha256))):
+                if key in first:
+                    out.append((str(inst.path), "file", f"the same {what} as {first[key].path}: one instrument "
+                                "listed twice would be asked the same prompts and counted twice (list it once)"))
+                    break
+                first[key] = inst
+            else:
+                name, field = asked_as(inst)
+                for other in named.get(identity(name, case=False), []):
+                    common = sorted({i.number for i in inst.items} & {i.number for i in other.items})
+                    if common:
+                        out.append((str(inst.path), f"field {field}",
+                                    f"{name!r} is also how {other.path} is asked, and both have an item number "
+                                    f"{common[0]}: \"{name}, item {common[0]}\" would be one recall prompt for two "
+                                    "items; give each instrument its own published_name"))
+                        break
+                named.setdefault(identity(name, case=False), []).append(inst)
         return out
 
     # -- requests -----------------------------------------------------------------------------------------------

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 from typing import TYPE_CHECKING, Any
 
 from qclm.contexts import Context, Protocol
 from qclm.errors import InputError, Problem
-from qclm.inputs import size
+from qclm.inputs import duplicate_problems, identity, size, text_problem
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
     FORCED_CHOICES, OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, dimension_of, display_options, load_survey_instrument,
@@ -63,6 +64,10 @@ GENERATION["default"] = {k: v["default"] for k, v in GENERATION["properties"].it
 
 #: the raw table: one row per generation (record ``response``) and per option of each forced choice (``option``;
 #: ``answer``: which of :data:`~qclm.probes.survey.material.FORCED_CHOICES`)
+#: an option label that is a number (signed, with a decimal point or comma, a percent sign): the survey numbers the
+#: options by position, so the judge could not tell a number in an answer from the label ("-1", "+1", "2.5", "50%")
+NUMBER_LABEL = re.compile(r"[+\-\u2212\u00b1]?\s*\d+(?:[.,]\d+)?\s*%?")
+
 RAW_COLUMNS = ["model", "probe", "instrument", "condition", "stimulus_id", "item_id", "variant", "persona", "order",
                "dimension", "record", "prompt_sha256", "item_text", "seed", "repetition", "request_seed", "raw_text",
                "new_tokens", "finish_reason", "answer", "position", "label", "option_score", "keyed_score", "logprob",
@@ -148,11 +153,12 @@ class SurveyProbe(ProbeKind):
         except InputError as err:
             return err.problems
         out: list[Problem] = []
-        numeric = [o.label for o in instrument.options if o.label.strip().replace(".", "", 1).isdigit()]
+        numeric = [o.label for o in instrument.options if NUMBER_LABEL.fullmatch(identity(o.label))]
         if numeric:
             out.append((str(instrument.path), "field original_scale.options",
                         f"labels {', '.join(numeric)} are numbers: the survey numbers the options by the position it "
                         "shows them at, so a number in an answer could not be told from a label"))
+        out.extend(self.persona_problems())
         gen = generation_settings(self.settings)
         draws = len(self.settings.get("seeds") or [0]) * int(self.settings.get("repetitions") or 1)
         if gen["greedy"] and draws > 1:
@@ -161,6 +167,20 @@ class SurveyProbe(ProbeKind):
                         f"greedy generation gives the same text for every seed and repetition ({draws} per prompt "
                         "here): give one seed and repetitions 1, or sample (greedy: false)"))
         return out
+
+    def persona_problems(self) -> list[Problem]:
+        """The personas are texts a user gives (in a config or with --persona): the text checks of every user text,
+        and each once (:func:`qclm.inputs.identity`: two personas that differ by an invisible character or their
+        Unicode form are one persona asked twice)."""
+        personas = [p for p in self.settings.get("personas") or [] if isinstance(p, str)]
+        src, where = self.instance.source, f"{self.instance.where or 'probe'}.personas"
+        out: list[Problem] = []
+        for n, persona in enumerate(personas):
+            problem = text_problem(persona)
+            if problem:
+                out.append((src, f"{where}, entry {n + 1}", problem))
+        return out + duplicate_problems(personas, src, lambda n: f"{where}, entry {n + 1}", "persona",
+                                        remedy="each persona is its own prompt: give it once")
 
     # -- scoring ----------------------------------------------------------------------------------------------
     def prompts_of(self, context: Context, prompts: PromptBuilder, protocol: Protocol):
