@@ -206,7 +206,7 @@ def _published(tmp, bad):
 
 def _corpus_line(tmp, bad):
     path = tmp / "c.txt"
-    path.write_text(f"{bad}\n", encoding="utf-8")
+    path.write_text(f"a first text\n{bad}\n", encoding="utf-8")  # (not first: a BOM there is the file's encoding)
     return _problems(load_corpus, path)
 
 
@@ -358,3 +358,12 @@ def test_a_control_intervention_on_the_same_corpus_is_refused(tmp_path):
         assert lines(control) == [f"run.yaml: field interventions.c.corpus: the control trains on the same corpus "
                                   f"{same} as d: d's shift beyond the control would be 0 by construction; give the "
                                   "control a corpus of its own"]
+
+
+@pytest.mark.parametrize("separator", ["\x85", "\x0c", "\x0b", "\x1c"])
+def test_a_model_table_line_with_a_line_breaking_control_character_stays_one_line(tmp_path, separator):
+    from qclm.inputs import read_tsv
+    table = tmp_path / "models.tsv"
+    table.write_text(f"name\tpath\nm1\torg/m{separator}odel\n", encoding="utf-8")
+    _, _, rows = read_tsv(table)
+    assert [(line, row["name"], row["path"]) for line, row in rows] == [(2, "m1", f"org/m{separator}odel")]

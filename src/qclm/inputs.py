@@ -297,6 +297,13 @@ def read_yaml(path: str | Path) -> Any:
     return parse_yaml(read_text(path, "YAML file"), path)
 
 
+def file_lines(text: str) -> list[str]:
+    """A user file's lines: they end at "\\n" only (a "\\r" before it is dropped). str.splitlines also breaks at
+    NEL, form feed, vertical tab and the file/group/record separators, which would turn a control character inside
+    a line into two lines instead of a problem."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 # -- tab-separated tables ------------------------------------------------------------------------------------
 
 def read_tsv(path: str | Path, kind: str = "tab-separated table") -> tuple[int, list[str], list[tuple[int, dict]]]:
@@ -305,7 +312,7 @@ def read_tsv(path: str | Path, kind: str = "tab-separated table") -> tuple[int, 
     beyond the header under ``None``, missing values ``None``). A column named twice in the header is an
     InputError (a reader would keep one of the two silently)."""
     path = Path(path)
-    lines = read_text(path, kind).splitlines()
+    lines = file_lines(read_text(path, kind))
     numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
     if not numbered:
         raise InputError.one(path, "file", "no header and no rows")

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from qclm.commands.args import check_output, device as device_arg, sized, threads, usable_device
 from qclm.errors import InputError
-from qclm.inputs import read_text, surrogate_problem
+from qclm.inputs import file_lines, read_text, surrogate_problem
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES, resolve_model
 from qclm.settings import BOUNDARY_MODES, ENGINE, METHODS, defaults
@@ -61,7 +61,7 @@ def read_requests(path: str | Path) -> tuple[list[int], list[str], list[str]]:
     path = Path(path)
     text = read_text(path, "JSON Lines request file")
     lines, contexts, continuations, problems = [], [], [], []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(file_lines(text), start=1):
         if not raw.strip():
             continue
         where = f"line {number}"

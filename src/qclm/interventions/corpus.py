@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import SAME_TEXT, document_problems, identity, parse_yaml, read_text, text_problem
+from qclm.inputs import SAME_TEXT, document_problems, file_lines, identity, parse_yaml, read_text, text_problem
 
 SCHEMA = {
     "type": "object",
@@ -83,10 +83,7 @@ def load_corpus(path: str | Path) -> Corpus:
         repeats = bool(data.get("repeats"))
     else:
         texts, labels = [], []
-        # lines end at "\n" only (a "\r" before it is dropped): str.splitlines also breaks at NEL, form feed,
-        # vertical tab and the file/group/record separators, which would turn a control character inside a text into
-        # two texts instead of a problem
-        for number, line in enumerate((ln.removesuffix("\r") for ln in text.split("\n")), start=1):
+        for number, line in enumerate(file_lines(text), start=1):
             raw, line = line, line.strip()  # (str.strip also drops control characters at the ends: check raw)
             if not line or line.startswith("#"):
                 continue
