@@ -222,20 +222,30 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
                                  f"weight {weight} repeats level {seen_weights[float(weight)]}"))
             else:
                 seen_weights[float(weight)] = str(label)
-        for phrase in _strings(lv.get("intensifiers")):
-            if phrase != phrase.strip():
-                problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' has leading or trailing space"))
-            if "{" in phrase or "}" in phrase:
-                problems.append((f, f"{where}: field intensifiers", f"phrase {show(phrase)} has a brace ({{ or }}): "
-                                 "it is not a template slot and would reach the model as written"))
-            key = identity(phrase)
-            if key in seen_phrases:
-                same = "" if seen_phrases[key] == phrase else f" ({show(phrase)} and {show(seen_phrases[key])} {SAME_TEXT})"
-                problems.append((f, f"{where}: field intensifiers", f"phrase '{phrase}' appears twice{same}"))
-            seen_phrases.setdefault(key, phrase)
+        problems += _slot_text_problems(_strings(lv.get("intensifiers")), seen_phrases, f,
+                                        f"{where}: field intensifiers", "phrase", "appears twice",
+                                        "it is not a template slot and would reach the model as written")
         if is_finite_number(weight) and isinstance(label, str):
             levels.append(Level(label, float(weight), tuple(_strings(lv.get("intensifiers")))))
     return levels
+
+
+def _slot_text_problems(texts: list[str], seen: dict[str, str], f: str, loc: str, noun: str, twice: str,
+                        brace_why: str) -> list:
+    """The rules on a text that fills a template slot (an intensifier phrase, a construct term): no outer spaces,
+    no brace, not given twice (compared by :func:`identity`; ``seen`` remembers the texts across calls)."""
+    problems = []
+    for t in texts:
+        if t != t.strip():
+            problems.append((f, loc, f"{noun} '{t}' has leading or trailing space"))
+        if "{" in t or "}" in t:
+            problems.append((f, loc, f"{noun} {show(t)} has a brace ({{ or }}): {brace_why}"))
+        key = identity(t)
+        if key in seen:
+            same = "" if seen[key] == t else f" ({show(t)} and {show(seen[key])} {SAME_TEXT})"
+            problems.append((f, loc, f"{noun} '{t}' {twice}{same}"))
+        seen.setdefault(key, t)
+    return problems
 
 
 def cterm_problems(plus: list[str], minus: list[str], f: str, where: str) -> list:
@@ -243,19 +253,9 @@ def cterm_problems(plus: list[str], minus: list[str], f: str, where: str) -> lis
     listed twice, none in both S+ and S-."""
     problems = []
     for field, terms in (("plus", plus), ("minus", minus)):
-        seen_terms: dict[str, str] = {}
-        for t in terms:
-            if t != t.strip():
-                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' has leading or trailing space"))
-            if "{" in t or "}" in t:
-                problems.append((f, f"{where}: field cterms.{field}", f"term {show(t)} has a brace ({{ or }}): a "
-                                 "term fills the template's {cterm} slot as written, so a slot or brace in it would "
-                                 "reach the model"))
-            key = identity(t)
-            if key in seen_terms:
-                same = "" if seen_terms[key] == t else f" ({show(t)} and {show(seen_terms[key])} {SAME_TEXT})"
-                problems.append((f, f"{where}: field cterms.{field}", f"term '{t}' is listed twice{same}"))
-            seen_terms.setdefault(key, t)
+        problems += _slot_text_problems(terms, {}, f, f"{where}: field cterms.{field}", "term", "is listed twice",
+                                        "a term fills the template's {cterm} slot as written, so a slot or brace in "
+                                        "it would reach the model")
     minus_keys = {identity(t): t for t in minus}
     for t in sorted({identity(t): t for t in plus if identity(t) in minus_keys}.values()):
         problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
