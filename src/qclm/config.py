@@ -259,6 +259,7 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
     classifier; empty, a causal LM) the kind cannot ask (its ``heads``). One problem per row and column, naming the
     instances; an instance whose ``models:`` leaves the row out does not ask it."""
     from qclm import probes
+    from qclm.engine import capabilities
 
     if table is None:
         return []
@@ -283,6 +284,13 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
                         f"{problem}; {'probe' if one else 'probes'} {', '.join(f'{i.id} ({i.kind})' for i in cannot)} "
                         f"would score it: give {'it' if one else 'them'} the models {'it scores' if one else 'they score'}"
                         " (models: [...]) or leave the row out of the table"))
+        for i in scoring:
+            lacking = capabilities.missing(spec.backend, probes.kind_class(i.kind).request_kinds(i.settings))
+            if lacking:
+                out.append((table, f"line {spec.line} (model {spec.name}): column backend",
+                            f"probe {i.id} (kind {i.kind}) needs {', '.join(lacking)} requests, and backend "
+                            f"{spec.backend} cannot answer them ({'; '.join(capabilities.why_not(spec.backend, k) for k in lacking)}): "
+                            "score this probe on another row (models: [...]) or serve the model with vllm or locally"))
     return out
 
 

@@ -23,7 +23,7 @@ import yaml
 
 ENGINE, SCORING, ANALYSIS, TEMPLATES = "engine", "scoring", "analysis", "templates"
 #: engine settings that change no number (left out of the scoring jobs' params and cache key)
-RUN_ONLY = ("threads",)
+RUN_ONLY = ("threads", "api_concurrency", "api_timeout", "api_retries", "response_cache", "server_start_timeout")
 
 
 @cache
@@ -71,6 +71,12 @@ def value(config: dict, key: str) -> Any:
 def engine_numbers(config: dict) -> dict[str, Any]:
     """The engine settings that change a scoring job's numbers (its params and cell-cache key)."""
     return {k: v for k, v in sorted(section(config, ENGINE).items()) if k not in RUN_ONLY}
+
+
+def run_only(config: dict) -> dict[str, Any]:
+    """The engine settings that change no number (:data:`RUN_ONLY`): the scoring jobs read them from the config, not
+    from their params."""
+    return {k: v for k, v in section(config, ENGINE).items() if k in RUN_ONLY}
 
 
 #: keys that configs written before the split of settings had under ``scoring`` and that now live under ``engine``

@@ -14,8 +14,11 @@ JOB_BASE_MB = 4096  # interpreter, torch, tokenizer, result tables
 
 
 def weights_mb(name):
-    """Size of one model's weights in MB as loaded for scoring (dtype or quantization column)."""
+    """Size of one model's weights in MB as loaded for scoring (dtype or quantization column); none in the job's
+    host memory where a server holds them (backend vllm or openai)."""
     spec = MODELS[name]
+    if spec.backend != "local":
+        return 0
     per_weight = (
         QUANTIZED_WEIGHT_BYTES.get(spec.quantization) or WEIGHT_BYTES[spec.dtype]
     )
@@ -26,6 +29,12 @@ def score_mem_mb(wildcards, attempt):
     """Host memory of a scoring job: the weights pass through host memory once while loading
     (a CPU fallback keeps them there), plus a quarter for buffers."""
     return attempt * (JOB_BASE_MB + math.ceil(1.25 * weights_mb(wildcards.model)))
+
+
+def score_gpus(wildcards):
+    """GPUs of a scoring job: the row's `gpus` for a vLLM server the job starts (its tensor-parallel size), none
+    for an API row or a server the user runs (qclm.models.table.ModelSpec.job_gpus), one for a local row."""
+    return MODELS[wildcards.model].job_gpus if wildcards.model in MODELS else 1
 
 
 def score_runtime(wildcards, attempt):

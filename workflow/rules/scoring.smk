@@ -48,7 +48,7 @@ for _ids, _models in SCORING_GROUPS.items():
         # CPU-only jobs fill the remaining cores
         priority: 10
         resources:
-            gpu=1,
+            gpu=score_gpus,
             mem_mb=score_mem_mb,
             runtime=score_runtime,
         script:

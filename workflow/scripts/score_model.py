@@ -3,27 +3,30 @@ outputs, in the order of params.cells; qclm.jobs.score_model)."""
 import sys
 from pathlib import Path
 
-from qclm.jobs.gpu import bind_one_gpu
+from qclm.interventions import parse_row
+from qclm.jobs.gpu import bind_gpus
 from qclm.logs import configure_logging
 
 configure_logging(snakemake.log.main)
-gpu_lock = bind_one_gpu(str(snakemake.params.engine["device"]))  # before torch starts CUDA
+spec = parse_row(snakemake.params.model, "config model table", 0)
+gpu_locks = bind_gpus(str(snakemake.params.engine["device"]), spec.job_gpus)  # before torch starts CUDA
 
 import torch  # noqa: E402
 
 from qclm.contexts import Protocol  # noqa: E402
 from qclm.jobs.score_model import Cell, run_scoring_job  # noqa: E402
-from qclm.interventions import parse_row  # noqa: E402
+from qclm.settings import run_only  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
-spec = parse_row(snakemake.params.model, "config model table", 0)
 sys.exit(run_scoring_job(
     spec,
     [Cell(**cell) for cell in snakemake.params.cells],
     list(snakemake.output),
     list(snakemake.log.cells),
     Protocol.from_config(snakemake.params.protocol),
-    snakemake.params.engine,
+    # the settings that change no number (server backends' concurrency, timeouts...) come from the config, not
+    # the params: changing them reruns no job
+    {**snakemake.params.engine, **run_only(snakemake.config)},
     prepared_dir=Path(snakemake.params.models_dir) / spec.name,
     cache_dir=Path(snakemake.params.cache_dir),
     seed=snakemake.params.engine["seed"],

@@ -148,6 +148,11 @@ class GenerationSettings:
     stop: tuple[str, ...] = ()
 
 
+def is_greedy(settings: GenerationSettings) -> bool:
+    """Greedy generation: ``greedy`` set or temperature 0."""
+    return settings.greedy or settings.temperature <= 0
+
+
 @dataclass(frozen=True)
 class GenerateRequest:
     """Generate after ``context``; ``seed`` fixes this request's random draws (:func:`derive_seed`)."""

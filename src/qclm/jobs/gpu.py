@@ -12,6 +12,43 @@ from pathlib import Path
 log = logging.getLogger("qclm.jobs")
 
 
+def bind_gpus(device: str, count: int):
+    """Bind this job to ``count`` GPUs (a ``backend: vllm`` row's ``gpus``: its server's tensor-parallel size): one
+    through :func:`bind_one_gpu`; several by taking a lock on each (waiting for the last ones if other jobs hold
+    them) and making them this job's CUDA_VISIBLE_DEVICES; none (an API row, a server the user runs) binds nothing.
+    Returns the open lock files (keep a reference)."""
+    if count <= 0:
+        return []
+    if count == 1:
+        return [bind_one_gpu(device)]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if device not in ("auto", "cuda"):
+        return []
+    ids = ([d.strip() for d in visible.split(",") if d.strip()] if visible is not None
+           else [str(i) for i in range(len(glob.glob("/proc/driver/nvidia/gpus/*")))])
+    if len(ids) <= count:
+        return []  # SLURM's --gpus=N, or a machine with just these: use them all
+    lock_dir = Path(os.environ.get("QCLM_GPU_LOCK_DIR")
+                    or Path(tempfile.gettempdir()) / f"qclm-gpu-locks-{os.getuid()}")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    locks, taken = [], []
+    for blocking in (False, True):
+        for gpu in ids:
+            if len(taken) == count or gpu in taken:
+                continue
+            lock = open(lock_dir / f"gpu-{gpu}.lock", "w")  # noqa: SIM115 - held until the job exits
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                lock.close()
+                continue
+            locks.append(lock)
+            taken.append(gpu)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(taken)
+    log.info("bound to GPUs %s of %s", ",".join(taken), ",".join(ids))
+    return locks
+
+
 def bind_one_gpu(device: str):
     """Bind this job to one GPU of several by setting CUDA_VISIBLE_DEVICES before CUDA starts.
 

@@ -88,11 +88,12 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> s
 
 
 class Loaded:
-    """A model loaded once for a whole job: the weights, the tokenizer, their provenance and one backend (the
-    engine's self-check runs once per job)."""
+    """A model ready for a whole job: its backend (the weights loaded once, or a server started once), the
+    tokenizer, their provenance and the prompt builder (the engine's self-check runs once per job). ``close()``
+    stops what the job started (a vLLM server)."""
 
-    def __init__(self, spec: ModelSpec, model, tokenizer, provenance: dict, engine: dict):
-        from qclm.engine.backend import LocalBackend
+    def __init__(self, spec: ModelSpec, model, tokenizer, provenance: dict, engine: dict, backend=None,
+                 resources=()):
         from qclm.prompts import PromptBuilder, PromptFormat
 
         self.spec = spec
@@ -100,22 +101,103 @@ class Loaded:
         self.tokenizer = tokenizer
         self.provenance = provenance
         self.engine = engine = {**defaults(ENGINE), **engine}
-        if spec.head == "nli":  # a sequence classifier: only the entailment probe scores it
+        self.resources = list(resources)
+        if backend is not None:
+            self.backend = backend
+        elif spec.head == "nli":  # a sequence classifier: only the entailment probe scores it
             from qclm.probes.entailment.nli import NliBackend
 
             self.backend = NliBackend(model, tokenizer, engine, spec.name)
         else:
+            from qclm.engine.backend import LocalBackend
+
             self.backend = LocalBackend(model, tokenizer, engine)
         self.format = PromptFormat.from_settings(spec.prompt_format, engine)
         self.prompts = PromptBuilder(tokenizer, self.format)
 
+    def close(self) -> None:
+        while self.resources:
+            self.resources.pop().__exit__(None, None, None)
 
-def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict) -> Loaded:
+
+def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict,
+         responses_dir: str | Path | None = None) -> Loaded:
+    """The model of one row as its backend serves it (``backend`` column): loaded here (local), through a vLLM
+    server (started here unless the row names one) or through an OpenAI-compatible API. ``responses_dir``: the
+    server backends' response cache (``engine.response_cache``)."""
+    engine = {**defaults(ENGINE), **engine}
+    if spec.backend != "local":
+        return _load_remote(spec, prepared_dir, engine, responses_dir)
     from qclm.models.loading import load_model
 
-    engine = {**defaults(ENGINE), **engine}
     model, tokenizer, provenance = load_model(spec, prepared_dir, engine["device"])
     return Loaded(spec, model, tokenizer, provenance, engine)
+
+
+def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> Loaded:
+    from qclm.engine.remote import CompletionsClient, api_key
+
+    identity = {k: v for k, v in spec.as_row().items() if k != "server" or spec.backend == "openai"}
+    if spec.kind == "local":
+        checkpoint = checkpoint_provenance(spec.source)
+        if checkpoint:
+            identity["checkpoint"] = checkpoint
+    common = {"cache_dir": responses_dir if engine["response_cache"] else None,
+              "concurrency": engine["api_concurrency"], "timeout": engine["api_timeout"],
+              "retries": engine["api_retries"], "name": spec.name}
+    provenance = {"model": spec.name, "source": spec.source, "revision": spec.revision, "backend": spec.backend,
+                  "dtype": spec.dtype, "quantization": spec.quantization or "none"}
+    if spec.backend == "openai":
+        from qclm.engine.openai_api import OpenAIBackend
+
+        client = CompletionsClient(spec.server, spec.source, identity, key=api_key(spec.api_key_env, spec.name),
+                                   **common)
+        return Loaded(spec, None, None, {**provenance, "server": spec.server}, engine, OpenAIBackend(client))
+    from qclm.engine.vllm import VLLM_BATCH, VllmBackend, VllmServer
+    from qclm.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(spec, prepared_dir)
+    resources = []
+    if spec.server:
+        url, served = spec.server, spec.source
+    else:
+        where = str(prepared_dir) if spec.needs_preparation else (
+            str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source)
+        server = VllmServer(where, gpus=spec.gpus, dtype=spec.dtype, start_timeout=engine["server_start_timeout"],
+                            served_name=spec.name, log_path=Path(responses_dir or ".").parent / f"{spec.name}.vllm.log"
+                            if responses_dir else None, extra_args=vllm_args(engine))
+        resources.append(server.__enter__())
+        url, served = server.url, spec.name
+    try:
+        client = CompletionsClient(url, served, identity, key=api_key(spec.api_key_env, spec.name),
+                                   batch=VLLM_BATCH, **common)
+        provenance.update({"server": spec.server or "started by the scoring job", "gpus": spec.job_gpus,
+                           "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
+                           "vllm": server_version(url)})
+        return Loaded(spec, None, tokenizer, provenance, engine, VllmBackend(tokenizer, client, engine), resources)
+    except BaseException:
+        for r in resources:
+            r.__exit__(None, None, None)
+        raise
+
+
+def vllm_args(engine: dict) -> list[str]:
+    """Extra arguments of a server the job starts: on a machine without a GPU, vLLM's CPU build needs eager mode and
+    a block size its CPU attention takes."""
+    import shutil
+
+    return [] if shutil.which("nvidia-smi") else ["--enforce-eager", "--block-size", "32"]
+
+
+def server_version(url: str) -> str:
+    """The server's software version (vLLM's /version), or empty."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.rstrip("/").removesuffix("/v1") + "/version", timeout=10) as r:
+            return str(json.loads(r.read()).get("version", ""))
+    except (OSError, ValueError):
+        return ""
 
 
 def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) -> tuple[Any, dict]:
@@ -130,6 +212,8 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
                for path, cls in zip(cell.stimuli_files, classes_of(cell.condition), strict=True)]
     contexts = condition_contexts(cell.condition, stimuli, protocol)
     stats = loaded.backend.stats
+    client = getattr(loaded.backend, "client", None)
+    usage_before = client.usage.as_dict() if client is not None else None
     tokens_before, t0 = stats.tokens_computed, time.perf_counter()
     with tqdm(desc=f"{spec.name}/{cell.label}", unit="request", mininterval=5) as bar:
         df, own = probe.score(ScoringCell(spec.name, cell.condition, contexts, loaded.backend, loaded.prompts,
@@ -151,6 +235,8 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
         "boundary": loaded.engine["boundary"], "params_b": spec.params_b, "model_type": spec.type,
         "family": spec.family, "tokens_computed": tokens, "seconds": round(seconds, 3), **own,
     }
+    if usage_before is not None:  # what the server answered for this cell, and what the response cache did
+        metadata["api_usage"] = {k: v - usage_before[k] for k, v in client.usage.as_dict().items()}
     return df, metadata
 
 
@@ -159,13 +245,22 @@ def _one_line(err: BaseException) -> str:
 
     text = " ".join(str(err).split()) or "(no message)"
     text = text if len(text) <= 400 else text[:397] + "..."
-    return text if isinstance(err, (ModelLoadError, InputError)) else f"{type(err).__name__}: {text}"
+    from qclm.engine.remote import CredentialsError, RemoteError
+
+    return text if isinstance(err, (ModelLoadError, InputError, CredentialsError, RemoteError)) \
+        else f"{type(err).__name__}: {text}"
 
 
-def _fail(line: str) -> int:
+def _fail(line: str, code: int = 1) -> int:
     log.error(line)
     print(line, file=sys.__stderr__)  # the terminal, even when stderr goes to the job log
-    return 1
+    return code
+
+
+#: the exit code of a job whose API key is missing or rejected (nothing else is wrong: set the key, run again)
+CREDENTIALS_EXIT = 2
+#: a server backend's response cache, under the job's cell cache (qclm.engine.remote.ResponseCache)
+RESPONSES = "_responses"
 
 
 def _place(cached: Path, output: Path) -> None:
@@ -184,7 +279,10 @@ def _cell_errors() -> tuple[type[BaseException], ...]:
     from qclm.engine.requests import BoundaryError
     from qclm.prompts import ChatTemplateError
 
-    return NumericalError, BoundaryError, ChatTemplateError, InputError
+    from qclm.engine.remote import RemoteError
+    from qclm.engine.vllm import ServerError
+
+    return NumericalError, BoundaryError, ChatTemplateError, InputError, RemoteError, ServerError
 
 
 def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell_logs: list[str],
@@ -194,6 +292,18 @@ def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell
         # write_parquet writes .NAME.PID.tmp and renames it; a killed job may leave one behind
         for stale in output.parent.glob(f".{output.name}.*.tmp"):
             stale.unlink(missing_ok=True)
+    opened: list[Loaded] = []
+    try:
+        return _score_cells(spec, cells, outputs, cell_logs, protocol, engine, prepared_dir, cache_dir, seed, opened)
+    finally:  # whatever happens: a vLLM server the job started is stopped
+        for loaded in opened:
+            loaded.close()
+
+
+def _score_cells(spec, cells, outputs, cell_logs, protocol, engine, prepared_dir, cache_dir, seed,
+                 opened: list[Loaded]) -> int:
+    from qclm.engine.remote import CredentialsError
+
     loaded = None
     root = logging.getLogger()
     for cell, output, cell_log in zip(cells, map(Path, outputs), cell_logs, strict=True):
@@ -206,14 +316,19 @@ def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell
             continue
         if loaded is None:
             try:
-                loaded = load(spec, prepared_dir, engine)
+                loaded = load(spec, prepared_dir, engine, cache_dir / spec.name / RESPONSES)
+            except CredentialsError as err:
+                return _fail(_one_line(err), CREDENTIALS_EXIT)
             except Exception as err:  # noqa: BLE001 - any cause: fail this model's job with one line
                 return _fail(f"model {spec.name}: cannot load: {_one_line(err)}")
+            opened.append(loaded)
         handler = logging.FileHandler(cell_log, mode="w")
         handler.setFormatter(formatter())
         root.addHandler(handler)
         try:
             df, metadata = score_cell(loaded, cell, protocol, seed)
+        except CredentialsError as err:
+            return _fail(_one_line(err), CREDENTIALS_EXIT)
         except _cell_errors() as err:
             return _fail(f"model {spec.name}: {cell.label}: {_one_line(err)}")
         finally:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from qclm.engine.capabilities import BACKENDS
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
 from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_problem
@@ -27,7 +28,8 @@ from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_pr
 log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
-OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "notes")
+OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "backend", "server",
+                    "api_key_env", "gpus", "notes")
 #: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
 #: entailment probe scores through; qclm.probes.entailment.nli)
 HEADS = ("", "nli")
@@ -38,6 +40,12 @@ QUANTIZATIONS = ("", "none", "8bit", "4bit")
 TRUE = ("true", "yes", "1")
 FALSE = ("", "false", "no", "0")
 PREPARED_MARKER = "qclm_prepared.json"
+#: the ``server`` column: an http(s) base URL (a vLLM server the user runs, an OpenAI-compatible endpoint)
+SERVER_PATTERN = re.compile(r"^https?://[^\s/]+(/\S*)?\Z")
+#: the ``api_key_env`` column: the name of an environment variable (never the key itself)
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
+#: the ``gpus`` column: GPUs a ``backend: vllm`` row's server gets (its tensor_parallel_size)
+MAX_GPUS = 64
 
 
 def _smollm2_gguf(cache_dir: Path) -> Path:
@@ -78,10 +86,16 @@ class ModelSpec:
     allow_pickle: bool = False
     prompt_format: str = "raw"  # raw | chat | chat_preamble (qclm.prompts)
     head: str = ""  # "" (causal LM) | nli (HEADS)
+    backend: str = "local"  # local | vllm | openai (qclm.engine.capabilities.BACKENDS)
+    server: str = ""  # vllm: the URL of a server the user runs (empty: the job starts one); openai: the base URL
+    api_key_env: str = ""  # the environment variable that holds the API key (empty: none is sent)
+    gpus: int = 1  # GPUs of the row's scoring job (vllm: tensor_parallel_size; openai and a user's server: none)
     line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
 
     @property
     def kind(self) -> str:
+        if self.backend == "openai":
+            return "api"  # the source is the model's name at the endpoint
         if self.source.startswith("embedded:"):
             return "embedded"
         if self.source.endswith(".gguf"):
@@ -94,6 +108,11 @@ class ModelSpec:
     def needs_preparation(self) -> bool:
         return self.kind in ("embedded", "gguf")
 
+    @property
+    def job_gpus(self) -> int:
+        """GPUs the row's scoring job holds: none for an API or a server the user runs, else the row's ``gpus``."""
+        return 0 if self.backend == "openai" or self.server else self.gpus
+
     def as_row(self) -> dict[str, str]:
         return {
             "name": self.name, "source": self.source, "revision": self.revision,
@@ -102,6 +121,10 @@ class ModelSpec:
             "trust_remote_code": str(self.trust_remote_code).lower(),
             "allow_pickle": str(self.allow_pickle).lower(), "prompt_format": self.prompt_format,
             **({"head": self.head} if self.head else {}),  # only when set: other models' provenance is unchanged
+            **({"backend": self.backend} if self.backend != "local" else {}),
+            **({"server": self.server} if self.server else {}),
+            **({"api_key_env": self.api_key_env} if self.api_key_env else {}),
+            **({"gpus": str(self.gpus)} if self.gpus != 1 else {}),
         }
 
 
@@ -123,7 +146,15 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if safe_name_problem(name):
         problems.append((file, f"{where}: column name", safe_name_message(repr(name), name, "is not filesystem-safe")))
     source = row["source"].strip()
-    if source.startswith("embedded:"):
+    backend = (row.get("backend") or "").strip().lower() or "local"
+    if backend not in BACKENDS:
+        problems.append((file, f"{where}: column backend", f"must be one of {', '.join(BACKENDS)} (or empty: local); "
+                         f"got {backend!r}"))
+    if backend == "openai":
+        if not source or any(c.isspace() for c in source):
+            problems.append((file, f"{where}: column source", "an openai row's source is the model's name at the "
+                             f"endpoint (no spaces); got {source!r}"))
+    elif source.startswith("embedded:"):
         if source[len("embedded:"):] not in EMBEDDED:
             problems.append((file, f"{where}: column source", f"unknown embedded model {source!r}; known: "
                              + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED))))
@@ -156,6 +187,36 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     head = (row.get("head") or "").strip().lower()
     if head not in HEADS:
         problems.append((file, f"{where}: column head", f"must be empty (a causal LM) or nli; got {head!r}"))
+    if backend != "local" and head:
+        problems.append((file, f"{where}: column head", f"a {backend} row serves a causal LM: a sequence classifier "
+                         "(head nli) is scored by the local backend only"))
+    if backend == "openai" and prompt_format != "raw":
+        problems.append((file, f"{where}: column prompt_format", "an openai row sends the rendered prompt to the "
+                         "completions endpoint, which needs raw (a chat template is the provider's, not on this "
+                         "machine)"))
+    server = (row.get("server") or "").strip()
+    if server and not SERVER_PATTERN.match(server):
+        problems.append((file, f"{where}: column server", f"must be an http:// or https:// URL; got {server!r}"))
+    if backend == "local" and server:
+        problems.append((file, f"{where}: column server", "a local row loads the model in the scoring job and "
+                         "talks to no server: set backend to vllm or openai, or leave server empty"))
+    if backend == "openai" and not server:
+        problems.append((file, f"{where}: column server", "an openai row needs the endpoint's base URL "
+                         "(e.g. https://api.openai.com/v1)"))
+    key_env = (row.get("api_key_env") or "").strip()
+    if key_env and not ENV_NAME_PATTERN.match(key_env):
+        problems.append((file, f"{where}: column api_key_env", "must name an environment variable (letters, digits, "
+                         f"_; the key itself never goes in a file); got {key_env!r}"))
+    if key_env and backend == "local":
+        problems.append((file, f"{where}: column api_key_env", "a local row sends no request: leave it empty"))
+    gpus_text = (row.get("gpus") or "").strip() or "1"
+    gpus = int(gpus_text) if re.fullmatch(r"[0-9]{1,3}", gpus_text) else 0
+    if not 1 <= gpus <= MAX_GPUS:
+        problems.append((file, f"{where}: column gpus", f"must be a whole number from 1 to {MAX_GPUS} (or empty: 1); "
+                         f"got {gpus_text!r}"))
+    elif gpus > 1 and backend != "vllm":
+        problems.append((file, f"{where}: column gpus", f"{gpus} GPUs: only a backend: vllm row spreads a model over "
+                         "several GPUs (tensor parallel); a local row scores on one"))
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
@@ -165,7 +226,8 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if problems:
         raise InputError(problems)
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
-                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head)
+                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head,
+                     backend=backend, server=server, api_key_env=key_env, gpus=gpus)
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:

@@ -166,10 +166,20 @@ class ProbeKind:
     #: "module:function" that reads the kind's score tables as a plant's calibration units (docs/calibration.md,
     #: :mod:`qclm.calibration.analysis`); None: the kind cannot be calibrated yet
     calibration: ClassVar[str | None] = None
+    #: the backend request kinds the kind's scoring asks (qclm.engine.capabilities.REQUEST_KINDS); ``qclm validate``
+    #: refuses an instance on a model-table row whose backend does not answer one of them (:meth:`request_kinds`
+    #: narrows it by the instance's settings)
+    needs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, instance: Instance):
         self.instance = instance
         self.settings = instance.settings
+
+    @classmethod
+    def request_kinds(cls, settings: dict[str, Any]) -> tuple[str, ...]:
+        """The request kinds an instance with these settings (defaults filled in) asks; the kind's ``needs`` unless
+        a setting narrows them."""
+        return cls.needs
 
     # -- declared material (DAG time; no torch) ----------------------------------------------------------------
     def files(self) -> list[str]:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 class CSIProbe(ProbeKind):
     name = "csi"
+    needs = ("choose_chain", "choose", "generate")
     calibration = "qclm.probes.csi.calibration:units"
     summary = ("Core Sentiment Inventory: word-by-word forced choices between two labels (comedy/tragedy) over "
                "shuffled lists; optimism, pessimism, consistency, reluctancy, with a valence control and a story test")
@@ -166,6 +167,12 @@ class CSIProbe(ProbeKind):
                                            self.instance.id, s["swap_labels"], self.n_wordings())]
 
     # -- scoring ----------------------------------------------------------------------------------------------
+    @classmethod
+    def request_kinds(cls, settings: dict[str, Any]) -> tuple[str, ...]:
+        """``list`` mode chains its forced choices, ``single`` asks them alone; the story test generates."""
+        return (("choose_chain",) if settings["mode"] == "list" else ("choose",)) + (
+            ("generate", "choose") if settings["story_test"] else ())
+
     def requests(self, context: Context, prompts, protocol: Protocol, seed: int = 0) -> list[Labelled]:
         s = self.settings
         labels, other, named = s["labels"], s["other"], s["name_other"]

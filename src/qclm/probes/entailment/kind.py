@@ -50,6 +50,7 @@ def describe_variant(inst: EntailmentInstrument, v: Variant, stimulus_id: str) -
 
 class EntailmentProbe(ProbeKind):
     name = "entailment"
+    needs = ("choose",)
     calibration = "qclm.probes.entailment.calibration:units"
     #: a causal LM, or a sequence classifier with an entailment label (qclm.probes.entailment.nli)
     heads = ("", "nli")

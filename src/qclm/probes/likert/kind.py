@@ -74,6 +74,7 @@ def describe_variant(q: Questionnaire, v: Variant, stimulus_id: str) -> str:
 
 class LikertProbe(ProbeKind):
     name = "likert"
+    needs = ("loglikelihood",)
     calibration = "qclm.probes.likert.calibration:units"
     summary = "Likert questionnaire items scored by their intensifiers' probabilities (the paper's QCLM)"
     schema = {

@@ -98,6 +98,7 @@ class Inventory:
 
 class MemorizationProbe(ProbeKind):
     name = "memorization"
+    needs = ("loglikelihood", "choose", "generate")
     calibration = "qclm.probes.memorization.calibration:units"
     version = 3  # 2: the raw table names each dimension row's inventory; 3: prompts by the published name, exposure
     #              neighbours, normalized option log-probabilities, targets as scores
@@ -269,6 +270,15 @@ class MemorizationProbe(ProbeKind):
         if task == "dimension" and not any(inst.id in {i for i, *_ in inv.items} for inv in self.inventories()):
             return NEEDS_DIMENSIONS
         return None
+
+    @classmethod
+    def request_kinds(cls, settings: dict[str, Any]) -> tuple[str, ...]:
+        """exposure scores log-likelihoods, the other tasks forced choices; recall in ``generate`` mode
+        generates."""
+        tasks = set(settings["tasks"])
+        return ((("loglikelihood",) if "exposure" in tasks else ())
+                + (("choose",) if tasks - {"exposure"} else ())
+                + (("generate",) if "recall" in tasks and settings["mode"] == "generate" else ()))
 
     def requests(self, context, prompts, protocol) -> list[Labelled]:
         from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, LoglikRequest

@@ -88,6 +88,7 @@ def generation_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 class SurveyProbe(ProbeKind):
     name = "survey"
+    needs = ("generate", "choose")
     calibration = "qclm.probes.survey.calibration:units"
     summary = ("an instrument administered as a survey: generated answers judged to options, beside the forced "
                "choice on the identical prompt (chat-format models)")

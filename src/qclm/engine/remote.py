@@ -1,0 +1,223 @@
+"""Requests to a server over HTTP (an OpenAI-compatible ``/v1/completions`` route: vLLM's, or an API's), for the
+server backends (:mod:`qclm.engine.vllm`, :mod:`qclm.engine.openai_api`): what a user of an API needs.
+
+- **Response cache**: every prompt's answer is kept on disk under a key of everything that determines it (the
+  model's identity, the route, the request's parameters, its seed), so a rerun or a resumed run sends nothing it
+  sent before (``engine.response_cache``). The server's address is not in the key: a workflow-started vLLM
+  server gets a new port every run, and the model's identity says what answers.
+- **Batches**: prompts that differ only in their prompt go in one HTTP request (a list of prompts) where the
+  route takes lists (vLLM); an API gets one prompt per request.
+- **Concurrency, timeout, retries**: at most ``engine.api_concurrency`` HTTP requests at once, each with a timeout
+  of ``engine.api_timeout`` seconds; a rate limit (429), a server error (5xx), a timeout or a dropped connection
+  is retried up to ``engine.api_retries`` times with exponential backoff (1, 2, 4... s, at most 60 s, or what
+  the server's Retry-After header says).
+- **Usage**: the tokens the server reports (prompt, completion), requests sent, answers from the cache, retries,
+  for the provenance of every cell.
+- **Credentials**: a missing or rejected key is a :class:`CredentialsError` (the scoring job ends with one line
+  and exit code 2; cells already computed are kept). The key comes from the environment variable the model
+  table's row names, never from a file.
+
+No torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("qclm.engine")
+
+#: backoff of retried requests: BACKOFF_BASE_S x 2^attempt, at most BACKOFF_MAX_S (or the server's Retry-After)
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 60.0
+
+
+class CredentialsError(RuntimeError):
+    """The API key is missing or the server rejected it (the scoring job exits 2)."""
+
+
+class RemoteError(RuntimeError):
+    """A request the server refused or kept failing after its retries, with the request named."""
+
+
+@dataclass
+class Usage:
+    """What a backend sent and what it cost (the provenance's ``api_usage``)."""
+
+    requests: int = 0  # HTTP requests that got an answer
+    prompts: int = 0  # prompts answered by the server (a request may carry several)
+    cached: int = 0  # prompts answered from the response cache
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def api_key(env: str, model: str) -> str:
+    """The key from the environment variable ``env`` (empty name: no key; vLLM servers need none)."""
+    if not env:
+        return "EMPTY"
+    key = os.environ.get(env, "")
+    if not key.strip():
+        raise CredentialsError(f"model {model}: the environment variable {env} (the model table's column api_key_env) "
+                               "is not set: export the API key in it before the run")
+    return key.strip()
+
+
+def _key(identity: dict, route: str, payload: dict) -> str:
+    text = json.dumps({"identity": identity, "route": route, "payload": payload}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Answers on disk, one JSON file per prompt (``DIR/ab/abcd....json``), written atomically."""
+
+    def __init__(self, directory: str | Path | None):
+        self.directory = Path(directory) if directory else None
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        if self.directory is None:
+            return None
+        path = self._path(key)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, answer: dict) -> None:
+        if self.directory is None:
+            return
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(answer), encoding="utf-8")
+        tmp.replace(path)
+
+
+class CompletionsClient:
+    """``/v1/completions`` of one server for one model, through the ``openai`` client (module docstring).
+
+    ``identity``: what determines the answers besides the request (the model row's fields, the server software);
+    ``batch``: prompts per HTTP request (1 for an API)."""
+
+    def __init__(self, base_url: str, model: str, identity: dict, *, key: str = "EMPTY",
+                 cache_dir: str | Path | None = None, concurrency: int = 8, timeout: float = 600.0,
+                 retries: int = 6, batch: int = 1, name: str = ""):
+        from openai import OpenAI
+
+        self.base_url, self.model, self.identity, self.name = base_url, model, identity, name or model
+        self.client = OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout)
+        self.cache = ResponseCache(cache_dir)
+        self.concurrency, self.retries, self.batch = max(1, concurrency), max(0, retries), max(1, batch)
+        self.usage = Usage()
+        self._lock = threading.Lock()
+
+    def complete(self, prompts: Sequence[Any], params: dict, describe: Callable[[int], str] | None = None,
+                 seeds: Sequence[int | None] | None = None) -> list[dict]:
+        """One answer (a completion choice as a dict: text, logprobs, finish_reason and the server's extras) per
+        prompt, in order. ``params``: the request's other parameters (``extra_body`` for the server's own);
+        ``seeds``: a seed per prompt (prompts with different seeds go in different requests)."""
+        seeds = list(seeds) if seeds is not None else [None] * len(prompts)
+        answers: list[dict | None] = [None] * len(prompts)
+        keys = []
+        for i, (prompt, seed) in enumerate(zip(prompts, seeds)):
+            payload = {**params, "prompt": prompt, **({"seed": seed} if seed is not None else {})}
+            keys.append(_key(self.identity, "completions", payload))
+            answers[i] = self.cache.get(keys[-1])
+        todo = [i for i, a in enumerate(answers) if a is None]
+        with self._lock:
+            self.usage.cached += len(prompts) - len(todo)
+        groups: dict[Any, list[int]] = {}
+        for i in todo:
+            groups.setdefault(seeds[i], []).append(i)
+        batches = [idx[j:j + self.batch] for idx in groups.values() for j in range(0, len(idx), self.batch)]
+
+        def send(batch: list[int]) -> None:
+            seed = seeds[batch[0]]
+            body = {**params, **({"seed": seed} if seed is not None else {})}
+            prompt = prompts[batch[0]] if len(batch) == 1 else [prompts[i] for i in batch]
+            what = describe(batch[0]) if describe else f"prompt {batch[0]}"
+            choices = self._send(prompt, body, what, len(batch))
+            for i, choice in zip(batch, choices):
+                self.cache.put(keys[i], choice)
+                answers[i] = choice
+
+        if len(batches) <= 1 or self.concurrency == 1:
+            for b in batches:
+                send(b)
+        else:
+            with ThreadPoolExecutor(self.concurrency) as pool:
+                for future in [pool.submit(send, b) for b in batches]:
+                    future.result()
+        return answers  # type: ignore[return-value]
+
+    def _send(self, prompt: Any, body: dict, what: str, n: int) -> list[dict]:
+        import openai
+
+        extra = body.pop("extra_body", None) if "extra_body" in body else None
+        attempt = 0
+        while True:
+            try:
+                response = self.client.completions.create(model=self.model, prompt=prompt, extra_body=extra, **body)
+                break
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
+                raise CredentialsError(f"model {self.name}: {self.base_url} rejected the API key "
+                                       f"({err.status_code}: {_message(err)})") from None
+            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as err:
+                if attempt >= self.retries:
+                    raise RemoteError(f"{what}: {self.base_url} failed {attempt + 1} times, last: "
+                                      f"{type(err).__name__}: {_message(err)}") from None
+                wait = _retry_after(err)
+                wait = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** attempt) if wait is None else wait
+                log.warning("model %s: %s (%s); retry %d of %d in %.1f s", self.name, type(err).__name__,
+                            _message(err), attempt + 1, self.retries, wait)
+                with self._lock:
+                    self.usage.retries += 1
+                time.sleep(wait)
+                attempt += 1
+            except openai.APIStatusError as err:
+                raise RemoteError(f"{what}: {self.base_url} refused the request ({err.status_code}: "
+                                  f"{_message(err)})") from None
+        data = response.model_dump()
+        choices = sorted(data.get("choices") or [], key=lambda c: c.get("index", 0))
+        if len(choices) != n:
+            raise RemoteError(f"{what}: {self.base_url} answered {len(choices)} choices for {n} prompts")
+        usage = data.get("usage") or {}
+        with self._lock:
+            self.usage.requests += 1
+            self.usage.prompts += n
+            self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
+        return choices
+
+
+def _message(err: Exception) -> str:
+    body = getattr(err, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        if inner.get("message"):
+            return " ".join(str(inner["message"]).split())[:300]
+    return " ".join(str(err).split())[:300] or type(err).__name__
+
+
+def _retry_after(err: Exception) -> float | None:
+    response = getattr(err, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return max(0.0, min(BACKOFF_MAX_S, float(value))) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,302 @@
+"""The server backends on the real thing (issue 27): a vLLM server (the CPU build in .venv-vllm, `make vllm-env`)
+serving a tiny Llama on loopback, started once for this module in its own process group and stopped by it; the
+same requests through the local engine and through the vLLM backend; the OpenAI-compatible backend through the
+`openai` client against the same server's routes, behind a forwarding proxy that counts requests and plays a
+rate limit, a dropped connection and a rejected key; and one workflow run with a local row and a vllm row of the
+same model whose tables must agree.
+
+Without .venv-vllm the module is skipped, except under CI (CI set), where a missing environment is a failure:
+`make test` builds it before the tests."""
+
+from __future__ import annotations
+
+import http.server
+import math
+import os
+import socket
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import CACHE, ROOT, _cached, run_snakemake, write_workflow_config
+
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+if not VLLM_PY.exists():
+    if os.environ.get("CI"):
+        raise RuntimeError(f"{VLLM_PY} is missing: `make test` builds it (make vllm-env)")
+    pytest.skip("no .venv-vllm (make vllm-env)", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+#: the same requests through both backends agree this closely (issue 27: 1e-4; measured ~1e-5 in float32)
+AGREE = 1e-4
+
+
+def _tiny_llama_vllm(tok_dir: Path, out: Path) -> None:
+    """A tiny random Llama that vLLM's CPU attention serves: head_dim 64 (it needs 32, 64, 80...)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.2)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(smollm2_tokenizer_dir) -> Path:
+    return _cached("tiny-llama-vllm", lambda d: _tiny_llama_vllm(smollm2_tokenizer_dir, d))
+
+
+@pytest.fixture(scope="module")
+def server(tiny_dir, tmp_path_factory):
+    from qclm.engine.vllm import VllmServer
+
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with VllmServer(tiny_dir, dtype="float32", python=str(VLLM_PY), log_path=log, start_timeout=600,
+                    extra_args=["--enforce-eager", "--block-size", "32"]) as s:
+        yield s
+    assert s.process is None
+
+
+@pytest.fixture(scope="module")
+def local(tiny_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from qclm.engine.backend import LocalBackend
+
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    return LocalBackend(AutoModelForCausalLM.from_pretrained(tiny_dir).eval(), tok, {})
+
+
+def _vllm(server, tiny_dir, cache_dir=None):
+    from transformers import AutoTokenizer
+
+    from qclm.engine.remote import CompletionsClient
+    from qclm.engine.vllm import VLLM_BATCH, VllmBackend
+
+    client = CompletionsClient(server.url, server.served_name, {"model": "tiny"}, cache_dir=cache_dir,
+                               batch=VLLM_BATCH)
+    return VllmBackend(AutoTokenizer.from_pretrained(tiny_dir), client, {})
+
+
+CTX = "I felt calm this morning, then the phone rang. Question: how tense are you right now? Answer:"
+
+
+def test_the_vllm_backend_answers_every_request_kind_as_the_local_engine(server, tiny_dir, local):
+    from qclm.engine.requests import (
+        ChainRequest, ChainStep, ChoiceRequest, GenerateRequest, GenerationSettings, LoglikRequest,
+    )
+
+    backend = _vllm(server, tiny_dir)
+    loglik = [LoglikRequest(CTX, " very much so"), LoglikRequest(CTX, " not at all"), LoglikRequest("", "The sky")]
+    for a, b in zip(local.loglikelihood(loglik), backend.loglikelihood(loglik)):
+        assert a.token_ids == b.token_ids and a.is_greedy == b.is_greedy
+        assert np.max(np.abs(np.subtract(a.token_logprobs, b.token_logprobs))) < AGREE
+    # single-token options (next-token requests on the prefix cache) and multi-token ones (prompt log-probs)
+    choices = [ChoiceRequest(CTX, (" 1", " 2", " 3", " 4"), (1, 2, 3, 4)), ChoiceRequest(CTX, (" yes", " not really"))]
+    for a, b in zip(local.choose(choices), backend.choose(choices)):
+        assert a.argmax == b.argmax
+        assert np.max(np.abs(np.subtract(a.option_logprobs, b.option_logprobs))) < AGREE
+        assert np.max(np.abs(np.subtract(a.probs, b.probs))) < AGREE
+    chains = [ChainRequest(CTX, (ChainStep(" calm:", (" A", " B")), ChainStep(" tense:", (" A", " B")),
+                                 ChainStep(" sad:", (" A", " B C"))))]
+    for a, b in zip(local.choose_chain(chains)[0].steps, backend.choose_chain(chains)[0].steps):
+        assert a.argmax == b.argmax
+        assert np.max(np.abs(np.subtract(a.option_logprobs, b.option_logprobs))) < AGREE
+    greedy = [GenerateRequest(CTX, 1, GenerationSettings(max_new_tokens=16, greedy=True)),
+              GenerateRequest("Hello", 2, GenerationSettings(max_new_tokens=8, temperature=0))]
+    for a, b in zip(local.generate(greedy), backend.generate(greedy)):
+        assert (a.token_ids, a.text, a.finish_reason, a.prompt_sha256) == (b.token_ids, b.text, b.finish_reason,
+                                                                            b.prompt_sha256)
+        assert np.max(np.abs(np.subtract(a.token_logprobs, b.token_logprobs))) < AGREE
+    sampled = [GenerateRequest(CTX, seed, GenerationSettings(max_new_tokens=12)) for seed in (5, 6)]
+    first, again = backend.generate(sampled), backend.generate(sampled)
+    assert [g.token_ids for g in first] == [g.token_ids for g in again]  # seeded: the same draws on a rerun
+    assert first[0].token_ids != first[1].token_ids  # and the seed moves them
+
+
+class Proxy:
+    """A forwarding proxy in front of the vLLM server: counts the requests that reach it and plays faults, each
+    once, on the next requests (``faults``: "429" a rate limit with Retry-After 0, "drop" a connection closed
+    without an answer, "401" a rejected key)."""
+
+    def __init__(self, upstream: str):
+        self.upstream, self.count, self.faults = upstream.rstrip("/"), 0, []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                proxy.count += 1
+                fault = proxy.faults.pop(0) if proxy.faults else None
+                if fault == "drop":
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault in ("429", "401"):
+                    message = b'{"error": {"message": "played by the test proxy"}}'
+                    self.send_response(int(fault))
+                    self.send_header("retry-after", "0")
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(message)))
+                    self.end_headers()
+                    self.wfile.write(message)
+                    return
+                req = urllib.request.Request(proxy.upstream + self.path.removeprefix("/v1"), body,
+                                             {"content-type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=120) as r:
+                        status, data = r.status, r.read()
+                except urllib.error.HTTPError as err:
+                    status, data = err.code, err.read()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def proxy(server):
+    p = Proxy(server.url)
+    yield p
+    p.close()
+
+
+def _openai(proxy, server, cache_dir, key="EMPTY"):
+    from qclm.engine.openai_api import OpenAIBackend
+    from qclm.engine.remote import CompletionsClient
+
+    return OpenAIBackend(CompletionsClient(proxy.url, server.served_name, {"model": "tiny", "server": "test"},
+                                           key=key, cache_dir=cache_dir, concurrency=2, retries=3))
+
+
+def test_the_openai_backend_retries_rate_limits_and_dropped_connections_and_caches_answers(
+        server, tiny_dir, proxy, tmp_path, monkeypatch):
+    import qclm.engine.remote as remote
+    from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings
+
+    monkeypatch.setattr(remote, "BACKOFF_BASE_S", 0.01)
+    backend = _openai(proxy, server, tmp_path / "responses")
+    gens = [GenerateRequest(CTX, 1, GenerationSettings(max_new_tokens=10, greedy=True)),
+            GenerateRequest("Hello", 2, GenerationSettings(max_new_tokens=6, greedy=True))]
+    proxy.faults = ["429", "drop"]
+    got = backend.generate(gens)
+    usage = backend.client.usage
+    assert usage.retries == 2 and usage.requests == 2 and proxy.count == 4  # two faults, each retried once
+    want = _vllm(server, tiny_dir).generate(gens)
+    assert [g.text for g in got] == [w.text for w in want]  # greedy text equals the vLLM backend's
+    # a forced choice over the model's own top next tokens: the options' probabilities from the top log-probs
+    top = _vllm(server, tiny_dir).generate([GenerateRequest(CTX, 0, GenerationSettings(max_new_tokens=1,
+                                                                                      greedy=True))])[0].text
+    options = (top, " zzzz-not-a-token")
+    choice = backend.choose([ChoiceRequest(CTX, options)])[0]
+    assert math.isnan(choice.probs[0]) and backend.outside_top == 1 and "outside the API's top" in \
+        backend.stats.notes[0]  # an option outside the top log-probs: no probability, counted, not guessed
+    sent = proxy.count
+    # a rerun (a new process: a new backend on the same cache) sends nothing
+    again = _openai(proxy, server, tmp_path / "responses")
+    assert [g.text for g in again.generate(gens)] == [g.text for g in got]
+    again.choose([ChoiceRequest(CTX, options)])
+    assert proxy.count == sent and again.client.usage.cached == 3 and again.client.usage.requests == 0
+    # a request that keeps failing ends with one line naming it, after its retries
+    proxy.faults = ["429"] * 10
+    with pytest.raises(remote.RemoteError, match=r"prompt 0: .* failed 4 times, last: RateLimitError"):
+        _openai(proxy, server, None).generate(gens[:1])
+
+
+def test_a_rejected_or_missing_key_is_a_credentials_error(server, proxy, monkeypatch):
+    from qclm.engine.remote import CredentialsError, api_key
+    from qclm.engine.requests import GenerateRequest, GenerationSettings
+
+    proxy.faults = ["401"]
+    with pytest.raises(CredentialsError, match="rejected the API key"):
+        _openai(proxy, server, None, key="wrong").generate([GenerateRequest(CTX, 1, GenerationSettings(greedy=True))])
+    monkeypatch.delenv("QCLM_TEST_NO_KEY", raising=False)
+    with pytest.raises(CredentialsError, match="QCLM_TEST_NO_KEY .* is not set"):
+        api_key("QCLM_TEST_NO_KEY", "api-model")
+
+
+def test_a_workflow_scores_a_vllm_row_as_the_local_row(tiny_dir, tmp_path_factory):
+    """The issue's done-when: a `backend: vllm` row of the tiny model (the scoring job starts its server) scores a
+    Likert instance and a forced-choice probe under two conditions, every table equal to the local row's."""
+    workdir = tmp_path_factory.mktemp("vllm-run")
+    cfg = write_workflow_config(
+        workdir, {"tiny": tiny_dir, "tiny-vllm": tiny_dir},
+        questionnaires={"gad7": str(ROOT / "resources/questionnaires/gad7.yaml")},
+        probes={"gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")}},
+        conditions=["vanilla", "stress"], contrasts=[["vanilla", "stress"]])
+    table = workdir / "models.tsv"
+    lines = table.read_text().splitlines()
+    lines[0] += "\tbackend"
+    lines[1] += "\t"
+    lines[2] += "\tvllm"
+    table.write_text("\n".join(lines) + "\n")
+    targets = [f"results/logprobs/{m}/{p}/{c}.parquet" for m in ("tiny", "tiny-vllm") for p in ("gad7", "gad7_ent")
+               for c in ("vanilla", "stress")]
+    env_before = os.environ.get("QCLM_VLLM_PYTHON")
+    os.environ["QCLM_VLLM_PYTHON"] = str(VLLM_PY)
+    try:
+        run = run_snakemake(workdir, cfg, *targets, "results/scores/item_scores.parquet",
+                            "results/scores/entailment_item_scores.parquet")
+    finally:
+        if env_before is None:
+            os.environ.pop("QCLM_VLLM_PYTHON")
+        else:
+            os.environ["QCLM_VLLM_PYTHON"] = env_before
+    assert run.returncode == 0, run.stderr[-4000:]
+    from qclm.parquet import read_metadata
+
+    for probe in ("gad7", "gad7_ent"):
+        for condition in ("vanilla", "stress"):
+            a = pd.read_parquet(workdir / f"results/logprobs/tiny/{probe}/{condition}.parquet")
+            b = pd.read_parquet(workdir / f"results/logprobs/tiny-vllm/{probe}/{condition}.parquet")
+            assert len(a) == len(b) > 0
+            _same(a.drop(columns=["model"]), b.drop(columns=["model"]))
+            meta = read_metadata(workdir / f"results/logprobs/tiny-vllm/{probe}/{condition}.parquet")
+            assert meta["scoring_method"] == "vllm" and meta["backend"] == "vllm"
+            assert meta["api_usage"]["prompts"] > 0 and meta["vllm"]
+    for name in ("item_scores.parquet", "entailment_item_scores.parquet"):
+        scores = pd.read_parquet(workdir / "results/scores" / name)
+        rows = {m: scores[scores.model == m].drop(columns=["model", "params_b"]).reset_index(drop=True)
+                for m in ("tiny", "tiny-vllm")}  # params_b: the test's table gives each row its own
+        a, b = rows["tiny"], rows["tiny-vllm"]
+        assert len(a) == len(b) > 0
+        _same(a, b)
+    assert "vLLM: up in" in (workdir / "logs/score/tiny-vllm.log").read_text()
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    """Equal tables: numbers within AGREE, everything else exactly."""
+    assert list(a.columns) == list(b.columns)
+    for col in a.columns:
+        if pd.api.types.is_float_dtype(a[col]):
+            diff = np.nanmax(np.abs(a[col].to_numpy(float) - b[col].to_numpy(float))) if len(a) else 0.0
+            assert diff < AGREE, (col, diff)
+            assert (a[col].isna() == b[col].isna()).all(), col
+        else:
+            assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), col
