@@ -1,0 +1,100 @@
+"""The model table's backend columns (issue 27) without a server: what a row may say, what `qclm validate` refuses
+(a probe whose requests the row's backend cannot answer, naming both), and a scoring job whose API key is missing
+(one line, exit 2, nothing computed lost)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, likert_cell
+
+HEADER = "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\tapi_key_env\tgpus\n"
+
+
+def _table(tmp_path: Path, *rows: str) -> Path:
+    path = tmp_path / "models.tsv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+def test_backend_columns_are_read_and_checked(tmp_path):
+    from qclm.errors import InputError
+    from qclm.models.table import load_model_table
+
+    ok = _table(tmp_path, "api\tgpt-4o-mini\t\t8\tinstruct\tgpt\tauto\traw\topenai\thttps://api.example.com/v1\tMY_KEY\t",
+                "big\torg/big-70b\t\t70\tinstruct\tbig\tbfloat16\tchat\tvllm\t\t\t4",
+                "remote\torg/big-70b\t\t70\tinstruct\tbig\tbfloat16\tchat\tvllm\thttp://node7:8000/v1\t\t")
+    models = load_model_table(ok)
+    assert (models["api"].backend, models["api"].kind, models["api"].job_gpus) == ("openai", "api", 0)
+    assert (models["big"].gpus, models["big"].job_gpus, models["remote"].job_gpus) == (4, 4, 0)
+    assert models["big"].as_row()["gpus"] == "4" and "backend" not in load_model_table(
+        ROOT / "config/models.tsv")["gemma3-270m"].as_row()  # a local row's provenance is unchanged
+    bad = _table(tmp_path, "a\tgpt-4o\t\t8\tinstruct\tgpt\tauto\traw\tollama\t\t\t",
+                 "b\tgpt-4o\t\t8\tinstruct\tgpt\tauto\traw\topenai\t\t\t",
+                 "c\tgpt-4o\t\t8\tinstruct\tgpt\tauto\tchat\topenai\thttps://x.org/v1\tsk-abc def\t",
+                 "d\torg/m\t\t8\tinstruct\tm\tauto\traw\t\tftp://x\t\t2")
+    with pytest.raises(InputError) as err:
+        load_model_table(bad)
+    lines = str(err.value).splitlines()
+    for where, what in (("line 2 (model a): column backend", "must be one of local, vllm, openai"),
+                        ("line 3 (model b): column server", "needs the endpoint's base URL"),
+                        ("line 4 (model c): column prompt_format", "needs raw"),
+                        ("line 4 (model c): column api_key_env", "must name an environment variable"),
+                        ("line 5 (model d): column server", "must be an http:// or https:// URL"),
+                        ("line 5 (model d): column gpus", "only a backend: vllm row")):
+        assert any(line.startswith(f"{bad}: {where}: ") and what in line for line in lines), (where, lines)
+
+
+def test_validate_refuses_a_likert_instance_on_an_openai_row_naming_both(tmp_path):
+    table = _table(tmp_path, "api\tgpt-4o-mini\t\t8\tinstruct\tgpt\tauto\traw\topenai\thttps://api.example.com/v1\t\t")
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["models"] = str(table)
+    config["questionnaires"] = {"gad7": str(ROOT / "resources/questionnaires/gad7.yaml")}
+    config["probes"] = {"ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")},
+                        "survey": {"kind": "survey", "instrument": str(ROOT / "resources/questionnaires/gad7.yaml"),
+                                   "models": ["nothing-*"]}}
+    config["stimuli"]["classes"] = {k: str(ROOT / v) for k, v in config["stimuli"]["classes"].items()}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", str(path)], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert run.returncode == 2
+    lines = [line for line in run.stdout.splitlines() + run.stderr.splitlines() if "column backend" in line]
+    assert len(lines) == 1, run.stdout + run.stderr  # Likert on the API row; the entailment probe's choices run
+    assert lines[0].startswith(f"{table}: line 2 (model api): column backend: probe gad7 (kind likert) needs "
+                               "loglikelihood requests, and backend openai cannot answer them")
+
+
+def test_request_kinds_follow_the_settings():
+    from qclm import probes
+    from qclm.engine import capabilities
+
+    csi = probes.kind_class("csi")
+    assert csi.request_kinds({"mode": "single", "story_test": False}) == ("choose",)
+    assert capabilities.missing("openai", csi.request_kinds({"mode": "list", "story_test": True})) == ["choose_chain"]
+    memo = probes.kind_class("memorization")
+    assert memo.request_kinds({"tasks": ["recall"], "mode": "generate"}) == ("choose", "generate")
+    assert capabilities.missing("vllm", capabilities.REQUEST_KINDS) == []
+
+
+def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monkeypatch, capfd):
+    from qclm.contexts import Protocol
+    from qclm.jobs.score_model import CREDENTIALS_EXIT, run_scoring_job
+    from qclm.models.table import load_model_table
+
+    monkeypatch.delenv("QCLM_TEST_ABSENT_KEY", raising=False)
+    table = _table(tmp_path, "api\tgpt-x\t\t8\tinstruct\tgpt\tauto\traw\topenai\thttp://127.0.0.1:9/v1\t"
+                             "QCLM_TEST_ABSENT_KEY\t")
+    spec = load_model_table(table)["api"]
+    cell = likert_cell(ROOT / "resources/questionnaires/gad7.yaml")
+    out = tmp_path / "out.parquet"
+    code = run_scoring_job(spec, [cell], [str(out)], [str(tmp_path / "cell.log")], Protocol(), {},
+                           tmp_path / "models", tmp_path / "cache")
+    assert code == CREDENTIALS_EXIT == 2 and not out.exists()
+    assert "model api: the environment variable QCLM_TEST_ABSENT_KEY (the model table's column api_key_env) is not " \
+           "set" in capfd.readouterr().err
