@@ -36,14 +36,14 @@ def test_backend_columns_are_read_and_checked(tmp_path):
         ROOT / "config/models.tsv")["gemma3-270m"].as_row()  # a local row's provenance is unchanged
     bad = _table(tmp_path, "a\tgpt-4o\t\t8\tinstruct\tgpt\tauto\traw\tollama\t\t\t",
                  "b\tgpt-4o\t\t8\tinstruct\tgpt\tauto\traw\topenai\t\t\t",
-                 "c\tgpt-4o\t\t8\tinstruct\tgpt\tauto\tchat\topenai\thttps://x.org/v1\tsk-abc def\t",
+                 "c\tgpt-4o\t\t8\tinstruct\tgpt\tauto\tchat_preamble\topenai\thttps://x.org/v1\tsk-abc def\t",
                  "d\torg/m\t\t8\tinstruct\tm\tauto\traw\t\tftp://x\t\t2")
     with pytest.raises(InputError) as err:
         load_model_table(bad)
     lines = str(err.value).splitlines()
     for where, what in (("line 2 (model a): column backend", "must be one of local, vllm, openai"),
                         ("line 3 (model b): column server", "needs the endpoint's base URL"),
-                        ("line 4 (model c): column prompt_format", "needs raw"),
+                        ("line 4 (model c): column prompt_format", "takes no answer preamble"),
                         ("line 4 (model c): column api_key_env", "must name an environment variable"),
                         ("line 5 (model d): column server", "must be an http:// or https:// URL"),
                         ("line 5 (model d): column gpus", "only a backend: vllm row")):

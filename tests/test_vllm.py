@@ -225,8 +225,35 @@ def test_the_openai_backend_retries_rate_limits_and_dropped_connections_and_cach
     assert proxy.count == sent and again.client.usage.cached == 3 and again.client.usage.requests == 0
     # a request that keeps failing ends with one line naming it, after its retries
     proxy.faults = ["429"] * 10
-    with pytest.raises(remote.RemoteError, match=r"prompt 0: .* failed 4 times, last: RateLimitError"):
+    with pytest.raises(remote.RemoteError, match=r"request 0: .* failed 4 times, last: RateLimitError"):
         _openai(proxy, server, None).generate(gens[:1])
+
+
+def test_chat_rows_go_as_messages_to_the_chat_route(server, tiny_dir, proxy):
+    """A chat row of an API: the prompt builder renders the user message for the provider's chat template
+    (ApiChat), the backend sends it as messages; the server's template gives the same tokens as the model's own
+    template rendered here, so greedy text and option log-probabilities equal the vLLM backend's on the local
+    rendering."""
+    from transformers import AutoTokenizer
+
+    from qclm.engine.openai_api import ApiChat, _top_logprobs
+    from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    question = "How tense are you right now? Answer with one number from 1 to 4."
+    api = PromptBuilder(ApiChat(), PromptFormat("chat")).context("Your exam starts in five minutes. ", question)
+    here = PromptBuilder(AutoTokenizer.from_pretrained(tiny_dir), PromptFormat("chat")).context(
+        "Your exam starts in five minutes. ", question)
+    backend, reference = _openai(proxy, server, None), _vllm(server, tiny_dir)
+    settings = GenerationSettings(max_new_tokens=12, greedy=True)
+    got = backend.generate([GenerateRequest(api, 1, settings)])[0]
+    assert got.text and got.text == reference.generate([GenerateRequest(here, 1, settings)])[0].text
+    first = backend._ask([api], {}, {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 3},
+                         None)[0]
+    options = tuple(_top_logprobs(first))[:2]
+    a = backend.choose([ChoiceRequest(api, options)])[0]
+    b = reference.choose([ChoiceRequest(here, options)])[0]
+    assert np.max(np.abs(np.subtract(a.option_logprobs, b.option_logprobs))) < AGREE
 
 
 def test_a_rejected_or_missing_key_is_a_credentials_error(server, proxy, monkeypatch):

@@ -25,9 +25,11 @@ GIVES: dict[str, dict[str, str]] = {
         "generate": "seeded generation on token ids (per-request seed)",
     },
     "openai": {
-        "choose": "options whose text is one token: the API's top log-probabilities of the next token (at most "
-                  "20); an option outside them has no probability (NaN, counted in the provenance)",
-        "generate": "completions with the request's seed (the provider may not honour it)",
+        "choose": "options whose text is one token: the API's top log-probabilities of the next token (5 on the "
+                  "completions route, 20 on the chat route); an option outside them has no probability (NaN, counted "
+                  "in the provenance)",
+        "generate": "completions (raw rows) or chat completions (chat rows) with the request's seed (the provider "
+                    "may not honour it)",
     },
 }
 

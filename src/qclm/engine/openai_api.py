@@ -1,35 +1,70 @@
 """The OpenAI-compatible API backend (model table ``backend: openai``): a model behind an endpoint this project
-does not run (a provider's API, a server elsewhere), asked through ``/v1/completions`` with the rendered prompt
-text (``prompt_format: raw``; the model table refuses a chat format on such a row).
+does not run (a provider's API, a server elsewhere).
+
+A row in ``prompt_format: raw`` sends the rendered prompt text to ``/v1/completions``. A row in ``chat`` sends the
+user message to ``/v1/chat/completions``: the chat template is the provider's, so the prompt builder renders chat
+prompts with :class:`ApiChat` in place of a tokenizer, which writes the messages as a marked JSON text that this
+backend reads back (``chat_preamble`` and ``engine.stimulus_placement: prefix`` put text outside the messages that a
+chat API cannot take: refused, by the model table and by this backend naming the request).
 
 What an API gives (qclm.engine.capabilities.GIVES): generation, and forced choices over options whose text is one
-token, from the next token's top log-probabilities (``TOP_LOGPROBS``, the completions route's limit). It gives no
-log-probabilities of a given continuation, so ``loglikelihood`` and chains are refused by ``qclm validate`` before a
-run. An option outside the top log-probabilities has no probability: the request's probabilities are NaN (not a
-guess), and the provenance counts such requests (``scoring_notes``). The API returns no token ids: a generation's
-``prompt_sha256`` is the hash of the prompt text's UTF-8 bytes, its ``token_ids`` empty. The seed is sent; a
-provider may not honour it (OpenAI calls it best effort). No torch.
+token, from the next token's top log-probabilities (``TOP_LOGPROBS`` on the completions route, ``TOP_CHAT_LOGPROBS``
+on the chat route: the documented maxima at OpenAI). It gives no log-probabilities of a given continuation, so
+``loglikelihood`` and chains are refused by ``qclm validate`` before a run. An option outside the top
+log-probabilities has no probability: the request's probabilities are NaN (not a guess), and the provenance counts
+such requests (``scoring_notes``). The API returns no token ids: a generation's ``prompt_sha256`` is the hash of
+the prompt text's UTF-8 bytes, its ``token_ids`` empty. The seed is sent; a provider may not honour it (OpenAI
+calls it best effort). No torch.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable, Sequence
 
 from qclm.engine.capabilities import why_not
-from qclm.engine.remote import CompletionsClient
+from qclm.engine.remote import CompletionsClient, RemoteError
 from qclm.engine.requests import (
     ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, choice_result, is_greedy,
 )
 from qclm.engine.vllm import RemoteStats
 
-#: top log-probabilities asked of the completions route (its documented maximum at OpenAI)
+#: top log-probabilities asked of the completions route, and of the chat route (the documented maxima at OpenAI)
 TOP_LOGPROBS = 5
+TOP_CHAT_LOGPROBS = 20
+#: opens a chat prompt rendered by :class:`ApiChat` (a character no prompt text holds)
+CHAT_MARK = "\x00qclm-chat\x00"
+
+
+class ApiChat:
+    """Stands in for a tokenizer's chat template in the prompt builder (qclm.prompts) for an API row: the messages
+    as a marked JSON text, sent as messages by :class:`OpenAIBackend`."""
+
+    chat_template = "the provider's"
+    bos_token = bos_token_id = None
+
+    def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = True, **_):
+        return CHAT_MARK + json.dumps(list(messages), ensure_ascii=False)
+
+
+def chat_messages(text: str, what: str) -> list[dict] | None:
+    """The messages of a prompt :class:`ApiChat` rendered, or None for a plain text prompt."""
+    if CHAT_MARK not in text:
+        return None
+    if not text.startswith(CHAT_MARK):
+        raise RemoteError(f"{what}: text before the chat messages (stimulus_placement: prefix) cannot be sent to a "
+                          "chat API: use stimulus_placement: user")
+    try:
+        return json.loads(text[len(CHAT_MARK):])
+    except ValueError:
+        raise RemoteError(f"{what}: text after the chat messages (an answer preamble?) cannot be sent to a chat "
+                          "API: use prompt_format chat") from None
 
 
 class OpenAIBackend:
-    """Generation and single-token forced choices through an OpenAI-compatible completions route."""
+    """Generation and single-token forced choices through an OpenAI-compatible completions or chat route."""
 
     method = "openai"
 
@@ -44,18 +79,37 @@ class OpenAIBackend:
     def choose_chain(self, requests, describe=None):
         raise NotImplementedError(why_not("openai", "choose_chain"))
 
+    def _ask(self, contexts: Sequence[str], params: dict, chat_params: dict, describe, seeds=None) -> list[dict]:
+        """Answers in order: plain prompts through completions, chat prompts through chat completions."""
+        what = (lambda i: describe(i) if describe else f"request {i}")
+        messages = [chat_messages(c, what(i)) for i, c in enumerate(contexts)]
+        seeds = list(seeds) if seeds is not None else [None] * len(contexts)
+        out: list[dict | None] = [None] * len(contexts)
+        for route, mine in (("completions", [i for i, m in enumerate(messages) if m is None]),
+                            ("chat", [i for i, m in enumerate(messages) if m is not None])):
+            if not mine:
+                continue
+            prompts = [contexts[i] if route == "completions" else messages[i] for i in mine]
+            got = self.client.complete(prompts, params if route == "completions" else chat_params,
+                                       lambda j, m=mine: what(m[j]), [seeds[i] for i in mine], route)
+            for i, a in zip(mine, got):
+                out[i] = a
+        return out  # type: ignore[return-value]
+
     def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,
                progress: Callable[[int], None] | None = None) -> list[ChoiceResult]:
-        answers = self.client.complete([r.context for r in requests],
-                                       {"max_tokens": 1, "temperature": 0.0, "logprobs": TOP_LOGPROBS}, describe)
+        answers = self._ask([r.context for r in requests],
+                            {"max_tokens": 1, "temperature": 0.0, "logprobs": TOP_LOGPROBS},
+                            {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": TOP_CHAT_LOGPROBS},
+                            describe)
         out = []
         for r, a in zip(requests, answers):
-            top = ((a.get("logprobs") or {}).get("top_logprobs") or [None])[0] or {}
-            lps = [float(top[o]) if o in top else math.nan for o in r.options]
+            top = _top_logprobs(a)
+            lps = [top.get(o, math.nan) for o in r.options]
             if any(math.isnan(x) for x in lps):
                 self.outside_top += 1
-                note = (f"{self.outside_top} forced choice(s) had an option outside the API's top {TOP_LOGPROBS} "
-                        "next tokens: their probabilities are NaN")
+                note = (f"{self.outside_top} forced choice(s) had an option outside the API's top next tokens: their "
+                        "probabilities are NaN")
                 self.stats.notes[:] = [n for n in self.stats.notes if "outside the API's top" not in n] + [note]
             out.append(choice_result([[x] for x in lps], r.values))
         if progress:
@@ -73,11 +127,21 @@ class OpenAIBackend:
             params = {"max_tokens": settings.max_new_tokens, "temperature": 0.0 if greedy else settings.temperature,
                       "top_p": 1.0 if greedy else settings.top_p,
                       **({"stop": list(settings.stop)[:4]} if settings.stop else {})}
-            answers = self.client.complete([requests[i].context for i in members], params,
-                                           (lambda j, m=members: describe(m[j])) if describe else None,
-                                           seeds=[requests[i].seed for i in members])
+            answers = self._ask([requests[i].context for i in members], params, params,
+                                (lambda j, m=members: describe(m[j])) if describe else None,
+                                [requests[i].seed for i in members])
             for i, a in zip(members, answers):
                 reason = {"length": "length", "stop": "stop"}.get(a.get("finish_reason"), "stop")
+                text = a.get("text") if "text" in a else ((a.get("message") or {}).get("content") or "")
                 digest = hashlib.sha256(requests[i].context.encode("utf-8")).hexdigest()
-                out[i] = GenerateResult(a.get("text") or "", (), reason, digest, ())
+                out[i] = GenerateResult(text or "", (), reason, digest, ())
         return out  # type: ignore[return-value]
+
+
+def _top_logprobs(answer: dict) -> dict[str, float]:
+    """The first answer token's top log-probabilities (token text -> log-prob) of a completions or chat choice."""
+    logprobs = answer.get("logprobs") or {}
+    if "content" in logprobs:  # chat: a list of tokens, each with its top_logprobs
+        first = (logprobs.get("content") or [None])[0] or {}
+        return {t["token"]: float(t["logprob"]) for t in first.get("top_logprobs") or []}
+    return {k: float(v) for k, v in (((logprobs.get("top_logprobs") or [None])[0]) or {}).items()}

@@ -109,7 +109,8 @@ class ResponseCache:
 
 
 class CompletionsClient:
-    """``/v1/completions`` of one server for one model, through the ``openai`` client (module docstring).
+    """``/v1/completions`` (and ``/v1/chat/completions``) of one server for one model, through the ``openai`` client
+    (module docstring).
 
     ``identity``: what determines the answers besides the request (the model row's fields, the server software);
     ``batch``: prompts per HTTP request (1 for an API)."""
@@ -124,19 +125,22 @@ class CompletionsClient:
         self.cache = ResponseCache(cache_dir)
         self.concurrency, self.retries, self.batch = max(1, concurrency), max(0, retries), max(1, batch)
         self.usage = Usage()
+        self.cancelled = False
         self._lock = threading.Lock()
 
     def complete(self, prompts: Sequence[Any], params: dict, describe: Callable[[int], str] | None = None,
-                 seeds: Sequence[int | None] | None = None) -> list[dict]:
-        """One answer (a completion choice as a dict: text, logprobs, finish_reason and the server's extras) per
+                 seeds: Sequence[int | None] | None = None, route: str = "completions") -> list[dict]:
+        """One answer (a choice as a dict: text or message, logprobs, finish_reason and the server's extras) per
         prompt, in order. ``params``: the request's other parameters (``extra_body`` for the server's own);
-        ``seeds``: a seed per prompt (prompts with different seeds go in different requests)."""
+        ``seeds``: a seed per prompt (prompts with different seeds go in different requests); ``route``:
+        ``completions`` (a prompt: text or token ids) or ``chat`` (a prompt is a list of messages, one per
+        request)."""
         seeds = list(seeds) if seeds is not None else [None] * len(prompts)
         answers: list[dict | None] = [None] * len(prompts)
         keys = []
         for i, (prompt, seed) in enumerate(zip(prompts, seeds)):
             payload = {**params, "prompt": prompt, **({"seed": seed} if seed is not None else {})}
-            keys.append(_key(self.identity, "completions", payload))
+            keys.append(_key(self.identity, route, payload))
             answers[i] = self.cache.get(keys[-1])
         todo = [i for i, a in enumerate(answers) if a is None]
         with self._lock:
@@ -144,14 +148,15 @@ class CompletionsClient:
         groups: dict[Any, list[int]] = {}
         for i in todo:
             groups.setdefault(seeds[i], []).append(i)
-        batches = [idx[j:j + self.batch] for idx in groups.values() for j in range(0, len(idx), self.batch)]
+        size = self.batch if route == "completions" else 1
+        batches = [idx[j:j + size] for idx in groups.values() for j in range(0, len(idx), size)]
 
         def send(batch: list[int]) -> None:
             seed = seeds[batch[0]]
             body = {**params, **({"seed": seed} if seed is not None else {})}
             prompt = prompts[batch[0]] if len(batch) == 1 else [prompts[i] for i in batch]
             what = describe(batch[0]) if describe else f"prompt {batch[0]}"
-            choices = self._send(prompt, body, what, len(batch))
+            choices = self._send(prompt, body, what, len(batch), route)
             for i, choice in zip(batch, choices):
                 self.cache.put(keys[i], choice)
                 answers[i] = choice
@@ -159,26 +164,39 @@ class CompletionsClient:
         if len(batches) <= 1 or self.concurrency == 1:
             for b in batches:
                 send(b)
-        else:
-            with ThreadPoolExecutor(self.concurrency) as pool:
-                for future in [pool.submit(send, b) for b in batches]:
-                    future.result()
+            return answers  # type: ignore[return-value]
+        pool = ThreadPoolExecutor(self.concurrency)
+        try:
+            for future in [pool.submit(send, b) for b in batches]:
+                future.result()
+        except BaseException:
+            # a failed request, or the job stopped (SIGTERM, Ctrl-C): nothing more is sent, and nothing waits for
+            # the requests in flight (the server is stopped next, which ends them)
+            self.cancelled = True
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         return answers  # type: ignore[return-value]
 
-    def _send(self, prompt: Any, body: dict, what: str, n: int) -> list[dict]:
+    def _send(self, prompt: Any, body: dict, what: str, n: int, route: str) -> list[dict]:
         import openai
 
         extra = body.pop("extra_body", None) if "extra_body" in body else None
         attempt = 0
         while True:
             try:
-                response = self.client.completions.create(model=self.model, prompt=prompt, extra_body=extra, **body)
+                if route == "chat":
+                    response = self.client.chat.completions.create(model=self.model, messages=prompt,
+                                                                   extra_body=extra, **body)
+                else:
+                    response = self.client.completions.create(model=self.model, prompt=prompt, extra_body=extra,
+                                                              **body)
                 break
             except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
                 raise CredentialsError(f"model {self.name}: {self.base_url} rejected the API key "
                                        f"({err.status_code}: {_message(err)})") from None
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as err:
-                if attempt >= self.retries:
+                if attempt >= self.retries or self.cancelled:
                     raise RemoteError(f"{what}: {self.base_url} failed {attempt + 1} times, last: "
                                       f"{type(err).__name__}: {_message(err)}") from None
                 wait = _retry_after(err)

@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -48,6 +49,8 @@ log = logging.getLogger("qclm.engine")
 
 #: prompts per HTTP request to a vLLM server (its scheduler batches them)
 VLLM_BATCH = 64
+#: the environment ``make vllm-env`` builds
+VLLM_VENV = ".venv-vllm"
 
 
 class ServerError(RuntimeError):
@@ -55,18 +58,36 @@ class ServerError(RuntimeError):
 
 
 def vllm_python() -> str:
-    """The Python that runs vLLM: ``$QCLM_VLLM_PYTHON``, else the project's ``.venv-vllm`` (``make vllm-env``),
-    else this interpreter (vLLM installed beside qclm)."""
+    """The Python that runs vLLM: ``$QCLM_VLLM_PYTHON``, else the project's ``.venv-vllm`` (``make vllm-env``) in the
+    run's directory or the checkout qclm runs from, else this interpreter (vLLM installed beside qclm)."""
     if os.environ.get("QCLM_VLLM_PYTHON"):
         return os.environ["QCLM_VLLM_PYTHON"]
-    local = Path(".venv-vllm") / "bin" / "python"
-    return str(local.resolve()) if local.exists() else sys.executable
+    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):  # the run's directory, the checkout's root
+        local = root / VLLM_VENV / "bin" / "python"
+        if local.exists():
+            return str(local)
+    return sys.executable
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the server's process: SIGKILL when the process that started it dies, however it dies (Linux); vLLM's
+    engine processes watch the server and follow it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _terminate(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 class VllmServer:
@@ -85,6 +106,7 @@ class VllmServer:
         self.process: subprocess.Popen | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._log = None
+        self._previous = None
 
     @property
     def url(self) -> str:
@@ -108,7 +130,10 @@ class VllmServer:
         self.log_file = log_file
         log.info("vLLM: starting %s", " ".join(self.command()))
         self.process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_die_with_parent)
+        if threading.current_thread() is threading.main_thread():
+            # a job stopped with SIGTERM (Snakemake, SLURM's scancel) unwinds, so __exit__ stops the server
+            self._previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             self._wait()
         except BaseException:
@@ -140,9 +165,12 @@ class VllmServer:
         return " | ".join(line.strip() for line in text[-lines:]) or "(empty log)"
 
     def __exit__(self, *exc) -> None:
+        if self._previous is not None:  # a second SIGTERM while stopping ends this process (the server follows it)
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
         p = self.process
         if p is not None and p.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
+            for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
                 try:
                     os.killpg(p.pid, sig)
                 except ProcessLookupError:
@@ -193,73 +221,98 @@ def _position_logprobs(choice: dict, ids: Sequence[int], start: int, what: str) 
     return lps, greedy
 
 
+def _named_logprobs(answer: dict) -> dict[int, float]:
+    """token id -> log-probability of the first generated position (``return_tokens_as_token_ids`` keys)."""
+    top = ((answer.get("logprobs") or {}).get("top_logprobs") or [None])[0] or {}
+    return {int(k.split(":", 1)[1]): float(v) for k, v in top.items() if k.startswith("token_id:")}
+
+
+def _picked(answer: dict) -> int | None:
+    """The token id the server generated first (at temperature 0: the argmax)."""
+    tokens = (answer.get("logprobs") or {}).get("tokens") or []
+    return int(tokens[0].split(":", 1)[1]) if tokens and str(tokens[0]).startswith("token_id:") else None
+
+
 class VllmBackend:
     """The seam's requests through a vLLM server (module docstring). ``tokenizer``: the model's tokenizer;
     ``client``: the server's completions client; ``engine``: the run's engine settings (``boundary``)."""
 
     method = "vllm"
 
-    def __init__(self, tokenizer, client: CompletionsClient, engine: dict, next_token_choices: bool = True):
+    def __init__(self, tokenizer, client: CompletionsClient, engine: dict, next_token_choices: bool = True,
+                 teacher_forced: bool = True):
         self.tokenizer, self.client = tokenizer, client
         self.boundary = engine.get("boundary", "error")
         self.next_token_choices = next_token_choices
+        self.teacher_forced = teacher_forced
         self.stats = RemoteStats(self.method, client)
 
-    # -- token level ----------------------------------------------------------------------------------------------
-    def _prompt_logprobs(self, requests: Sequence[Request], describe: Callable[[int], str] | None
-                         ) -> list[tuple[list[float], list[bool]]]:
-        prompts = [list(r.context + r.continuation) for r in requests]
-        answers = self.client.complete(prompts, {"max_tokens": 1, "temperature": 0.0,
-                                                 "extra_body": {"prompt_logprobs": 0}}, describe)
-        return [_position_logprobs(a, p, len(r.context), describe(i) if describe else f"request {i}")
-                for i, (a, p, r) in enumerate(zip(answers, prompts, requests))]
+    def _continuation_logprobs(self, requests: Sequence[Request], describe: Callable[[int], str] | None
+                               ) -> list[tuple[list[float], list[bool]]]:
+        """Each continuation token's log-probability (and greedy flag): teacher-forced next-token requests
+        (``teacher_forced``; they read the prefix cache), else prompt log-probabilities (they recompute every
+        prompt)."""
+        return (self._teacher_forced if self.teacher_forced else self._prompt_logprobs)(requests, describe)
 
-    def _next_token_logprobs(self, contexts: Sequence[tuple[int, ...]], targets: Sequence[Sequence[int]],
-                             describe: Callable[[int], str] | None) -> list[list[float]]:
-        """log P(token | context) of each target token of each context, from one next-token request each."""
-        answers = self._next_token_answers(contexts, targets, describe)
-        out = []
-        for i, (a, want) in enumerate(zip(answers, targets)):
-            top = ((a.get("logprobs") or {}).get("top_logprobs") or [None])[0] or {}
-            got = {int(k.split(":", 1)[1]): float(v) for k, v in top.items() if k.startswith("token_id:")}
-            if any(t not in got for t in want):
-                what = describe(i) if describe else f"request {i}"
-                raise RemoteError(f"{what}: the server returned no log-probability for option token(s) "
-                                  f"{[t for t in want if t not in got]}")
-            out.append([got[t] for t in want])
+    def _teacher_forced(self, requests: Sequence[Request], describe: Callable[[int], str] | None
+                        ) -> list[tuple[list[float], list[bool]]]:
+        """A continuation of m tokens as m next-token requests (the context and the continuation's first j tokens,
+        asking for token j+1 by ``logprob_token_ids``), greedy at temperature 0: the token the server picks is the
+        argmax, so a continuation token is greedy where it is that token. All positions of a call go in one
+        request set naming every target token; the first prompt goes alone first (it fills the prefix cache)."""
+        prompts, owner, targets = [], [], []
+        for i, r in enumerate(requests):
+            for j, token in enumerate(r.continuation):
+                prompts.append(r.context + r.continuation[:j])
+                owner.append(i)
+                targets.append(token)
+        answers = self._next_tokens(prompts, [[t] for t in targets], (lambda k: describe(owner[k])) if describe
+                                    else None)
+        out: list[tuple[list[float], list[bool]]] = [([], []) for _ in requests]
+        for k, ((lps, picked), target) in enumerate(zip(answers, targets)):
+            out[owner[k]][0].append(lps[0])
+            out[owner[k]][1].append(picked == target)
         return out
 
-    def _next_token_answers(self, contexts, targets, describe) -> list[dict]:
-        """The answers of next-token requests, grouped by their target tokens (``logprob_token_ids`` is a parameter
-        of the whole HTTP request)."""
-        groups: dict[tuple, list[int]] = {}
-        for i, t in enumerate(targets):
-            groups.setdefault(tuple(sorted(set(t))), []).append(i)
-        answers = [None] * len(contexts)
-        for ids, members in groups.items():
-            got = self.client.complete([list(contexts[i]) for i in members], {
-                "max_tokens": 1, "temperature": 0.0, "logprobs": 1,
-                "extra_body": {"logprob_token_ids": list(ids), "return_tokens_as_token_ids": True}},
-                (lambda j, m=members: describe(m[j])) if describe else None)
-            for i, a in zip(members, got):
-                answers[i] = a
-        return answers
+    def _next_tokens(self, prompts: Sequence[Sequence[int]], wanted: Sequence[Sequence[int]],
+                     describe: Callable[[int], str] | None) -> list[tuple[list[float], int | None]]:
+        """Next-token requests on token-id prompts: per prompt the log-probabilities of its ``wanted`` tokens (all
+        prompts' tokens named in ``logprob_token_ids``) and the token the server picks at temperature 0 (the
+        argmax). They read vLLM's prefix cache; the first prompt goes alone first, because requests scheduled
+        together compute their prompts side by side and the shared prefix is cached only once one has finished."""
+        params = {"max_tokens": 1, "temperature": 0.0, "logprobs": 1,
+                  "extra_body": {"logprob_token_ids": sorted({t for w in wanted for t in w}),
+                                 "return_tokens_as_token_ids": True}}
+        answers: list[dict] = []
+        for part in (list(range(min(1, len(prompts)))), list(range(1, len(prompts)))):
+            if part:
+                answers += self.client.complete([list(prompts[k]) for k in part], params,
+                                                (lambda j, m=part: describe(m[j])) if describe else None)
+        out = []
+        for k, (a, want) in enumerate(zip(answers, wanted)):
+            got = _named_logprobs(a)
+            if any(t not in got for t in want):
+                raise RemoteError(f"{describe(k) if describe else f'request {k}'}: the server returned no "
+                                  f"log-probability for token(s) {[t for t in want if t not in got]}")
+            out.append(([got[t] for t in want], _picked(a)))
+        return out
 
     def _choose_tokens(self, contexts: Sequence[tuple[int, ...]], options: Sequence[Sequence[tuple[int, ...]]],
                        describe: Callable[[int], str] | None) -> list[list[list[float]]]:
         """Each option's token log-probabilities after its context: single-token options as one next-token
-        request per context (``next_token_choices``), the others through prompt log-probabilities."""
+        request per context (``next_token_choices``), the others token by token (:meth:`_continuation_logprobs`)."""
         out: list[list[list[float]] | None] = [None] * len(contexts)
         single = [i for i, opts in enumerate(options) if self.next_token_choices and all(len(o) == 1 for o in opts)]
         if single:
-            lps = self._next_token_logprobs([contexts[i] for i in single], [[o[0] for o in options[i]] for i in single],
-                                            (lambda j: describe(single[j])) if describe else None)
-            for i, row in zip(single, lps):
+            got = self._next_tokens([contexts[i] for i in single], [[o[0] for o in options[i]] for i in single],
+                                    (lambda j: describe(single[j])) if describe else None)
+            for i, (row, _) in zip(single, got):
                 out[i] = [[lp] for lp in row]
         rest = [i for i in range(len(contexts)) if out[i] is None]
         flat = [(i, Request(tuple(contexts[i]), tuple(o))) for i in rest for o in options[i]]
         if flat:
-            scored = self._prompt_logprobs([r for _, r in flat], (lambda j: describe(flat[j][0])) if describe else None)
+            scored = self._continuation_logprobs([r for _, r in flat],
+                                                 (lambda j: describe(flat[j][0])) if describe else None)
             for (i, _), (lps, _) in zip(flat, scored):
                 out[i] = (out[i] or []) + [lps]
         return out  # type: ignore[return-value]
@@ -269,7 +322,7 @@ class VllmBackend:
                       progress: Callable[[int], None] | None = None) -> list[LoglikResult]:
         tokens = tokenize_requests(self.tokenizer, [r.context for r in requests],
                                    [r.continuation for r in requests], self.boundary, describe)
-        scored = self._prompt_logprobs(tokens, describe)
+        scored = self._continuation_logprobs(tokens, describe)
         if progress:
             progress(len(requests))
         return [LoglikResult(float(np.sum(np.asarray(lps, dtype=np.float64))), tuple(lps), t.continuation, all(g))

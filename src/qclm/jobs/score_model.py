@@ -147,16 +147,17 @@ def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> 
               "retries": engine["api_retries"], "name": spec.name}
     provenance = {"model": spec.name, "source": spec.source, "revision": spec.revision, "backend": spec.backend,
                   "dtype": spec.dtype, "quantization": spec.quantization or "none"}
+    from qclm.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(spec, prepared_dir)  # an API row's: chat prompts as messages (ApiChat)
     if spec.backend == "openai":
         from qclm.engine.openai_api import OpenAIBackend
 
         client = CompletionsClient(spec.server, spec.source, identity, key=api_key(spec.api_key_env, spec.name),
                                    **common)
-        return Loaded(spec, None, None, {**provenance, "server": spec.server}, engine, OpenAIBackend(client))
+        return Loaded(spec, None, tokenizer, {**provenance, "server": spec.server}, engine, OpenAIBackend(client))
     from qclm.engine.vllm import VLLM_BATCH, VllmBackend, VllmServer
-    from qclm.models.loading import load_tokenizer
 
-    tokenizer = load_tokenizer(spec, prepared_dir)
     resources = []
     if spec.server:
         url, served = spec.server, spec.source

@@ -140,6 +140,10 @@ def ensure_prepared(spec: ModelSpec, prepared_dir: str | Path) -> Path:
 def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, local_only: bool = False):
     """The model's tokenizer alone (``qclm render``, validation): from the prepared directory, else from the
     GGUF file, a local checkpoint or the hub (``local_only``: the local hub cache only, never a download)."""
+    if spec.backend == "openai":  # the provider tokenizes; chat prompts go as messages (qclm.engine.openai_api)
+        from qclm.engine.openai_api import ApiChat
+
+        return ApiChat()
     from transformers import AutoTokenizer
 
     if spec.needs_preparation:

@@ -190,10 +190,10 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if backend != "local" and head:
         problems.append((file, f"{where}: column head", f"a {backend} row serves a causal LM: a sequence classifier "
                          "(head nli) is scored by the local backend only"))
-    if backend == "openai" and prompt_format != "raw":
-        problems.append((file, f"{where}: column prompt_format", "an openai row sends the rendered prompt to the "
-                         "completions endpoint, which needs raw (a chat template is the provider's, not on this "
-                         "machine)"))
+    if backend == "openai" and prompt_format == "chat_preamble":
+        problems.append((file, f"{where}: column prompt_format", "an openai row sends raw prompts to the completions "
+                         "route and chat prompts as messages to the chat route, which takes no answer preamble: use "
+                         "raw or chat"))
     server = (row.get("server") or "").strip()
     if server and not SERVER_PATTERN.match(server):
         problems.append((file, f"{where}: column server", f"must be an http:// or https:// URL; got {server!r}"))
@@ -338,7 +338,7 @@ def chat_template_available(spec: ModelSpec, prepared_dir: str | Path | None = N
 def chat_template_problem(spec: ModelSpec, prepared_dir: str | Path | None = None) -> str | None:
     """Why a row's chat prompt format cannot work (its tokenizer has no chat template), or None (also when the
     tokenizer's files are not on this machine: the scoring job checks it when it loads the model)."""
-    if spec.prompt_format == "raw" or chat_template_available(spec, prepared_dir) is not False:
-        return None
+    if spec.prompt_format == "raw" or spec.backend == "openai" or chat_template_available(spec, prepared_dir) is not False:
+        return None  # an API row's chat template is the provider's
     return (f"{spec.prompt_format} needs a chat template, and the tokenizer of {spec.source} has none "
             "(a base model?): use raw")
