@@ -146,6 +146,83 @@ def test_groups_and_the_plain_path_give_the_same_tokens(tiny, monkeypatch):
     assert max(abs(a - b) for p, o in zip(plain, one) for a, b in zip(p.token_logprobs, o.token_logprobs)) <= 1e-4
 
 
+def _reference_attention(layout, q, k, v, scale, window, softcap):
+    """Attention by hand from the layout's dense visibility (the prefix, ancestors-or-self), hiding keys ``window``
+    or more positions back: [n, H, d]."""
+    allowed = layout.dense_allowed()
+    k_pos = torch.cat([torch.arange(layout.prefix_len), torch.from_numpy(layout.pos)])
+    q_pos = torch.from_numpy(layout.pos[layout.first:])
+    if window is not None:
+        allowed = allowed & ((q_pos[:, None] - k_pos[None, :]) < window)
+    g = q.shape[1] // k.shape[1]
+    kk, vv = k[0].repeat_interleave(g, 0).double(), v[0].repeat_interleave(g, 0).double()  # [H, keys, d]
+    s = torch.matmul(q[0].double(), kk.transpose(-1, -2)) * scale
+    if softcap is not None:
+        s = torch.tanh(s / softcap) * softcap
+    s = s.masked_fill(~allowed[None], -math.inf)
+    return torch.matmul(torch.softmax(s, dim=-1), vv).transpose(0, 1)
+
+
+@pytest.mark.parametrize("window", [None, 6])
+@pytest.mark.parametrize("softcap", [None, 2.0])
+def test_a_decode_step_attends_per_query_as_the_tree_mask_says(window, softcap):
+    """A generation step's layout (``per_query``): queries on distinct paths below nodes already in the cache (two
+    requests sharing a stem, two children of one node, a shadow of a computed node, a request straight after the
+    prefix) attend to the prefix and their own ancestors-or-self only, with the window and soft-capping applied:
+    equal to attention by hand and to the block path, in turns of a few queries too."""
+    from qclm.engine import tree_attention
+    from qclm.engine.tree_attention import TreeLayout
+
+    P = 20
+    #         A: 0-4 from the prefix; B: shares A's 0-1, then 5-6; C: 7-12; new: 13 after 4, 14 after 6, 15 and 16
+    #         after 12, 17 a shadow of 12 (its parent, its position), 18 straight after the prefix
+    parent = np.array([-1, 0, 1, 2, 3, 1, 5, -1, 7, 8, 9, 10, 11, 4, 6, 12, 12, 11, -1])
+    pos = np.array([P, P + 1, P + 2, P + 3, P + 4, P + 2, P + 3] + [P + k for k in range(6)]
+                   + [P + 5, P + 4, P + 6, P + 6, P + 5, P])
+    first = 13
+    torch.manual_seed(0)
+    H, Hkv, d = 4, 2, 8
+    q = torch.randn(1, H, len(parent) - first, d)
+    k, v = torch.randn(1, Hkv, P + len(parent), d), torch.randn(1, Hkv, P + len(parent), d)
+    want = _reference_attention(TreeLayout(parent, pos, P, torch.device("cpu"), first=first), q, k, v, 0.3, window,
+                                softcap)
+    per_query = TreeLayout(parent, pos, P, torch.device("cpu"), first=first, per_query=True)
+    assert per_query.computed_pairs == 6 * (P + 7)  # the prefix and the deepest path (7), not the union of paths
+    got = per_query.attend(q, k, v, 0.3, window, softcap)[0]
+    assert float((got.double() - want).abs().max()) <= 1e-5
+    block = TreeLayout(parent, pos, P, torch.device("cpu"), block=4, first=first).attend(q, k, v, 0.3, window, softcap)
+    assert float((got - block[0]).abs().max()) <= 1e-5
+    with pytest.MonkeyPatch.context() as mp:  # two queries' scores at a time
+        mp.setattr(tree_attention, "PER_QUERY_BYTES", 4 * 2 * (H * (P + 7) + Hkv * 7 * 2 * d))
+        turns = TreeLayout(parent, pos, P, torch.device("cpu"), first=first, per_query=True)
+        assert float((turns.attend(q, k, v, 0.3, window, softcap)[0] - got).abs().max()) <= 1e-6
+
+
+def test_decode_steps_attend_per_query_and_equal_the_plain_path(tiny, monkeypatch):
+    """Every step after the prompts' pass runs per query (counted), and the greedy and sampled tokens and their
+    log-probabilities equal the plain path (the model's own forward and cache, one request at a time; on Gemma 3
+    the window of 8 hides most of the prefix from the new tokens)."""
+    from qclm.engine.tree_attention import TreeLayout
+
+    model, tok = tiny
+    layouts = []
+    init = TreeLayout.__init__
+
+    def counting(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        layouts.append(self.per_query)
+
+    monkeypatch.setattr(TreeLayout, "__init__", counting)
+    reqs = _requests(GREEDY) + _requests(SAMPLED)
+    got = LocalBackend(model, tok, {"method": "prefix-tree"}).generate(reqs)
+    longest = max(len(g.token_ids) for g in got)
+    assert layouts == [False] + [True] * (longest - 1)  # the prompts, then one per-query pass per step
+    plain = LocalBackend(model, tok, {"method": "full"}).generate(reqs)
+    assert [g.token_ids for g in got] == [g.token_ids for g in plain]
+    assert [g.text for g in got] == [g.text for g in plain]
+    assert max(abs(a - b) for p, o in zip(plain, got) for a, b in zip(p.token_logprobs, o.token_logprobs)) <= 1e-5
+
+
 def test_auto_checks_generation(tiny):
     model, tok = tiny
     backend = LocalBackend(model, tok, {"method": "auto"})

@@ -2,8 +2,12 @@
 
 Each request is a path in a :class:`~qclm.engine.session.TreeSession`: its prompt's tokens after the prefix
 the prompts share (computed once; requests with the same prompt share its nodes), then one node per new token.
-A step computes the new token of every active request in one forward and runs the LM head (full vocabulary) at
-their tips; requests in the same state (the same prompt, before any token differs) share the head row.
+The first pass computes the prompts' own tokens (block tree attention); then a step computes the new token of
+every active request in one forward with attention per query (``TreeLayout`` ``per_query``: the shared prefix for
+all queries at once, then each request's own path; no request attends over another's tokens) and runs the LM head
+(full vocabulary) at their tips; requests in the same state (the same prompt, before any token differs) share the
+node and the head row. So a step costs what a step of a dense batched decode costs, without the shared prefix held
+or computed once per request.
 
 Choosing a token (``choose_token``): greedy is the argmax of the float32 logits (the first on ties, as
 transformers' greedy search). Sampling divides the logits by the temperature, keeps the ``top_k`` largest (0: all),
@@ -137,8 +141,12 @@ def run_generation(scorer, prompts: Sequence[tuple[int, ...]], settings: Sequenc
             session.reset()
         tips = {r: session.path(ROOT, prompts[r][prefix_len:]) for r in group}
         active = [r for r in group if not states[r].done]
+        prompt_pass = True
         while active:
-            source, rows = session.compute([tips[r] for r in active])
+            # the prompts' own tokens as a tree (block attention); then one new node per request and step, each on
+            # its own path: attention per query, the shared prefix once for all (TreeLayout)
+            source, rows = session.compute([tips[r] for r in active], per_query=not prompt_pass)
+            prompt_pass = False
             rows = rows.tolist()
             step = max(1, LOGITS_BYTES // (4 * scorer.head.vocab))
             for r0 in range(0, source.n, step):  # logits of at most LOGITS_BYTES at once

@@ -140,9 +140,10 @@ class TreeSession:
         return len(self.ids) - 1
 
     @torch.inference_mode()
-    def compute(self, want: Sequence[int]) -> tuple[HeadInput, torch.Tensor]:
+    def compute(self, want: Sequence[int], per_query: bool = False) -> tuple[HeadInput, torch.Tensor]:
         """Run every node added since the last call; returns the LM head's input at the distinct nodes of ``want``
-        and, per entry of ``want``, its row there."""
+        and, per entry of ``want``, its row there. ``per_query``: attention per query, the shared prefix for all
+        at once (``TreeLayout``), for passes whose new nodes lie on distinct paths (a generation step)."""
         if any(w == ROOT for w in want):
             raise ValueError("the output after the shared prefix alone is not kept: every request needs a token "
                              "of its own after the prefix")
@@ -161,7 +162,7 @@ class TreeSession:
             while k_end < len(keep) and keep[k_end] < end:
                 k_end += 1
             try:
-                parts.append(self._forward(parent[:end], pos[:end], start, keep[k:k_end]))
+                parts.append(self._forward(parent[:end], pos[:end], start, keep[k:k_end], per_query))
             except RuntimeError as err:
                 _crop(self.cache, self.prefix_len + start)
                 if not _is_oom(err) or end - start == 1:
@@ -177,10 +178,12 @@ class TreeSession:
         out = torch.cat(parts) if parts else torch.empty(0, device=self.device)
         return (HeadInput(self.head, logits=out) if self.head.own_logits else HeadInput(self.head, hidden=out)), rows
 
-    def _forward(self, parent: np.ndarray, pos: np.ndarray, first: int, keep: Sequence[int]) -> torch.Tensor:
+    def _forward(self, parent: np.ndarray, pos: np.ndarray, first: int, keep: Sequence[int], per_query: bool = False
+                 ) -> torch.Tensor:
         """One pass over nodes first..len(parent)-1; the last hidden states (or own logits) at ``keep``."""
         dev = self.device
-        layout = TreeLayout(parent, pos, self.prefix_len, dev, self.scorer.block, self.scorer._config_window, first)
+        layout = TreeLayout(parent, pos, self.prefix_len, dev, self.scorer.block, self.scorer._config_window, first,
+                            per_query)
         kwargs = {"input_ids": torch.tensor([self.ids[first:len(parent)]], device=dev),
                   "position_ids": torch.from_numpy(pos[first:]).to(dev)[None],
                   "past_key_values": self.cache, "use_cache": True}

@@ -20,6 +20,14 @@ token is therefore the prefix plus a few dozen keys, not the whole pack. Sliding
 more positions back; attention-logit soft-capping (Gemma 2) takes an explicit path with the same
 masks. ``dense_allowed`` gives the same visibility as one dense boolean matrix: the reference
 path the architecture tests check the block path against.
+
+A generation step (``per_query``) is a pass whose queries lie on distinct paths, one new token per
+request, with their ancestors already in the cache. A block there would attend to the union of its
+queries' paths (each query to every other request's tokens, masked out); instead every query
+attends to the shared prefix, in one product for all queries (the prefix's keys neither copied nor
+padded), and to its own ancestors-or-self, gathered and padded to the deepest query, with one
+float32 softmax over both. The work per query is the prefix plus its own path, as in a dense
+batched decode, but the prefix is held once.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ import torch
 ATTENTION_NAME = "qclm_tree"
 #: query block size (nodes); chosen by benchmarks/engine.py --blocks (README, engine section)
 DEFAULT_BLOCK = 64
+#: float32 attention scores and gathered keys/values a per-query pass holds at once (bytes): more queries go in turns
+PER_QUERY_BYTES = 64 * 2**20
 
 _ACTIVE: contextvars.ContextVar[TreeLayout | None] = contextvars.ContextVar("qclm_tree_layout", default=None)
 
@@ -141,7 +151,7 @@ class TreeLayout:
     ancestors among all nodes, old ones included."""
 
     def __init__(self, parent: np.ndarray, pos: np.ndarray, prefix_len: int, device: torch.device,
-                 block: int = DEFAULT_BLOCK, config_window=None, first: int = 0):
+                 block: int = DEFAULT_BLOCK, config_window=None, first: int = 0, per_query: bool = False):
         parent = np.asarray(parent)
         self.first = first
         self.total = len(parent)  # nodes in the cache after this pass (keys beyond the prefix)
@@ -155,13 +165,17 @@ class TreeLayout:
         depth = (self.anc >= 0).sum(1)
         #: query-key pairs the tree mask allows (the attention work that is needed), for FLOP counts
         self.attended_pairs = int(prefix_len * n + depth.sum())
+        self.per_query = per_query
+        self.buckets: list[_Bucket] = []
+        if per_query:
+            self._per_query_layout()
+            return
         chunks = []
         for c in range(math.ceil(n / block)):
             a = self.anc[c * block:(c + 1) * block]
             chunks.append(np.unique(a[a >= 0]))
         # group blocks whose key sets differ by at most 2x (one batched call each)
         order = sorted(range(len(chunks)), key=lambda c: (len(chunks[c]), c))
-        self.buckets: list[_Bucket] = []
         i = 0
         while i < len(order):
             j = i
@@ -216,10 +230,74 @@ class TreeLayout:
                 ~ok, torch.finfo(dtype).min)
         return b.masks[key]
 
+    # -- per query: the shared prefix for all queries at once, then each query's own ancestors --------------------
+    def _per_query_layout(self) -> None:
+        """Each query attends to the shared prefix (one product for all queries: its keys are neither copied nor
+        padded) and to its own ancestors-or-self (gathered, padded to the deepest query): no query computes the
+        keys of another one's path. For passes whose queries lie on distinct paths (a generation step: one new
+        token per request), where a block would attend to the union of its queries' paths."""
+        P, anc = self.prefix_len, self.anc
+        own = anc >= 0
+        dev = self.device
+        self.own_index = torch.from_numpy(np.where(own, anc, 0) + P).to(dev)  # [n, D] cache column of each key
+        self.own_ok = torch.from_numpy(own).to(dev)
+        self.own_pos = torch.from_numpy(np.where(own, self.pos[np.maximum(anc, 0)], 0)).to(dev)
+        self.query_pos = torch.from_numpy(self.pos[self.first:]).to(dev)
+        self.computed_pairs = self.n * (P + anc.shape[1])
+        self.pq_masks: dict = {}
+
+    def _per_query_mask(self, window: int | None) -> torch.Tensor:
+        """float32 additive [n, prefix + D] mask: padding of the own keys, and keys ``window`` or more positions
+        back. The query itself is always visible (no row without a key)."""
+        if window not in self.pq_masks:
+            ok = self.own_ok
+            pre = torch.ones(self.n, self.prefix_len, dtype=torch.bool, device=self.device)
+            if window is not None:
+                ok = ok & ((self.query_pos[:, None] - self.own_pos) < window)
+                prefix_pos = torch.arange(self.prefix_len, device=self.device)
+                pre = (self.query_pos[:, None] - prefix_pos[None, :]) < window
+            ok = torch.cat([pre, ok], dim=1)
+            self.pq_masks[window] = torch.zeros(ok.shape, dtype=torch.float32, device=self.device).masked_fill_(
+                ~ok, -math.inf)
+        return self.pq_masks[window]
+
+    def _attend_per_query(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None,
+                          window: int | None, softcap: float | None) -> torch.Tensor:
+        """``attend`` for a per-query layout: scores against the prefix and against each query's own keys, one
+        float32 softmax over both (soft-capped first where the model caps), in turns of queries whose scores and
+        gathered keys and values fit ``PER_QUERY_BYTES``."""
+        _, H, n, d = query.shape
+        Hkv, P = key.shape[1], self.prefix_len
+        g = H // Hkv
+        dv = value.shape[-1]
+        scale = scaling if scaling is not None else d**-0.5
+        q = query[0].view(Hkv, g, n, d).float()
+        k_pre = key[0, :, :P].float().transpose(-1, -2)[:, None]  # [Hkv, 1, d, P]
+        v_pre = value[0, :, :P].float()[:, None]  # [Hkv, 1, P, dv]
+        mask = self._per_query_mask(window)
+        D = self.own_index.shape[1]
+        out = query.new_empty(n, H, dv)
+        step = max(1, PER_QUERY_BYTES // (4 * (H * (P + D) + Hkv * D * (d + dv))))  # scores, own keys and values
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            cols = self.own_index[a:b]
+            k_own = key[0][:, cols].float()  # [Hkv, m, D, d]
+            v_own = value[0][:, cols].float()
+            qa = q[:, :, a:b]
+            s = torch.cat([torch.matmul(qa, k_pre), torch.einsum("hgmd,hmkd->hgmk", qa, k_own)], dim=-1) * scale
+            if softcap is not None:
+                s = torch.tanh(s / softcap) * softcap
+            p = torch.softmax(s + mask[a:b], dim=-1)
+            o = torch.matmul(p[..., :P], v_pre) + torch.einsum("hgmk,hmkd->hgmd", p[..., P:], v_own)
+            out[a:b] = o.permute(2, 0, 1, 3).reshape(b - a, H, dv).to(out.dtype)
+        return out[None]
+
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None,
                window: int | None, softcap: float | None) -> torch.Tensor:
         """query [1, H, n, d]; key/value [1, Hkv, prefix + total, d] (cache already extended by the
         pack). Returns the attention output as [1, n, H, d], as attention implementations do."""
+        if self.per_query:
+            return self._attend_per_query(query, key, value, scaling, window, softcap)
         _, H, n, d = query.shape
         Hkv = key.shape[1]
         g = H // Hkv
