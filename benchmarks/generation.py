@@ -66,7 +66,7 @@ def say(message: str) -> None:
 def hf_one_by_one(model, tok, prompts: list[str], new_tokens: int) -> list[list[int]]:
     out = []
     for p in prompts:
-        enc = tok(p, return_tensors="pt")
+        enc = tok(p, return_tensors="pt").to(model.device)
         ids = model.generate(**enc, do_sample=False, max_new_tokens=new_tokens)[0, enc.input_ids.shape[1]:]
         out.append(_until_eos(ids.tolist(), model))
     return out
@@ -76,7 +76,7 @@ def hf_batched(model, tok, prompts: list[str], new_tokens: int) -> list[list[int
     side = tok.padding_side
     tok.padding_side = "left"
     try:
-        enc = tok(prompts, return_tensors="pt", padding=True)
+        enc = tok(prompts, return_tensors="pt", padding=True).to(model.device)
     finally:
         tok.padding_side = side
     ids = model.generate(**enc, do_sample=False, max_new_tokens=new_tokens)[:, enc.input_ids.shape[1]:]
@@ -104,14 +104,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--sampled", action="store_true", help="also time the engine sampling")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
+    ap.add_argument("--random-init", default=None, metavar="DIR",
+                    help="a directory with a model's config.json and tokenizer: the model with random weights "
+                         "(seed 0) in float32, for a machine without the weights (speed and the greedy identity "
+                         "do not depend on the weights' values)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if not 1 <= args.prompts <= len(QUESTIONS):
         ap.error(f"--prompts must be 1 to {len(QUESTIONS)}")
 
     torch.set_num_threads(args.threads)
-    spec = load_model_table(args.models)[args.model]
-    model, tok, prov = load_model(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), "cpu")
+    if args.random_init:
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+        torch.manual_seed(0)
+        config = AutoConfig.from_pretrained(args.random_init)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(args.device).eval()
+        tok = AutoTokenizer.from_pretrained(args.random_init)
+        name, dtype = f"{Path(args.random_init).name} (random weights)", "float32"
+    else:
+        spec = load_model_table(args.models)[args.model]
+        model, tok, prov = load_model(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), args.device)
+        name, dtype = spec.name, prov["dtype"]
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     stimulus = load_stimuli(args.stimuli).stimuli[0]
@@ -156,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     reference = outputs["hf one by one"]
     prompt_ids = [tok(p)["input_ids"] for p in prompts]
     record = {
-        "model": spec.name, "dtype": prov["dtype"], "threads": args.threads, "torch": torch.__version__,
+        "model": name, "dtype": dtype, "threads": args.threads,
+        "device": torch.cuda.get_device_name(model.device) if model.device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
         "prompts": args.prompts, "max_new_tokens": args.new_tokens, "stimulus": stimulus.id,
         "prompt_tokens": sum(map(len, prompt_ids)),
         "ways": rows,

@@ -136,6 +136,8 @@ def main() -> int:
         "local_choices_s": round(local_choice_s, 2),
         "max_abs_prob_diff_next_token_vs_prompt": choice_diff, "max_abs_prob_diff_local_vs_vllm": local_choice_diff,
     }
+    print("tokens: the local engine's tokens computed; vLLM's prompt + completion tokens sent (its prefix-cache hits "
+          "not subtracted)")
     print(f"{'Likert cell':<34}{'seconds':>10}{'x local':>9}{'tokens':>10}{'max |dlogp|':>13}")
     for name, row in record["likert_cell"].items():
         d = row.get("max_abs_logprob_diff_to_local")

@@ -56,6 +56,13 @@ def test_validation_imports_no_torch():
     assert run.returncode == 0, run.stderr[-2000:]
 
 
+def test_the_server_backends_import_no_torch():
+    """A scoring job of an API row needs no torch: the server backends and their client import none."""
+    run = run_blocked("import qclm.engine.vllm, qclm.engine.openai_api, qclm.engine.remote, qclm.engine.capabilities\n"
+                      "assert 'torch' not in sys.modules\n")
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_cpu_stages_and_the_dag_run_without_torch(shared_run, tmp_path):
     """The CPU stages of every probe kind of the shared run, run again on its tables, and a dry run of the

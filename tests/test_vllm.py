@@ -96,12 +96,16 @@ def _vllm(server, tiny_dir, cache_dir=None):
 CTX = "I felt calm this morning, then the phone rang. Question: how tense are you right now? Answer:"
 
 
-def test_the_vllm_backend_answers_every_request_kind_as_the_local_engine(server, tiny_dir, local):
+@pytest.mark.parametrize("next_token", [True, False], ids=["next-token requests", "prompt log-probs"])
+def test_the_vllm_backend_answers_every_request_kind_as_the_local_engine(server, tiny_dir, local, next_token):
+    """Both ways of asking for a continuation's log-probabilities: teacher-forced next-token requests (and forced
+    choices as one next-token request) on the prefix cache, and prompt log-probabilities."""
     from qclm.engine.requests import (
         ChainRequest, ChainStep, ChoiceRequest, GenerateRequest, GenerationSettings, LoglikRequest,
     )
 
     backend = _vllm(server, tiny_dir)
+    backend.teacher_forced = backend.next_token_choices = next_token
     loglik = [LoglikRequest(CTX, " very much so"), LoglikRequest(CTX, " not at all"), LoglikRequest("", "The sky")]
     for a, b in zip(local.loglikelihood(loglik), backend.loglikelihood(loglik)):
         assert a.token_ids == b.token_ids and a.is_greedy == b.is_greedy

@@ -18,9 +18,10 @@ BACKENDS = ("local", "vllm", "openai")
 GIVES: dict[str, dict[str, str]] = {
     "local": {kind: "the local engine (shared prefixes)" for kind in REQUEST_KINDS},
     "vllm": {
-        "loglikelihood": "prompt log-probabilities (/v1/completions, prompt_logprobs on token ids)",
-        "choose": "single-token options: next-token log-probabilities of the option tokens (logprob_token_ids, "
-                  "served from the prefix cache); longer options: prompt log-probabilities",
+        "loglikelihood": "each continuation token as a teacher-forced next-token request on token ids "
+                         "(logprob_token_ids; served from the prefix cache)",
+        "choose": "single-token options: one next-token request naming the option tokens; longer options token "
+                  "by token, as log-likelihoods",
         "choose_chain": "each step as a forced choice, the chosen option appended",
         "generate": "seeded generation on token ids (per-request seed)",
     },

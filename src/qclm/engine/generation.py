@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from qclm.engine.requests import GenerationSettings
+from qclm.engine.requests import GenerationSettings, is_greedy
 from qclm.engine.session import ROOT, TreeSession, common_prefix, groups_within, session_budget
 
 #: float32 logits (bytes) one generation step holds at once: the rows of more requests go through the head in turns
@@ -40,10 +40,6 @@ class Generated:
     token_logprobs: list[float]
     text: str = ""
     finish_reason: str = "length"
-
-
-def is_greedy(settings: GenerationSettings) -> bool:
-    return settings.greedy or settings.temperature <= 0
 
 
 def filtered(logits: torch.Tensor, settings: GenerationSettings) -> tuple[torch.Tensor, torch.Tensor]:

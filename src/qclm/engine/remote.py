@@ -58,6 +58,8 @@ class Usage:
     cached: int = 0  # prompts answered from the response cache
     retries: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the server says it read from its prefix cache (OpenAI; vLLM with
+    #                         --enable-prompt-tokens-details, which counts a batch's last prompt only)
     completion_tokens: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -219,6 +221,7 @@ class CompletionsClient:
             self.usage.requests += 1
             self.usage.prompts += n
             self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self.usage.cached_tokens += int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
             self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
         return choices
 

@@ -4,14 +4,17 @@ tokenizer, so the context/continuation split is the local engine's (qclm.engine.
 
 How each request kind is asked (docs/scaling.md, "Backends"; the facts checked against vLLM 0.32):
 
-- ``loglikelihood``: the context + continuation ids as the prompt, ``prompt_logprobs`` (each prompt token's
-  log-probability and rank: rank 1 is the greedy token). vLLM recomputes a prompt whose log-probabilities are
-  asked (it skips its prefix cache for them), so the shared stimulus is computed once per request here.
+- ``loglikelihood``: each continuation token as a teacher-forced next-token request (the context and the
+  continuation's first j tokens; ``logprob_token_ids`` names token j+1; at temperature 0 the token the server picks
+  is the argmax, so the greedy flag is whether it picked that token). Next-token requests read vLLM's prefix cache,
+  so the shared stimulus is computed once; the first request goes alone first, because requests scheduled together
+  compute their prompts side by side. The other way (``teacher_forced=False``): ``prompt_logprobs`` on the context
+  + continuation ids, each token's log-probability and rank; vLLM recomputes such a prompt whole (it skips its
+  prefix cache), 9.6x slower on ``benchmarks/vllm.py``'s Likert cell.
 - ``choose``: options that are one token each after the same context ids are one next-token request on the
-  context, ``logprob_token_ids`` naming the options' tokens: that request reads the prefix cache, so the shared
-  stimulus is computed once for all of them (``benchmarks/vllm.py`` measures both ways); other options go as
-  ``loglikelihood``. Results are normalized log-probabilities (vLLM's ``raw_logprobs``: the model's own
-  distribution, before temperature or top-k).
+  context naming the options' tokens (``next_token_choices``; 11.5x faster than prompt log-probabilities on the
+  benchmark); other options go as ``loglikelihood``. Results are normalized log-probabilities (vLLM's
+  ``raw_logprobs``: the model's own distribution, before temperature or top-k).
 - ``choose_chain``: step by step, every chain's step as a ``choose``, the chosen option appended.
 - ``generate``: the prompt's ids, the request's seed, temperature/top-k/top-p, max tokens and stop strings;
   greedy is temperature 0. vLLM samples with its own generator: a seeded request draws the same on every rerun,
@@ -115,7 +118,7 @@ class VllmServer:
     def command(self) -> list[str]:
         return [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_dir,
                 "--served-model-name", self.served_name, "--dtype", self.dtype,
-                "--tensor-parallel-size", str(self.gpus), "--enable-prefix-caching",
+                "--tensor-parallel-size", str(self.gpus), "--enable-prefix-caching", "--enable-prompt-tokens-details",
                 "--host", "127.0.0.1", "--port", str(self.port), *self.extra_args]
 
     def __enter__(self) -> "VllmServer":
@@ -193,8 +196,10 @@ class VllmServer:
 
 
 class RemoteStats:
-    """Work done through a server, in the shape of the local engine's ``Stats`` that the scoring job records
-    (``tokens_computed``: tokens the server reported for the prompts it answered) plus the usage."""
+    """Work done through a server, in the shape of the local engine's ``Stats`` that the scoring job records.
+    ``tokens_computed`` is what the server was given and produced (prompt + completion tokens of its usage): an
+    upper bound of what it computed, because prefix-cache hits are not subtracted (vLLM 0.32 reports the cached
+    tokens of a batch's last prompt only, ``api_usage.cached_tokens``)."""
 
     def __init__(self, method: str, client: CompletionsClient):
         self.method, self.client, self.notes = method, client, []
@@ -247,6 +252,7 @@ class VllmBackend:
         self.teacher_forced = teacher_forced
         self.stats = RemoteStats(self.method, client)
 
+    # -- token level ----------------------------------------------------------------------------------------------
     def _continuation_logprobs(self, requests: Sequence[Request], describe: Callable[[int], str] | None
                                ) -> list[tuple[list[float], list[bool]]]:
         """Each continuation token's log-probability (and greedy flag): teacher-forced next-token requests
@@ -273,6 +279,16 @@ class VllmBackend:
             out[owner[k]][0].append(lps[0])
             out[owner[k]][1].append(picked == target)
         return out
+
+    def _prompt_logprobs(self, requests: Sequence[Request], describe: Callable[[int], str] | None
+                         ) -> list[tuple[list[float], list[bool]]]:
+        """Each continuation token's log-probability and greedy flag (rank 1) from ``prompt_logprobs`` on the
+        context + continuation ids (vLLM recomputes such a prompt whole: it skips its prefix cache)."""
+        prompts = [list(r.context + r.continuation) for r in requests]
+        answers = self.client.complete(prompts, {"max_tokens": 1, "temperature": 0.0,
+                                                 "extra_body": {"prompt_logprobs": 0}}, describe)
+        return [_position_logprobs(a, p, len(r.context), describe(i) if describe else f"request {i}")
+                for i, (a, p, r) in enumerate(zip(answers, prompts, requests))]
 
     def _next_tokens(self, prompts: Sequence[Sequence[int]], wanted: Sequence[Sequence[int]],
                      describe: Callable[[int], str] | None) -> list[tuple[list[float], int | None]]:
