@@ -10,7 +10,7 @@ How each request kind is asked (docs/scaling.md, "Backends"; the facts checked a
   so the shared stimulus is computed once; the first request goes alone first, because requests scheduled together
   compute their prompts side by side. The other way (``teacher_forced=False``): ``prompt_logprobs`` on the context
   + continuation ids, each token's log-probability and rank; vLLM recomputes such a prompt whole (it skips its
-  prefix cache), 9.6x slower on ``benchmarks/vllm.py``'s Likert cell.
+  prefix cache), 8.6x slower on ``benchmarks/vllm.py``'s Likert cell.
 - ``choose``: options that are one token each after the same context ids are one next-token request on the
   context naming the options' tokens (``next_token_choices``; 11.5x faster than prompt log-probabilities on the
   benchmark); other options go as ``loglikelihood``. Results are normalized log-probabilities (vLLM's
