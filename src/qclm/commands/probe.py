@@ -83,12 +83,11 @@ def _config(path: str | None) -> dict:
 
 def probe_run(kind_name: str, argv: list[str]) -> int:
     from qclm.contexts import Protocol
+    from qclm.engine import capabilities
     from qclm.experiment import Experiment
-    from qclm.jobs import stages
-    from qclm.jobs.score_model import Cell, load, score_cell
+    from qclm.jobs.score_model import RESPONSES, load
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import resolve_model
-    from qclm.parquet import write_parquet
     from qclm.probes.base import Instance
 
     if kind_name in ("-h", "--help"):
@@ -129,6 +128,11 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     problem = probes.head_problem(cls, spec.head, spec.name)
     if problem:
         raise InputError.one("command line", "--model", problem)
+    lacking = capabilities.missing(spec.backend, cls.request_kinds(instance.settings))
+    if lacking:
+        raise InputError.one("command line", "--model", f"model {spec.name} (backend {spec.backend}) cannot answer "
+                             f"the {', '.join(lacking)} requests of probe kind {kind_name}: "
+                             + "; ".join(capabilities.why_not(spec.backend, k) for k in lacking))
     if cls.chat_only and spec.prompt_format == "raw":
         raise InputError.one("command line", "--model", f"model {spec.name}: probe kind {kind_name} asks chat-format "
                              "models only, and its prompt format is raw: give --prompt-format chat (or a model "
@@ -140,9 +144,23 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
         torch.set_num_threads(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    loaded = load(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), engine)
+    loaded = load(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), engine,
+                  out / "cache" / spec.name / RESPONSES)
     log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0,
-             loaded.provenance.get("dtype"), loaded.provenance.get("device"))
+             loaded.provenance.get("dtype"), loaded.provenance.get("device", loaded.provenance.get("backend")))
+    try:
+        return _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, protocol,
+                                  engine, spec, loaded, out)
+    finally:  # a vLLM server this command started stops with it
+        loaded.close()
+
+
+def _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, protocol, engine, spec,
+                       loaded, out) -> int:
+    from qclm.jobs import stages
+    from qclm.jobs.score_model import Cell, score_cell
+    from qclm.parquet import write_parquet
+
     obj = cls(instance)
     cells: dict[tuple[str, str, str], dict[str, Path]] = {}
     stage_config = cls.stage_config(config)
