@@ -135,7 +135,11 @@ def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict,
 
 
 def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> Loaded:
+    """A ``vllm`` or ``openai`` row: the tokenizer here (an API row's renders chat prompts as messages), the client
+    with the response cache, and for a ``vllm`` row without ``server`` the server, started now and stopped by
+    :meth:`Loaded.close` (or here, if anything after its start fails)."""
     from qclm.engine.remote import CompletionsClient, api_key
+    from qclm.models.loading import load_tokenizer
 
     identity = {k: v for k, v in spec.as_row().items() if k != "server" or spec.backend == "openai"}
     if spec.kind == "local":
@@ -147,9 +151,7 @@ def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> 
               "retries": engine["api_retries"], "name": spec.name}
     provenance = {"model": spec.name, "source": spec.source, "revision": spec.revision, "backend": spec.backend,
                   "dtype": spec.dtype, "quantization": spec.quantization or "none"}
-    from qclm.models.loading import load_tokenizer
-
-    tokenizer = load_tokenizer(spec, prepared_dir)  # an API row's: chat prompts as messages (ApiChat)
+    tokenizer = load_tokenizer(spec, prepared_dir)
     if spec.backend == "openai":
         from qclm.engine.openai_api import OpenAIBackend
 
