@@ -1,6 +1,6 @@
 """The string-level backend seam (as lm-evaluation-harness's ``LM``): log-likelihoods, forced choices, chains of
 forced choices and generation over prompt strings. A probe talks to a :class:`Backend` only, so a server backend
-(docs/scaling.md) can be added without touching any probe. :class:`LocalBackend` is the local engine: one model in
+(docs/scaling.md, "Backends") serves a model without touching any probe. :class:`LocalBackend` is the local engine: one model in
 this process, every request kind sharing each batch's common token prefix (the stimulus, the chat header) once.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,18 +34,20 @@ class Backend(Protocol):
     are those of the model's own distribution (temperature 1, no filtering); ``choose`` with ``full=False`` may
     leave the first position's log-sum-exp out (``ChoiceResult.normalized``).
 
-    Serving engines as backends (docs/scaling.md, "Serving engines as backends"): a server can stand in for
-    :class:`LocalBackend` without losing the shared-prefix speed only if it returns prompt log-probabilities while
-    keeping its prefix cache. SGLang does (``/generate`` with ``return_logprob`` and ``logprob_start_len``: the
-    radix cache is matched up to ``logprob_start_len``); vLLM V1 skips its prefix cache for requests that ask for
-    ``prompt_logprobs`` and recomputes the whole prompt; the llama.cpp server returns log-probabilities of
-    generated tokens only, none for the prompt."""
+    The backends (docs/scaling.md, "Backends"; the model table's ``backend`` column): :class:`LocalBackend`,
+    :class:`qclm.engine.vllm.VllmBackend` (a vLLM server), :class:`qclm.engine.openai_api.OpenAIBackend` (an
+    OpenAI-compatible API: generation and single-token forced choices only, qclm.engine.capabilities)."""
 
-    def loglikelihood(self, requests: Sequence[LoglikRequest], describe: Callable[[int], str] | None = None
-                      ) -> list[LoglikResult]: ...
+    #: the work done so far (``tokens_computed``, ``method``, ``notes``: the scoring job's provenance)
+    stats: Any
+    #: the model's tokenizer where this process has it (the Likert kind names the scored tokens), else None (an API)
+    tokenizer: Any
 
-    def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None
-               ) -> list[ChoiceResult]: ...
+    def loglikelihood(self, requests: Sequence[LoglikRequest], describe: Callable[[int], str] | None = None,
+                      progress: Callable[[int], None] | None = None) -> list[LoglikResult]: ...
+
+    def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,
+               progress: Callable[[int], None] | None = None) -> list[ChoiceResult]: ...
 
     def choose_chain(self, requests: Sequence[ChainRequest], describe: Callable[[int], str] | None = None
                      ) -> list[ChainResult]: ...

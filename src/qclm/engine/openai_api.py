@@ -67,6 +67,7 @@ class OpenAIBackend:
     """Generation and single-token forced choices through an OpenAI-compatible completions or chat route."""
 
     method = "openai"
+    tokenizer = None  # the provider tokenizes
 
     def __init__(self, client: CompletionsClient):
         self.client = client
