@@ -136,7 +136,7 @@ def test_slurm_run_equals_local_run(slurm_cluster, tmp_path, tiny_llama_dir, tin
     # every job went through sbatch; GPU jobs asked for one GPU and the model-sized memory and time
     sbatch = re.findall(r"^sbatch call: (sbatch .*?) --wrap=", out, re.M)
     rules = [re.search(r"--comment rule_(\w+?)(?:_wildcards_(\S+))?\s", s).groups() for s in sbatch]
-    assert sorted(r for r, _ in rules) == sorted(["score"] * 2 + ["cells_likert"] * 8
+    assert sorted(r for r, _ in rules) == sorted(["score"] * 2 + ["cells_likert"] * 4
                                                  + ["collect_likert", "analyze"]), rules
     expected = expected_resources(slurm_dir / "models.tsv")
     for call, (rule, wildcards) in zip(sbatch, rules):

@@ -8,25 +8,31 @@ for _kind in KINDS:
     _cls = probes.kind_class(_kind)
     _ids = [i.id for i in instances_of(_kind)]
 
-    if _cls.cell_tables:
+    # one job per model and instance writes the per-cell tables of all its conditions (one process instead of
+    # one per condition); instances with their own conditions get a rule of their own (as the scoring rules)
+    _groups = {}
+    for _id in _ids if _cls.cell_tables else ():
+        _groups.setdefault(tuple(INSTANCE_CONDITIONS[_id]), []).append(_id)
+    for _conditions, _group in _groups.items():
 
         rule:
             name:
-                f"cells_{_kind}"
+                f"cells_{_kind}" if list(_conditions) == list(CONDITIONS) else f"cells_{_kind}_" + re.sub(r"\W", "_", "_".join(_group))
             conda:
                 "../../environment.yml"
             input:
-                raw_table("{model}", "{probe}", "{condition}"),
+                [raw_table("{model}", "{probe}", c) for c in _conditions],
             output:
-                # named table_NAME: output names such as `items` are reserved by Snakemake
-                **{f"table_{t}": cell_table("{model}", "{probe}", "{condition}", t) for t in _cls.cell_tables},
+                [cell_table("{model}", "{probe}", c, t) for c in _conditions for t in _cls.cell_tables],
             params:
                 config=_cls.stage_config(config),
                 instance=lambda wildcards: INSTANCES[wildcards.probe],
+                conditions=list(_conditions),
+                tables=list(_cls.cell_tables),
             wildcard_constraints:
-                probe=_alternatives(_ids),
+                probe=_alternatives(_group),
             log:
-                f"{LOGS}/cells/{{model}}/{{probe}}/{{condition}}.log",
+                f"{LOGS}/cells/{{model}}/{{probe}}.log",
             script:
                 "../scripts/cell_tables.py"
 

@@ -1,6 +1,10 @@
-"""Thin wrapper: one cell's raw table -> the probe kind's per-cell tables (qclm.jobs.stages.cell_tables)."""
+"""Thin wrapper: one model's and instance's raw tables, one per condition -> the probe kind's per-cell tables of each
+(qclm.jobs.stages.cell_tables); the outputs are in condition order, each condition's tables in params.tables order."""
 from qclm.jobs.stages import cell_tables
 from qclm.logs import configure_logging
 
 configure_logging(snakemake.log[0])
-cell_tables(snakemake.params.instance, snakemake.input[0], snakemake.params.config, {k.removeprefix("table_"): v for k, v in snakemake.output.items()})
+tables = snakemake.params.tables
+for k, raw in enumerate(snakemake.input):
+    outputs = {t: snakemake.output[k * len(tables) + j] for j, t in enumerate(tables)}
+    cell_tables(snakemake.params.instance, raw, snakemake.params.config, outputs)
