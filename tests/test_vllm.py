@@ -133,6 +133,22 @@ def test_the_vllm_backend_answers_every_request_kind_as_the_local_engine(server,
     assert first[0].token_ids != first[1].token_ids  # and the seed moves them
 
 
+def test_more_option_tokens_than_one_vllm_request_may_name(server, tiny_dir, local):
+    """Teacher-forced continuations whose tokens together exceed what one request may name in logprob_token_ids
+    (vLLM's 128) go in several requests, and still equal the local engine's."""
+    from qclm.engine.requests import LoglikRequest
+    from qclm.engine.vllm import MAX_TOKEN_IDS
+    from qclm.probes.csi.words import load_words
+
+    words = [w.word for w in load_words(ROOT / "resources/csi/words.tsv").head(200)]
+    requests = [LoglikRequest(CTX, " " + w) for w in words]
+    want = local.loglikelihood(requests)
+    assert len({t for r in want for t in r.token_ids}) > MAX_TOKEN_IDS
+    got = _vllm(server, tiny_dir).loglikelihood(requests)
+    assert max(abs(a.logprob - b.logprob) for a, b in zip(want, got)) < AGREE
+    assert [a.is_greedy for a in want] == [b.is_greedy for b in got]
+
+
 class Proxy:
     """A forwarding proxy in front of the vLLM server: counts the requests that reach it and plays faults, each
     once, on the next requests (``faults``: "429" a rate limit with Retry-After 0, "drop" a connection closed

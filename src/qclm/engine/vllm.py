@@ -52,6 +52,8 @@ log = logging.getLogger("qclm.engine")
 
 #: prompts per HTTP request to a vLLM server (its scheduler batches them)
 VLLM_BATCH = 64
+#: token ids one request may name in ``logprob_token_ids`` (vLLM's MAX_LOGPROB_TOKEN_IDS, vllm/sampling_params.py)
+MAX_TOKEN_IDS = 128
 #: the environment ``make vllm-env`` builds
 VLLM_VENV = ".venv-vllm"
 
@@ -295,15 +297,29 @@ class VllmBackend:
         """Next-token requests on token-id prompts: per prompt the log-probabilities of its ``wanted`` tokens (all
         prompts' tokens named in ``logprob_token_ids``) and the token the server picks at temperature 0 (the
         argmax). They read vLLM's prefix cache; the first prompt goes alone first, because requests scheduled
-        together compute their prompts side by side and the shared prefix is cached only once one has finished."""
-        params = {"max_tokens": 1, "temperature": 0.0, "logprobs": 1,
-                  "extra_body": {"logprob_token_ids": sorted({t for w in wanted for t in w}),
-                                 "return_tokens_as_token_ids": True}}
-        answers: list[dict] = []
-        for part in (list(range(min(1, len(prompts)))), list(range(1, len(prompts)))):
-            if part:
-                answers += self.client.complete([list(prompts[k]) for k in part], params,
-                                                (lambda j, m=part: describe(m[j])) if describe else None)
+        together compute their prompts side by side and the shared prefix is cached only once one has finished;
+        then runs of prompts whose tokens together stay within what one request may name (``MAX_TOKEN_IDS``)."""
+        answers: list[dict | None] = [None] * len(prompts)
+        parts = [[0]] if prompts else []  # the first alone
+        names: set[int] = set()
+        for k in range(1, len(prompts)):  # then runs of prompts that name at most MAX_TOKEN_IDS tokens together
+            if not parts[-1] or parts[-1] == [0] or len(names | set(wanted[k])) > MAX_TOKEN_IDS:
+                parts.append([])
+                names = set()
+            parts[-1].append(k)
+            names |= set(wanted[k])
+        for part in parts:
+            ids = sorted({t for k in part for t in wanted[k]})
+            if len(ids) > MAX_TOKEN_IDS:
+                what = describe(part[0]) if describe else f"request {part[0]}"
+                raise RemoteError(f"{what}: {len(ids)} options' tokens; vLLM names at most {MAX_TOKEN_IDS} in one "
+                                  "request")
+            params = {"max_tokens": 1, "temperature": 0.0, "logprobs": 1,
+                      "extra_body": {"logprob_token_ids": ids, "return_tokens_as_token_ids": True}}
+            got = self.client.complete([list(prompts[k]) for k in part], params,
+                                       (lambda j, m=part: describe(m[j])) if describe else None)
+            for k, a in zip(part, got):
+                answers[k] = a
         out = []
         for k, (a, want) in enumerate(zip(answers, wanted)):
             got = _named_logprobs(a)
