@@ -35,11 +35,6 @@ def config_schema() -> dict:
                                       .read_text(encoding="utf-8")))
 
 
-def schema_path() -> str:
-    """The schema's file (Snakemake's validate and ``qclm validate`` read it)."""
-    return str(resources.files("qclm.schemas").joinpath("config.schema.yaml"))
-
-
 def _properties(section: str | None) -> dict:
     schema = config_schema()
     return schema["properties"] if section is None else schema["properties"][section].get("properties", {})

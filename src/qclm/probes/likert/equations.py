@@ -14,15 +14,15 @@ import numpy as np
 import pandas as pd
 
 from qclm.questionnaire import DEFAULT_TEMPLATE_ID
+# eq. 1's aggregations and the forms of the item score (eq. 2, the paper's, or the authors' public code's
+# QABSTRACT.mean_score over the S+ cells only or over all cells, docs/qlatent.md, difference 4): the config schema
+# is their one home
+from qclm.settings import AGGREGATIONS, ITEM_SCORES
 
 CONTEXT_KEYS = ["model", "questionnaire", "condition", "stimulus_id"]
 #: one item under one context and one wording (template): the unit of the two-way normalization
 ITEM_KEYS = CONTEXT_KEYS + ["template", "item_id"]
 VARIANT_KEYS = ITEM_KEYS + ["cterm", "polarity", "intensifier", "level", "weight"]
-AGGREGATIONS = ("harmonic", "geometric", "product")
-#: forms of the item score: eq. 2 (the paper), or the authors' public code's QABSTRACT.mean_score over the S+
-#: cells only or over all cells (docs/qlatent.md, difference 4)
-ITEM_SCORES = ("eq2", "mean_score_positive", "mean_score_all")
 
 log = logging.getLogger("qclm.probes.likert.equations")
 
