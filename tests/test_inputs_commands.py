@@ -248,3 +248,15 @@ def test_item_scores_read_as_parquet_keep_the_checks(tmp_path):
                   "stimulus_id": ["s1"], "score": [0.1]}).to_parquet(path)
     with pytest.raises(InputError, match="no vanilla row"):
         load_item_scores(path)
+
+
+def test_qclm_probe_help_lists_every_kind_with_its_summary(capsys):
+    """`qclm probe --help` lists the kinds, one line each (exit 0); `qclm probe` without a kind lists them and
+    exits 2."""
+    from qclm import probes
+
+    assert commands.main(["probe", "--help"]) == 0
+    out = capsys.readouterr().out
+    for name in probes.KINDS:
+        assert f"\n  {name}: {probes.kind_class(name).summary}" in out
+    assert commands.main(["probe"]) == 2

@@ -37,7 +37,9 @@ DEFAULT_MODELS_DIR = "resources/models"
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="run one probe kind on one model (the workflow's tables for that model)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
-    p.add_argument("kind", help=f"a probe kind ({', '.join(probes.KINDS)}) or an importable module defining KIND")
+    p.add_argument("-h", "--help", action="store_true", dest="show_help", help="the kinds, each in one line")
+    p.add_argument("kind", nargs="?", help=f"a probe kind ({', '.join(probes.KINDS)}) or an importable module "
+                   "defining KIND")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="--model, --out and the kind's options")
     p.set_defaults(func=run)
 
@@ -91,7 +93,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     from qclm.probes.base import Instance
 
     if kind_name in ("-h", "--help"):
-        print(__doc__ + "\nkinds: " + ", ".join(f"{name} ({probes.kind_class(name).summary})" for name in probes.KINDS))
+        print(__doc__ + "\nkinds:\n" + "\n".join(f"  {name}: {probes.kind_class(name).summary}" for name in probes.KINDS))
         return 0
     try:
         cls = probes.kind_class(kind_name)
@@ -189,6 +191,9 @@ def _score_and_analyze(cls, instance, ident, kind_name, config, conditions, expe
 
 def run(args: argparse.Namespace) -> int:
     configure_logging()
+    if args.kind is None:  # `qclm probe --help`, or no kind: the kinds and their summaries
+        probe_run("--help", [])
+        return 0 if args.show_help else 2
     try:
         return probe_run(args.kind, list(args.rest))
     except InputError as err:
