@@ -24,8 +24,15 @@ COMMANDS = ("analyze", "validate", "render", "loglik", "probe", "finetune")
 INTERNAL_ERROR = 1
 
 
+#: what ``qclm --help`` says (the module docstring is for developers)
+DESCRIPTION = """Measure psychological constructs in causal language models from their next-token probabilities.
+Each command below has its own --help. Bad input is reported as FILE: LOCATION: PROBLEM lines (exit 2); any
+other failure in one line, with the full traceback written to a file for a bug report (exit 1). The workflow
+itself runs with snakemake (README.md)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qclm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="qclm", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"qclm.commands.{name}").add_parser(sub)
