@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,26 @@ def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monke
     assert code == CREDENTIALS_EXIT == 2 and not out.exists()
     assert "model api: the environment variable QCLM_TEST_ABSENT_KEY (the model table's column api_key_env) is not " \
            "set" in capfd.readouterr().err
+
+
+def test_scoring_jobs_lock_the_gpus_their_rows_need(tmp_path, monkeypatch):
+    """A workstation's scoring jobs share its GPUs through lock files: one GPU for a local row, a vllm row's
+    `gpus` (its tensor-parallel size) together, none for an API row; a held GPU is not handed out again."""
+    from qclm.jobs.gpu import bind_gpus, bind_one_gpu
+
+    monkeypatch.setenv("QCLM_GPU_LOCK_DIR", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    first = bind_one_gpu("auto")
+    assert first is not None and os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert bind_gpus("auto", 0) == [] and os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"  # an API row
+    assert bind_gpus("cpu", 2) == []  # an explicit device is the user's choice
+    pair = bind_gpus("auto", 2)
+    assert len(pair) == 2 and os.environ["CUDA_VISIBLE_DEVICES"] == "1,2"  # GPU 0 is held by the first job
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    last = bind_gpus("auto", 1)
+    assert len(last) == 1 and os.environ["CUDA_VISIBLE_DEVICES"] == "3"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert bind_gpus("auto", 2) == [] and os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # SLURM's --gpus=2: all
+    for lock in [first, *pair, *last]:
+        lock.close()
