@@ -61,15 +61,22 @@ def gemma3_tokenizer_dir() -> Path:
     return _cached("tok-gemma3", lambda d: _gguf_tokenizer("gemma3-270m", d))
 
 
+#: the tiny Llamas' sizes: ``llama`` (head_dim 16) for the engine's tests; ``llama-vllm`` (head_dim 64) for the vLLM
+#: server's, whose CPU attention needs head_dim 32, 64, 80...
+TINY_LLAMAS = {
+    "llama": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2},
+    "llama-vllm": {"hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 2, "num_key_value_heads": 1},
+}
+
+
 def _tiny(kind: str, tok_dir: Path, out: Path) -> None:
     import torch
     from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 
     tok = AutoTokenizer.from_pretrained(tok_dir)
     torch.manual_seed(0)
-    if kind == "llama":
-        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+    if kind in TINY_LLAMAS:
+        cfg = LlamaConfig(vocab_size=len(tok), **TINY_LLAMAS[kind], num_hidden_layers=2, max_position_embeddings=2048,
                           tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
         model = LlamaForCausalLM(cfg)
     else:

@@ -22,9 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from conftest import CACHE, ROOT, _cached, run_snakemake, write_workflow_config
+from conftest import ROOT, _cached, _tiny, run_snakemake, write_workflow_config
 
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 if not VLLM_PY.exists():
@@ -37,28 +36,9 @@ pytestmark = pytest.mark.slow
 AGREE = 1e-4
 
 
-def _tiny_llama_vllm(tok_dir: Path, out: Path) -> None:
-    """A tiny random Llama that vLLM's CPU attention serves: head_dim 64 (it needs 32, 64, 80...)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tok = AutoTokenizer.from_pretrained(tok_dir)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    model = LlamaForCausalLM(cfg)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.2)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(smollm2_tokenizer_dir) -> Path:
-    return _cached("tiny-llama-vllm", lambda d: _tiny_llama_vllm(smollm2_tokenizer_dir, d))
+    return _cached("tiny-llama-vllm", lambda d: _tiny("llama-vllm", smollm2_tokenizer_dir, d))
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +268,7 @@ def test_a_rejected_or_missing_key_is_a_credentials_error(server, proxy, monkeyp
         api_key("QCLM_TEST_NO_KEY", "api-model")
 
 
-def test_a_workflow_scores_a_vllm_row_as_the_local_row(tiny_dir, tmp_path_factory):
+def test_a_workflow_scores_a_vllm_row_as_the_local_row(tiny_dir, tmp_path_factory, monkeypatch):
     """The issue's done-when: a `backend: vllm` row of the tiny model (the scoring job starts its server) scores a
     Likert instance and a forced-choice probe under two conditions, every table equal to the local row's."""
     workdir = tmp_path_factory.mktemp("vllm-run")
@@ -305,16 +285,9 @@ def test_a_workflow_scores_a_vllm_row_as_the_local_row(tiny_dir, tmp_path_factor
     table.write_text("\n".join(lines) + "\n")
     targets = [f"results/logprobs/{m}/{p}/{c}.parquet" for m in ("tiny", "tiny-vllm") for p in ("gad7", "gad7_ent")
                for c in ("vanilla", "stress")]
-    env_before = os.environ.get("QCLM_VLLM_PYTHON")
-    os.environ["QCLM_VLLM_PYTHON"] = str(VLLM_PY)
-    try:
-        run = run_snakemake(workdir, cfg, *targets, "results/scores/item_scores.parquet",
-                            "results/scores/entailment_item_scores.parquet")
-    finally:
-        if env_before is None:
-            os.environ.pop("QCLM_VLLM_PYTHON")
-        else:
-            os.environ["QCLM_VLLM_PYTHON"] = env_before
+    monkeypatch.setenv("QCLM_VLLM_PYTHON", str(VLLM_PY))
+    run = run_snakemake(workdir, cfg, *targets, "results/scores/item_scores.parquet",
+                        "results/scores/entailment_item_scores.parquet")
     assert run.returncode == 0, run.stderr[-4000:]
     from qclm.parquet import read_metadata
 

@@ -14,24 +14,12 @@ REQUEST_KINDS = ("loglikelihood", "choose", "choose_chain", "generate")
 #: the model table's ``backend`` column (empty: local)
 BACKENDS = ("local", "vllm", "openai")
 
-#: backend -> the request kinds it answers, and how (one line each, for docs and messages)
-GIVES: dict[str, dict[str, str]] = {
-    "local": {kind: "the local engine (shared prefixes)" for kind in REQUEST_KINDS},
-    "vllm": {
-        "loglikelihood": "each continuation token as a teacher-forced next-token request on token ids "
-                         "(logprob_token_ids; served from the prefix cache)",
-        "choose": "single-token options: one next-token request naming the option tokens; longer options token "
-                  "by token, as log-likelihoods",
-        "choose_chain": "each step as a forced choice, the chosen option appended",
-        "generate": "seeded generation on token ids (per-request seed)",
-    },
-    "openai": {
-        "choose": "options whose text is one token: the API's top log-probabilities of the next token (5 on the "
-                  "completions route, 20 on the chat route); an option outside them has no probability (NaN, counted "
-                  "in the provenance)",
-        "generate": "completions (raw rows) or chat completions (chat rows) with the request's seed (the provider "
-                    "may not honour it)",
-    },
+#: backend -> the request kinds it answers (how each asks: docs/scaling.md, "Backends", and the backends' modules;
+#: an ``openai`` row's forced choices work where each option is one token among the API's top log-probabilities)
+GIVES: dict[str, tuple[str, ...]] = {
+    "local": REQUEST_KINDS,
+    "vllm": REQUEST_KINDS,
+    "openai": ("choose", "generate"),
 }
 
 #: why a backend cannot answer a request kind (for messages)

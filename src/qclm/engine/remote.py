@@ -183,7 +183,7 @@ class CompletionsClient:
     def _send(self, prompt: Any, body: dict, what: str, n: int, route: str) -> list[dict]:
         import openai
 
-        extra = body.pop("extra_body", None) if "extra_body" in body else None
+        extra = body.pop("extra_body", None)
         attempt = 0
         while True:
             try:

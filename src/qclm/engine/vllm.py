@@ -303,7 +303,7 @@ class VllmBackend:
         parts = [[0]] if prompts else []  # the first alone
         names: set[int] = set()
         for k in range(1, len(prompts)):  # then runs of prompts that name at most MAX_TOKEN_IDS tokens together
-            if not parts[-1] or parts[-1] == [0] or len(names | set(wanted[k])) > MAX_TOKEN_IDS:
+            if len(parts) == 1 or len(names | set(wanted[k])) > MAX_TOKEN_IDS:
                 parts.append([])
                 names = set()
             parts[-1].append(k)

@@ -166,9 +166,9 @@ def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> 
     else:
         where = str(prepared_dir) if spec.needs_preparation else (
             str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source)
+        log_path = Path(responses_dir).parent / f"{spec.name}.vllm.log" if responses_dir else None
         server = VllmServer(where, gpus=spec.gpus, dtype=spec.dtype, start_timeout=engine["server_start_timeout"],
-                            served_name=spec.name, log_path=Path(responses_dir or ".").parent / f"{spec.name}.vllm.log"
-                            if responses_dir else None, extra_args=vllm_args(engine))
+                            served_name=spec.name, log_path=log_path, extra_args=vllm_args())
         resources.append(server.__enter__())
         url, served = server.url, spec.name
     try:
@@ -184,7 +184,7 @@ def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> 
         raise
 
 
-def vllm_args(engine: dict) -> list[str]:
+def vllm_args() -> list[str]:
     """Extra arguments of a server the job starts: on a machine without a GPU, vLLM's CPU build needs eager mode and
     a block size its CPU attention takes."""
     import shutil
