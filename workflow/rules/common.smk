@@ -67,6 +67,13 @@ QUESTIONNAIRES = {
 }
 
 
+def group_rule(name, ids, whole):
+    """A rule's name for a group of probe instances: `name` for the group that stands for the whole run (`whole`),
+    else `name_` and the group's ids (the scoring and per-cell rules of instances with their own models or
+    conditions)."""
+    return name if whole else f"{name}_" + re.sub(r"\W", "_", "_".join(ids))
+
+
 def _alternatives(names):
     return "|".join(re.escape(n) for n in names) or "(?!)"
 

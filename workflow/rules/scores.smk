@@ -17,7 +17,7 @@ for _kind in KINDS:
 
         rule:
             name:
-                f"cells_{_kind}" if list(_conditions) == list(CONDITIONS) else f"cells_{_kind}_" + re.sub(r"\W", "_", "_".join(_group))
+                group_rule(f"cells_{_kind}", _group, list(_conditions) == list(CONDITIONS))
             conda:
                 "../../environment.yml"
             input:

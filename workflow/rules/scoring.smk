@@ -18,7 +18,7 @@ for _ids, _models in SCORING_GROUPS.items():
 
     rule:
         name:
-            "score" if list(_ids) == list(INSTANCES) else "score_" + re.sub(r"\W", "_", "_".join(_ids))
+            group_rule("score", _ids, list(_ids) == list(INSTANCES))
         conda:
             "../../environment.yml"
         input:
