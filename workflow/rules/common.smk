@@ -71,7 +71,8 @@ def group_rule(name, ids, whole):
     """A rule's name for a group of probe instances: `name` for the group that stands for the whole run (`whole`),
     else `name_` and the group's ids (the scoring and per-cell rules of instances with their own models or
     conditions)."""
-    return name if whole else f"{name}_" + re.sub(r"\W", "_", "_".join(ids))
+    suffix = re.sub(r"\W", "_", "_".join(ids))
+    return name if whole else f"{name}_{suffix}"
 
 
 def _alternatives(names):
