@@ -80,7 +80,7 @@ def config_target(config_file: str, model: str, probe: str, prompt_format: str |
 
 
 def render(config_file: str | None, model: str | None, probe: str | None, condition: str, item: str | None = None,
-           stimulus: str | None = None, limit: int | None = 8, out=sys.stdout, target: Target | None = None,
+           stimulus: str | None = None, limit: int | None = 8, out=None, target: Target | None = None,
            prompt_format: str | None = None) -> int:
     """Print the requests of one instance under one condition: a config's (``config_file``, ``model``, ``probe``;
     ``prompt_format`` in place of the model table's) or, given ``target``, one the command line made
@@ -89,7 +89,7 @@ def render(config_file: str | None, model: str | None, probe: str | None, condit
         target = target or config_target(config_file, model, probe, prompt_format)
     except _Refused as err:
         return _fail(str(err))
-    return _show(target, condition, item, stimulus, limit, out)
+    return _show(target, condition, item, stimulus, limit, sys.stdout if out is None else out)  # stdout when called
 
 
 def _show(target: Target, condition: str, item: str | None, stimulus: str | None, limit: int | None, out) -> int:
