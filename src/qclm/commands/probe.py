@@ -81,10 +81,14 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     experiment = Experiment.from_config(config)
     conditions = args.conditions or list(experiment.conditions)
     unknown = [c for c in conditions if c not in experiment.conditions]
-    if unknown:
-        raise InputError.one(args.config or COMMAND_LINE, "--conditions", f"condition(s) {', '.join(unknown)} not in "
-                             f"the experiment ({', '.join(experiment.conditions)})")
-    instances = kind_instances(cls, kind_name, args, config)
+    problems = [(args.config or COMMAND_LINE, "--conditions", f"condition(s) {', '.join(unknown)} not in the "
+                 f"experiment ({', '.join(experiment.conditions)})")] if unknown else []
+    try:
+        instances = kind_instances(cls, kind_name, args, config)
+    except InputError as err:  # every problem at once: the instance's, then the conditions'
+        raise InputError(err.problems + problems) from None
+    if problems:
+        raise InputError(problems)
     engine = settings.section(config, settings.ENGINE)
     if args.device:
         engine["device"] = args.device
