@@ -170,7 +170,7 @@ def test_a_survey_instance_per_instrument_is_the_kinds_hook():
                               repetitions=None, persona=None, max_new_tokens=None, greedy=False)
     assert survey.instances_from_args(args) == [{"variants": ["json"], "instrument": "a.yaml"},
                                                 {"variants": ["json"], "instrument": "b.yaml"}]
-    with pytest.raises(InputError, match="two files are both named a"):
+    with pytest.raises(InputError, match="--instrument: two of the files given are named a"):
         kind_instances(survey, "survey", _with(args, instrument=["x/a.yaml", "y/a.yaml"]), {"conditions": ["vanilla"]})
 
 

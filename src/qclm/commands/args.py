@@ -236,9 +236,9 @@ def kind_instances(cls, kind_name: str, args: argparse.Namespace, config: dict) 
     for own in given:
         ident = args.id or default_id(cls, own)
         if ident in entries:
-            raise InputError.one(COMMAND_LINE, cls.file_keys[0] if cls.file_keys else "options",
-                                 f"two files are both named {ident}: each instance is named by its file, so give "
-                                 "files of different names")
+            option = f"--{cls.file_keys[0].replace('_', '-')}" if cls.file_keys else "options"
+            raise InputError.one(COMMAND_LINE, option, f"two of the files given are named {ident}, and each instance "
+                                 "is named by its file: give each file once, and files of different names")
         base = declared[ident].settings if ident in declared else {}
         entries[ident] = {"kind": kind_name, **base, **own}
     check = {**config, "probes": entries}
