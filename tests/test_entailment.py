@@ -165,7 +165,8 @@ def test_a_bad_placement_of_the_slots_says_which_slot_goes_where(tmp_path):
     breaks it is named with the rule, and which template is the file's default."""
     data = yaml.safe_load(yaml.safe_dump(SMALL))
     data["items"] += [
-        {"id": "B1", "premise": "I feel {cterm}.", "hypothesis": "I am {cterm}.", "cterms": {"plus": ["x"], "minus": ["y"]}},
+        {"id": "B1", "premise": "I feel {cterm}.", "hypothesis": "I am {cterm}.",
+         "cterms": {"plus": ["x"], "minus": ["y"]}},
         {"id": "B2", "premise": "{intensifier} I worry.", "cterms": {"plus": ["x"], "minus": ["y"]}},
         {"id": "B3", "premise": "I feel {cterm} {intensifier}.", "cterms": {"plus": ["x"], "minus": ["y"]}},
         {"id": "B4", "premise": "I lie awake {intensifier}.", "hypothesis": "I am {cterm}.",

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from qclm import probes, settings
 from qclm.commands.args import (
-    COMMAND_LINE, add_instance_arguments, add_model_arguments, conditions as conditions_arg, device, kind_config, kind_instances, kind_model,
+    COMMAND_LINE, add_instance_arguments, add_model_arguments, conditions as conditions_arg, device, kind_config,
+    kind_instances, kind_model,
     model_problem, output_dir, threads, usable_device,
 )
 from qclm.errors import InputError
