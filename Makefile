@@ -37,7 +37,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 run: env
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config --cores $(CORES) \
-		--report "$$($(BIN)/python -m qclm.experiment results $(CONFIG))/report.html"
+		--report "$$($(BIN)/python -m qclm.commands.results $(CONFIG))/report.html"
 
 dryrun: env
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)

@@ -15,7 +15,7 @@ from qclm.errors import InputError
 from qclm.jobs.score_model import Cell, score_cell
 from qclm.models.table import parse_model_row
 from qclm.probes.entailment.kind import FORMS, OPTIONS, EntailmentProbe
-from qclm.probes.entailment.material import load_entailment
+from qclm.probes.entailment.material import PLACEMENT, load_entailment
 
 SMALL = {
     "id": "small", "name": "A small test instrument", "construct": "anxiety", "source": "tests",
@@ -43,20 +43,57 @@ def _spec(path):
 
 @pytest.mark.parametrize("form", list(FORMS))
 def test_p_true_and_the_item_score_equal_a_hand_computation(tmp_path, tiny_llama_dir, form):
-    import torch
-
     path = _write(tmp_path, SMALL)
     model, tok = load_dir(tiny_llama_dir)
     cell = Cell("small", "entailment", "vanilla", {"instrument": str(path), "form": form}, (str(path),))
     raw, meta = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, Protocol())
     assert len(raw) == (3 + 3) * 4 and meta["form"] == form and meta["options"] == list(OPTIONS)
+    _check_by_hand(raw, SMALL, form, model, tok)
+
+
+#: SMALL with an item whose intensifier sits in the premise and construct term in the hypothesis (written for the
+#: tests, in the manner of some of Reuben et al.'s QMNLI items)
+MIXED = {**SMALL, "items": SMALL["items"] + [
+    {"id": "A3", "premise": "I lie awake at night {intensifier}.", "hypothesis": "I am {cterm}.",
+     "cterms": {"plus": ["restless"], "minus": ["rested", "at peace"]}}]}
+
+
+def test_an_item_with_the_intensifier_in_the_premise_scores_by_the_same_math(tmp_path, tiny_llama_dir):
+    """Both placements of the slots: the intensifier in the premise and the term in the hypothesis are put where
+    they sit, P(True) and the item score equal the hand computation, and the other items score as before."""
+    path = _write(tmp_path, MIXED, "mixed")
+    inst = load_entailment(path)
+    a3 = [v for v in inst.variants() if v.item_id == "A3"]
+    assert len(a3) == 3 * 4 and all(v.premise == f"I lie awake at night {v.intensifier}." for v in a3)
+    assert all(v.hypothesis == f"I am {v.cterm}." for v in a3)
+    model, tok = load_dir(tiny_llama_dir)
+    spec = _spec(tiny_llama_dir)
+    cell = Cell("mixed", "entailment", "vanilla", {"instrument": str(path), "form": "qclm"}, (str(path),))
+    raw, _ = score_cell(loaded_model(spec, model, tok), cell, Protocol())
+    _check_by_hand(raw, MIXED, "qclm", model, tok, rows=raw[raw["item_id"] == "A3"].sample(4, random_state=0))
+    small = _write(tmp_path, SMALL)
+    cell = Cell("mixed", "entailment", "vanilla", {"instrument": str(small), "form": "qclm"}, (str(small),))
+    before, _ = score_cell(loaded_model(spec, model, tok), cell, Protocol())
+    keep = raw[raw["item_id"] != "A3"].reset_index(drop=True)
+    cols = ["item_id", "cterm", "intensifier", "logp_true", "logp_false", "logp_neither", "p_raw"]
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(keep[cols], before[cols])
+
+
+def _check_by_hand(raw, data, form, model, tok, rows=None):
+    """P(True) of some rows and every item score of ``raw`` against a hand computation from the instrument's own
+    templates (each slot wherever the item's premise or hypothesis has it)."""
+    import torch
+
+    own = {it["id"]: it for it in data["items"]}
     # P(True) by hand: the prompt's tokens (with the tokenizer's special tokens), each answer's tokens after them,
     # the answer's summed log-probability from one forward pass per answer, then a softmax over the three
-    for row in raw.sample(4, random_state=0).itertuples():
-        premise = (SMALL["items"][0].get("premise") if row.item_id == "A1" else SMALL["items"][1]["premise"]) \
-            or SMALL["premise"]
-        text = FORMS[form].format(premise=premise.replace("{cterm}", row.cterm),
-                                  hypothesis=SMALL["hypothesis"].replace("{intensifier}", row.intensifier))
+    for row in (raw.sample(4, random_state=0) if rows is None else rows).itertuples():
+        templates = [own[row.item_id].get(key) or data[key] for key in ("premise", "hypothesis")]
+        premise, hypothesis = (t.replace("{cterm}", row.cterm).replace("{intensifier}", row.intensifier)
+                               for t in templates)
+        text = FORMS[form].format(premise=premise, hypothesis=hypothesis)
         ctx = tok(text).input_ids
         sums = []
         for option in OPTIONS:
@@ -87,8 +124,11 @@ def test_the_shipped_instruments_load():
     for name, n_items in (("gad7", 7), ("phq9", 9), ("soc", 9)):
         inst = load_entailment(ROOT / "resources" / "entailment" / f"{name}.yaml")
         assert len(inst.items) == n_items and inst.id == name
-        for v in inst.variants(1):
-            assert "{" not in v.premise + v.hypothesis and v.cterm in v.premise and v.intensifier in v.hypothesis
+        items = {item.id: item for item in inst.items}
+        for v in inst.variants():  # every shipped item: the term in the premise, the intensifier in the hypothesis
+            assert "{" not in v.premise + v.hypothesis
+            assert v.premise == items[v.item_id].premise.replace("{cterm}", v.cterm)
+            assert v.hypothesis == items[v.item_id].hypothesis.replace("{intensifier}", v.intensifier)
     text = (ROOT / "resources/entailment/soc.yaml").read_text()
     assert "MIT" in text and "NOT the SOC-13" in text
 
@@ -110,14 +150,47 @@ def test_bad_instrument_files_are_named_by_file_item_and_field(tmp_path):
     expected = [
         f"{f}: item A1 (#1): field premise: missing: the item has no premise and the file no default premise",
         f"{f}: item A1 (#1): field cterms: term 'tense' is in both plus (S+) and minus (S-)",
-        f"{f}: item A2: field premise: premise has 2 {{cterm}} slots; it needs exactly one",
+        f"{f}: item A2: field premise: premise has 2 {{cterm}} slots; it needs exactly one: {PLACEMENT}",
         f"{f}: item A1 (#3): field id: duplicate item id (item #1 has it too)",
-        f"{f}: item A1 (#3): field hypothesis: hypothesis has no {{intensifier}} slot; it needs exactly one",
+        f"{f}: item A1 (#3): field hypothesis: hypothesis has no slot: {PLACEMENT}",
         f"{f}: level often: field weight: weight -1 repeats level rarely",
     ]
     for line in expected:
         assert line in lines, (line, lines)
     assert any(line.startswith(f"{f}: level always: field colour: unknown field") for line in lines), lines
+
+
+def test_a_bad_placement_of_the_slots_says_which_slot_goes_where(tmp_path):
+    """The premise and the hypothesis hold one slot each, either way round; an item (or the file's defaults) that
+    breaks it is named with the rule, and which template is the file's default."""
+    data = yaml.safe_load(yaml.safe_dump(SMALL))
+    data["items"] += [
+        {"id": "B1", "premise": "I feel {cterm}.", "hypothesis": "I am {cterm}.",
+         "cterms": {"plus": ["x"], "minus": ["y"]}},
+        {"id": "B2", "premise": "{intensifier} I worry.", "cterms": {"plus": ["x"], "minus": ["y"]}},
+        {"id": "B3", "premise": "I feel {cterm} {intensifier}.", "cterms": {"plus": ["x"], "minus": ["y"]}},
+        {"id": "B4", "premise": "I lie awake {intensifier}.", "hypothesis": "I am {cterm}.",
+         "cterms": {"plus": ["x"], "minus": ["y"]}},
+    ]
+    path = _write(tmp_path, data)
+    with pytest.raises(InputError) as err:
+        load_entailment(path)
+    f = str(path)
+    assert str(err.value).splitlines() == [
+        f"{f}: item B1: field premise: premise and hypothesis both hold {{cterm}} and neither {{intensifier}}: "
+        f"{PLACEMENT}",
+        f"{f}: item B2: field premise: premise and hypothesis both hold {{intensifier}} and neither {{cterm}} "
+        f"(hypothesis: the file's default): {PLACEMENT}",
+        f"{f}: item B3: field premise: premise has both {{cterm}} and {{intensifier}}: {PLACEMENT}",
+    ]
+    assert "premise {cterm} and hypothesis {intensifier}, or premise {intensifier} and hypothesis {cterm}" in PLACEMENT
+    data = yaml.safe_load(yaml.safe_dump(SMALL))
+    data["premise"] = "It happens {intensifier}."
+    path = _write(tmp_path, data, "defaults")
+    with pytest.raises(InputError) as err:
+        load_entailment(path)
+    assert str(err.value).splitlines() == [  # the file's defaults, said once (A2 has its own premise)
+        f"{path}: field premise: premise and hypothesis both hold {{intensifier}} and neither {{cterm}}: {PLACEMENT}"]
 
 
 def test_a_bad_instrument_is_reported_through_the_config_check(tmp_path):

@@ -204,7 +204,7 @@ def test_a_persona_option_gets_the_text_checks_of_the_config(tmp_path, capsys, n
             "--prompt-format", "chat", "--persona", "a calm\x01 reader"]
     assert main(argv) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "command line: field probes.survey.personas, entry 1: has the control character U+0001 (START OF HEADING) "
+        "command line: field probes.gad7.personas, entry 1: has the control character U+0001 (START OF HEADING) "
         "at character 7: remove it"]
     assert main(argv[:-1] + ["\u200b\u200b"]) == 2
     assert "has only invisible characters (U+200B (ZERO WIDTH SPACE))" in capsys.readouterr().err

@@ -191,11 +191,3 @@ def condition_problems(conditions: list, classes: dict) -> list[tuple[str, str]]
                                  f"(add it under stimuli.classes; classes: {', '.join(classes) or 'none'})"))
     return problems
 
-
-if __name__ == "__main__":  # python -m qclm.experiment results CONFIG: the run's results directory (Makefile)
-    import sys
-
-    import yaml
-
-    with open(sys.argv[2], encoding="utf-8") as f:
-        print(output_dirs(yaml.safe_load(f) or {})[["results", "logs"].index(sys.argv[1])])

@@ -15,10 +15,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from qclm.commands.args import device, output_dir, threads, usable_device
-
-DEFAULT_MODELS = "config/models.tsv"
-DEFAULT_MODELS_DIR = "resources/models"
+from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, device, output_dir, threads, usable_device
 
 
 def _epochs(text: str) -> list[int]:

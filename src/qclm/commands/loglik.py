@@ -39,7 +39,9 @@ import sys
 import time
 from pathlib import Path
 
-from qclm.commands.args import check_output, device as device_arg, sized, threads, usable_device
+from qclm.commands.args import (
+    DEFAULT_MODELS, DEFAULT_MODELS_DIR, check_output, device as device_arg, sized, threads, usable_device,
+)
 from qclm.errors import InputError
 from qclm.inputs import file_lines, read_text, surrogate_problem
 from qclm.logs import configure_logging
@@ -51,8 +53,6 @@ ENGINE_DEFAULTS = defaults(ENGINE)
 
 log = logging.getLogger("qclm.commands.loglik")
 
-DEFAULT_MODELS = "config/models.tsv"
-DEFAULT_MODELS_DIR = "resources/models"
 
 
 def read_requests(path: str | Path) -> tuple[list[int], list[str], list[str]]:

@@ -10,6 +10,11 @@ checkpoint directory or a hub id, as for ``qclm loglik``. With ``--config``, the
 prompt-format and engine settings, limits) and, if the config has an instance with this id, its settings come
 from the config; the options given here override them. Without it, the probe runs under vanilla with the
 defaults. KIND is a built-in kind or an importable module that defines ``KIND``.
+
+The instance id (``--id``) names the tables' instrument (``probe``, ``questionnaire``) and DIR's subdirectories;
+without it, it is the name of the material file given (``--instrument my_scale.yaml``: ``my_scale``), else the
+kind's name. A kind that takes several files in one run (``qclm probe survey --instrument A --instrument B``)
+runs one instance per file, each named by its file, on the one loaded model.
 """
 
 from __future__ import annotations
@@ -18,21 +23,19 @@ import argparse
 import logging
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from qclm import probes, settings
-from qclm.commands.args import conditions as conditions_arg, device, output_dir, safe_name, threads, usable_device
+from qclm.commands.args import (
+    COMMAND_LINE, add_instance_arguments, add_model_arguments, conditions as conditions_arg, device, kind_config,
+    kind_instances, kind_model,
+    model_problem, output_dir, threads, usable_device,
+)
 from qclm.errors import InputError
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES
-from qclm.prompts import PROMPT_FORMATS
 
 log = logging.getLogger("qclm.probe")
-
-DEFAULT_MODELS = "config/models.tsv"
-DEFAULT_MODELS_DIR = "resources/models"
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="run one probe kind on one model (the workflow's tables for that model)",
@@ -45,52 +48,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def kind_parser(cls) -> argparse.ArgumentParser:
-    """The options of ``qclm probe KIND``: the common ones, then the kind's own."""
+    """The options of ``qclm probe KIND``: the model's and the instance's (shared with ``qclm render KIND``:
+    commands/args.py) around the run's own."""
     p = argparse.ArgumentParser(prog=f"qclm probe {cls.name}", description=f"{cls.summary}. " + (__doc__ or ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True,
-                   help="a name in --models, embedded:NAME, a .gguf file, a checkpoint directory or a hub id")
+    add_model_arguments(p)
     p.add_argument("--out", required=True, type=output_dir, help="output directory (the workflow's results layout)")
-    p.add_argument("--config", default=None, help="a workflow config: experiment, engine settings, the instance")
-    p.add_argument("--conditions", default=None, type=conditions_arg, help="conditions, comma-separated (default: the config's, else vanilla)")
-    p.add_argument("--id", default=None, type=safe_name,
-                   help=f"the instance id, a safe name (default: the kind's name, {cls.name})")
-    p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
-    p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
-                   help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
+    p.add_argument("--conditions", default=None, type=conditions_arg,
+                   help="conditions, comma-separated (default: the config's, else vanilla)")
     p.add_argument("--dtype", default=None, choices=DTYPES, help="default: the model table's, else auto")
-    p.add_argument("--prompt-format", default=None, choices=PROMPT_FORMATS,
-                   help="the model's prompt format (default: the model table's, else raw)")
     p.add_argument("--device", default=None, type=device,
                    help="auto, cpu, cuda, cuda:N (default: the config's engine.device)")
     p.add_argument("--threads", type=threads, default=0, help="CPU threads (default 0: torch's default)")
-    cls.add_arguments(p)
+    add_instance_arguments(p, cls)
     return p
-
-
-def _config(path: str | None) -> dict:
-    if path is None:
-        return {"conditions": ["vanilla"], "stimuli": {"version": "long"}}
-    from qclm.config import validate_config
-    from qclm.inputs import read_yaml
-
-    config, notes = settings.migrate(read_yaml(path))
-    for note in notes:
-        log.warning("%s: %s", path, note)
-    problems = validate_config(config, path)
-    if problems:
-        raise InputError(problems)
-    return config
 
 
 def probe_run(kind_name: str, argv: list[str]) -> int:
     from qclm.contexts import Protocol
-    from qclm.engine import capabilities
     from qclm.experiment import Experiment
     from qclm.jobs.score_model import RESPONSES, load
     from qclm.models.loading import ensure_prepared
-    from qclm.models.table import resolve_model
-    from qclm.probes.base import Instance
 
     if kind_name in ("-h", "--help"):
         print(__doc__ + "\nkinds:\n" + "\n".join(f"  {name}: {probes.kind_class(name).summary}" for name in probes.KINDS))
@@ -98,47 +76,30 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     try:
         cls = probes.kind_class(kind_name)
     except probes.UnknownKind as err:
-        raise InputError.one("command line", "kind", str(err)) from None
+        raise InputError.one(COMMAND_LINE, "kind", str(err)) from None
     args = kind_parser(cls).parse_args(argv)
-    config = _config(args.config)
-    ident = args.id or cls.name
-    declared = {i.id: i for i in probes.instances(config, args.config or "")} if args.config else {}
-    base = declared[ident].settings if ident in declared else {}
-    entry = {"kind": kind_name, **{k: v for k, v in base.items()}, **cls.settings_from_args(args)}
+    config = kind_config(args.config)
     experiment = Experiment.from_config(config)
     conditions = args.conditions or list(experiment.conditions)
-    check = {**config, "probes": {ident: entry}}
-    check.pop("questionnaires", None)
-    problems = probes.problems(check, args.config or "command line", list(experiment.conditions))
     unknown = [c for c in conditions if c not in experiment.conditions]
-    if unknown:
-        problems.append((args.config or "command line", "--conditions",
-                         f"condition(s) {', '.join(unknown)} not in the experiment ({', '.join(experiment.conditions)})"))
+    problems = [(args.config or COMMAND_LINE, "--conditions", f"condition(s) {', '.join(unknown)} not in the "
+                 f"experiment ({', '.join(experiment.conditions)})")] if unknown else []
+    try:
+        instances = kind_instances(cls, kind_name, args, config)
+    except InputError as err:  # every problem at once: the instance's, then the conditions'
+        raise InputError(err.problems + problems) from None
     if problems:
         raise InputError(problems)
-    instance = Instance(ident, kind_name, probes.settings_of(cls, entry), None, args.config or "command line",
-                        f"probe {ident}")
     engine = settings.section(config, settings.ENGINE)
     if args.device:
         engine["device"] = args.device
     protocol = Protocol.from_config(config)
     out = Path(args.out)
 
-    spec = resolve_model(args.model, args.models, args.dtype)
-    if args.prompt_format:
-        spec = replace(spec, prompt_format=args.prompt_format)
-    problem = probes.head_problem(cls, spec.head, spec.name)
+    spec = kind_model(args, args.dtype)
+    problem = model_problem(cls, spec, instances)
     if problem:
-        raise InputError.one("command line", "--model", problem)
-    lacking = capabilities.missing(spec.backend, cls.request_kinds(instance.settings))
-    if lacking:
-        raise InputError.one("command line", "--model", f"model {spec.name} (backend {spec.backend}) cannot answer "
-                             f"the {', '.join(lacking)} requests of probe kind {kind_name}: "
-                             + "; ".join(capabilities.why_not(spec.backend, k) for k in lacking))
-    if cls.chat_only and spec.prompt_format == "raw":
-        raise InputError.one("command line", "--model", f"model {spec.name}: probe kind {kind_name} asks chat-format "
-                             "models only, and its prompt format is raw: give --prompt-format chat (or a model "
-                             "table row with prompt_format chat)")
+        raise InputError.one(COMMAND_LINE, "--model", problem)
     usable_device(engine["device"])  # a device this torch cannot use: said before the model loads
     if args.threads:
         import torch
@@ -151,40 +112,42 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0,
              loaded.provenance.get("dtype"), loaded.provenance.get("device", loaded.provenance.get("backend")))
     try:
-        return _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, protocol,
-                                  engine, spec, loaded, out)
+        return _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, protocol, engine, spec,
+                                  loaded, out)
     finally:  # a vLLM server this command started stops with it
         loaded.close()
 
 
-def _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, protocol, engine, spec,
-                       loaded, out) -> int:
+def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, protocol, engine, spec, loaded,
+                       out) -> int:
     from qclm.jobs import stages
     from qclm.jobs.score_model import Cell, score_cell
     from qclm.parquet import write_parquet
 
-    obj = cls(instance)
     cells: dict[tuple[str, str, str], dict[str, Path]] = {}
     stage_config = cls.stage_config(config)
-    for condition in conditions:
-        cell = Cell(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
-                    tuple(experiment.files_of(condition)), cls.version)
-        df, meta = score_cell(loaded, cell, protocol, engine["seed"])
-        raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
-        write_parquet(df, raw, meta)
-        files = {"raw": raw}
-        if cls.cell_tables:
-            paths = {t: out / "scores" / spec.name / ident / f"{condition}.{t}.parquet" for t in cls.cell_tables}
-            stages.cell_tables(instance, raw, stage_config, {t: str(p) for t, p in paths.items()})
-            files.update(paths)
-        cells[(spec.name, ident, condition)] = files
+    for instance in instances:
+        ident, obj = instance.id, cls(instance)
+        for condition in conditions:
+            cell = Cell(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
+                        tuple(experiment.files_of(condition)), cls.version)
+            df, meta = score_cell(loaded, cell, protocol, engine["seed"])
+            raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
+            write_parquet(df, raw, meta)
+            files = {"raw": raw}
+            if cls.cell_tables:
+                paths = {t: out / "scores" / spec.name / ident / f"{condition}.{t}.parquet" for t in cls.cell_tables}
+                stages.cell_tables(instance, raw, stage_config, {t: str(p) for t, p in paths.items()})
+                files.update(paths)
+            cells[(spec.name, ident, condition)] = files
     models = stages.model_info({spec.name: spec}, [f["raw"] for f in cells.values()])
     score_files = {name: out / "scores" / path for name, path in cls.score_tables.items()}
     analysis_config = {**config, **stage_config}
-    stages.collect(kind_name, [instance], cells, models, analysis_config, {k: str(v) for k, v in score_files.items()})
+    stages.collect(kind_name, instances, cells, models, analysis_config, {k: str(v) for k, v in score_files.items()})
     (out / "analysis").mkdir(parents=True, exist_ok=True)
-    written = cls.analyze(score_files, out / "analysis", analysis_config, [instance])
-    log.info("%s on %s: %d condition(s) scored; tables in %s%s", ident, spec.name, len(conditions), out / "scores",
+    written = cls.analyze(score_files, out / "analysis", analysis_config, instances)
+    log.info("%s on %s: %d condition(s) scored; tables in %s%s", ", ".join(i.id for i in instances), spec.name,
+             len(conditions), out / "scores",
              f"; analysis: {', '.join(str(p) for p in written)}" if written else "")
     return 0
 

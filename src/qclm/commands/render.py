@@ -1,26 +1,40 @@
 """``qclm render``: print exactly what a model is asked, one request a block, for any probe kind.
 
-It reads the same config and model table as the workflow and builds every prompt with the scoring jobs' own
-code (the probe kind's ``requests`` in each of the protocol's contexts, the model's prompt format, the
-tokenization with the boundary check), so what it shows is what is scored: the prompt as the model sees it
-(the context's token ids decoded with their special tokens, chat markup included), the continuation, and the
-continuation's tokens as the model's tokenizer splits them. Only the tokenizer is loaded, not the weights.
+It builds every prompt with the scoring jobs' own code (the probe kind's ``requests`` in each of the protocol's
+contexts, the model's prompt format, the tokenization with the boundary check), so what it shows is what is scored:
+the prompt as the model sees it (the context's token ids decoded with their special tokens, chat markup included),
+the continuation, and the continuation's tokens as the model's tokenizer splits them. Only the tokenizer is loaded,
+not the weights.
+
+A probe instance of a config (the same config and model table as the workflow's):
 
     qclm render --config config/config.yaml --model smollm2-135m-instruct --questionnaire stai_s \\
         --condition stress [--item S01] [--stimulus stress01] [--limit 4]
+
+or material given on the command line alone, with the options of ``qclm probe KIND`` (the kind's own, the model
+and its prompt format, ``--config`` for the experiment and engine settings, ``--id``; qclm render KIND --help):
+
+    qclm render entailment --model smollm2-135m-instruct --instrument my_items.yaml [--prompt-format chat] \\
+        [--condition vanilla] [--item I01] [--limit 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from qclm import settings
-from qclm.commands.args import non_negative_int
+from qclm.commands.args import (
+    COMMAND_LINE, add_instance_arguments, add_model_arguments, kind_config, kind_instances, kind_model, model_problem,
+    non_negative_int,
+)
 from qclm.config import DEFAULT_CONFIG, validate_config
 from qclm.errors import InputError
 from qclm.inputs import read_yaml
+from qclm.prompts import PROMPT_FORMATS
 
 
 def _fail(message: str) -> int:
@@ -28,36 +42,76 @@ def _fail(message: str) -> int:
     return 2
 
 
-def render(config_file: str, model: str, probe: str, condition: str, item: str | None = None,
-           stimulus: str | None = None, limit: int | None = 8, out=sys.stdout) -> int:
+class _Refused(Exception):
+    """What render cannot show, said in one line (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What render shows the requests of: the config (experiment, engine settings, limits) and where it came from,
+    the model's row, where its prepared files are, and the probe instance."""
+
+    config: dict
+    source: str
+    spec: Any
+    models_dir: Path
+    instance: Any
+
+
+def config_target(config_file: str, model: str, probe: str, prompt_format: str | None = None) -> Target:
+    """A model and a probe instance of a config (the workflow's checks first: render shows what a valid run
+    scores)."""
+    from qclm import probes
+    from qclm.models.table import load_model_table
+
+    config, _ = settings.migrate(read_yaml(config_file))
+    problems = validate_config(config, config_file)
+    if problems:
+        raise InputError(problems)
+    models = load_model_table(config["models"])
+    if model not in models:
+        raise _Refused(f"model {model!r} is not in {config['models']} (models: {', '.join(models)})")
+    instances = {i.id: i for i in probes.instances(config, str(config_file))}
+    if probe not in instances:
+        raise _Refused(f"probe {probe!r} is not in {config_file} (probes: {', '.join(instances)})")
+    spec = replace(models[model], prompt_format=prompt_format) if prompt_format else models[model]
+    return Target(config, str(config_file), spec, Path(config.get("models_dir", "resources/models")),
+                  instances[probe])
+
+
+def render(config_file: str | None, model: str | None, probe: str | None, condition: str, item: str | None = None,
+           stimulus: str | None = None, limit: int | None = 8, out=None, target: Target | None = None,
+           prompt_format: str | None = None) -> int:
+    """Print the requests of one instance under one condition: a config's (``config_file``, ``model``, ``probe``;
+    ``prompt_format`` in place of the model table's) or, given ``target``, one the command line made
+    (:func:`kind_targets`)."""
+    try:
+        target = target or config_target(config_file, model, probe, prompt_format)
+    except _Refused as err:
+        return _fail(str(err))
+    return _show(target, condition, item, stimulus, limit, sys.stdout if out is None else out)  # stdout when called
+
+
+def _show(target: Target, condition: str, item: str | None, stimulus: str | None, limit: int | None, out) -> int:
     from qclm import probes
     from qclm.contexts import Protocol, condition_contexts
     from qclm.engine.requests import tokenize_requests
     from qclm.experiment import Experiment, classes_of
     from qclm.models.loading import load_tokenizer
-    from qclm.models.table import load_model_table
     from qclm.prompts import PromptBuilder, PromptFormat
     from qclm.stimuli import load_stimuli
 
-    config, _ = settings.migrate(read_yaml(config_file))
-    problems = validate_config(config, config_file)  # the workflow's checks: render shows what a valid run scores
-    if problems:
-        raise InputError(problems)
-    models = load_model_table(config["models"])
-    if model not in models:
-        return _fail(f"model {model!r} is not in {config['models']} (models: {', '.join(models)})")
-    instances = {i.id: i for i in probes.instances(config, str(config_file))}
-    if probe not in instances:
-        return _fail(f"probe {probe!r} is not in {config_file} (probes: {', '.join(instances)})")
+    config, spec, probe = target.config, target.spec, target.instance.id
+    model = spec.name
     experiment = Experiment.from_config(config)
     if condition not in experiment.conditions:
-        return _fail(f"condition {condition!r} is not in {config_file} (conditions: "
-                     f"{', '.join(experiment.conditions)})")
-    spec = models[model]
-    tokenizer = load_tokenizer(spec, Path(config.get("models_dir", "resources/models")) / spec.name)
+        where = (target.source if target.source != COMMAND_LINE
+                 else "the experiment without a config (give --config for its stimulus classes)")
+        return _fail(f"condition {condition!r} is not in {where} (conditions: {', '.join(experiment.conditions)})")
+    tokenizer = load_tokenizer(spec, target.models_dir / spec.name)
     engine = settings.section(config, settings.ENGINE)
     builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine))
-    kind = probes.probe(instances[probe])
+    kind = probes.probe(target.instance)
     sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition), classes_of(condition))]
     protocol = Protocol.from_config(config)
     contexts = condition_contexts(condition, sets, protocol)
@@ -109,27 +163,74 @@ def render(config_file: str, model: str, probe: str, condition: str, item: str |
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("render", help="print exactly what a model scores (prompt, continuation, its tokens)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"workflow config (default {DEFAULT_CONFIG})")
-    p.add_argument("--model", required=True, help="a model name of the config's model table")
-    p.add_argument("--probe", "--questionnaire", dest="probe", required=True,
-                   help="a probe instance id of the config (a questionnaire id for Likert questionnaires)")
-    p.add_argument("--condition", required=True, help="a condition of the config (vanilla, a class, a+b)")
+def kind_targets(kind_name: str, argv: list[str]) -> tuple[list[Target], argparse.Namespace]:
+    """The instances ``qclm render KIND OPTIONS`` gives (the options of ``qclm probe KIND``), with the model."""
+    from qclm import probes
+
+    try:
+        cls = probes.kind_class(kind_name)
+    except probes.UnknownKind as err:
+        raise InputError.one(COMMAND_LINE, "kind", str(err)) from None
+    p = argparse.ArgumentParser(prog=f"qclm render {cls.name}", description=f"{cls.summary}. " + (__doc__ or ""),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(p)
+    _add_selection(p, condition_default="vanilla")
+    add_instance_arguments(p, cls)
+    args = p.parse_args(argv)
+    config = kind_config(args.config)
+    instances = kind_instances(cls, kind_name, args, config)
+    spec = kind_model(args)
+    problem = model_problem(cls, spec, instances)
+    if problem:
+        raise InputError.one(COMMAND_LINE, "--model", problem)
+    return [Target(config, args.config or COMMAND_LINE, spec, Path(args.models_dir), i) for i in instances], args
+
+
+def _add_selection(p: argparse.ArgumentParser, condition_default: str | None) -> None:
+    """The options that choose what render shows, in both forms."""
+    p.add_argument("--condition", default=condition_default,
+                   help="a condition of the config (vanilla, a class, a+b)"
+                        + (f"; default {condition_default}" if condition_default else ""))
     p.add_argument("--item", default=None, help="only this item id")
     p.add_argument("--stimulus", default=None, help="only this stimulus id (e.g. stress01, stress01+relaxation01)")
     p.add_argument("--limit", type=non_negative_int, default=8,
                    help="at most this many variants (default 8; 0 = all)")
-    p.set_defaults(func=run)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("render", help="print exactly what a model scores (prompt, continuation, its tokens)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kind", nargs="?", help="a probe kind, then the options of qclm probe KIND (qclm render KIND "
+                   "--help); without it, --config, --model, --probe and --condition name what to show")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"workflow config (default {DEFAULT_CONFIG})")
+    p.add_argument("--model", help="a model name of the config's model table")
+    p.add_argument("--probe", "--questionnaire", dest="probe",
+                   help="a probe instance id of the config (a questionnaire id for Likert questionnaires)")
+    p.add_argument("--prompt-format", default=None, choices=PROMPT_FORMATS,
+                   help="the model's prompt format (default: the model table's)")
+    _add_selection(p, condition_default=None)
+    p.set_defaults(func=run, parser=p)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.kind is not None:
+            targets, given = kind_targets(args.kind, list(args.rest))
+            status = 0
+            for target in targets:  # several instances (qclm render survey --instrument A --instrument B): each
+                status = max(status, render(None, None, None, given.condition, given.item, given.stimulus,
+                                            given.limit or None, target=target))
+            return status
+        missing = [o for o, v in (("--model", args.model), ("--probe", args.probe), ("--condition", args.condition))
+                   if v is None]
+        if missing:
+            args.parser.error(f"the following arguments are required: {', '.join(missing)} (or give a probe kind: "
+                              "qclm render KIND --help)")
         return render(args.config, args.model, args.probe, args.condition, args.item, args.stimulus,
-                      args.limit or None)
+                      args.limit or None, prompt_format=args.prompt_format)
     except InputError as err:
         print("\n".join(err.lines), file=sys.stderr)
         return 2
-    except ValueError as err:  # a chat format without a chat template, a boundary error
+    except ValueError as err:  # a chat format without a chat template, a boundary error, a model not resolved
         return _fail(str(err))

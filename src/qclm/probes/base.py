@@ -255,6 +255,12 @@ class ProbeKind:
         """The instance settings the kind's options give (validated against :attr:`schema` afterwards)."""
         return {}
 
+    @classmethod
+    def instances_from_args(cls, args: argparse.Namespace) -> list[dict[str, Any]]:
+        """The settings of each instance the options give: one (:meth:`settings_from_args`), unless the kind takes
+        several files in one run (each then its own instance, named by its file)."""
+        return [cls.settings_from_args(args)]
+
     # -- helpers ----------------------------------------------------------------------------------------------
     @classmethod
     def scoring_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,10 @@ In both, lines starting with ``#`` (a licence, an attribution) and blank lines a
 the order ``limit_words`` takes the first N from (the shipped lists are in frequency order). Every problem of a
 file is reported at once, as ``FILE: line N: PROBLEM`` (:class:`qclm.errors.InputError`).
 
-The shipped lists (``resources/csi/``) are built by this module's command from three packages of PyPI:
+The shipped lists (``resources/csi/``) are built by :func:`build` (``qclm words build``, qclm.commands.words)
+from three packages of PyPI:
 
-    python -m qclm.probes.csi.words build --out resources/csi/words.tsv --control resources/csi/valence_control.tsv
+    qclm words build --out resources/csi/words.tsv --control resources/csi/valence_control.tsv
 
 - ``wordfreq`` (Robyn Speer; code Apache-2.0, data CC BY-SA 4.0) gives the frequency order of English words;
 - ``lemminflect`` (Brad Jascob; MIT) gives, per word, its lemmas and inflections by part of speech;
@@ -38,10 +39,8 @@ No torch, no pandas: the workflow reads lists while building its DAG.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,7 +245,7 @@ def _versions() -> str:
 
 HEADER = """\
 # Core Sentiment Inventory word list for qclm ({what}), built by
-#   python -m qclm.probes.csi.words build --size {size} --out {out}
+#   qclm words build --size {size} --out {out}
 # with {versions}. Columns: word, pos (noun, verb, noun|verb), freq_rank (rank in wordfreq's English list,
 # 1 = most frequent), valence (VADER's mean rating, -4 to +4, where VADER rates the word; empty otherwise).
 #
@@ -309,31 +308,3 @@ def build(size: int, out: Path, control: Path | None, scan: int = 60000) -> tupl
                        f"sign that VADER rates at |valence| >= {CONTROL_MIN_VALENCE}", table, size)
         n_control = len(table)
     return len(rows), n_control
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m qclm.probes.csi.words", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build the word list (and the valence control list) from wordfreq, "
-                                     "lemminflect and vaderSentiment")
-    b.add_argument("--size", type=int, default=5000, help="number of words (default 5000, the paper's size)")
-    b.add_argument("--out", type=Path, default=Path("resources/csi/words.tsv"))
-    b.add_argument("--control", type=Path, default=None, help="also write the valence control list here")
-    b.add_argument("--scan", type=int, default=60000, help="how many of wordfreq's most frequent words to scan")
-    c = sub.add_parser("check", help="check word list files: every problem as FILE: LOCATION: PROBLEM")
-    c.add_argument("files", nargs="+")
-    args = p.parse_args(argv)
-    if args.command == "build":
-        n, k = build(args.size, args.out, args.control, args.scan)
-        print(f"{args.out}: {n} words" + (f"; {args.control}: {k} words" if args.control else ""))
-        return 0
-    problems = [p for f in args.files for p in word_problems(f)]
-    if problems:
-        print("\n".join(InputError(problems).lines), file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

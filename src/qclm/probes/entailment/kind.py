@@ -1,10 +1,10 @@
 """The entailment probe kind: questionnaire items as natural-language-inference pairs (Reuben et al., "Assessment
 and manipulation of latent constructs in pre-trained language models using psychometric scales"; docs/entailment.md).
 
-Each variant of an entailment instrument (item x cterm x intensifier: a premise with the cterm, a hypothesis with the
-intensifier; qclm.probes.entailment.material) is asked of a causal language model as a forced choice after the
-condition's stimulus: does the premise imply the hypothesis, " True", " False" or " Neither"? p_raw is P(True), the
-softmax of the three answers' summed log-probabilities. From there the Likert math applies unchanged, through the
+Each variant of an entailment instrument (item x cterm x intensifier: a premise and a hypothesis with the cterm in
+one and the intensifier in the other, either way round; qclm.probes.entailment.material) is asked of a causal
+language model as a forced choice after the condition's stimulus: does the premise imply the hypothesis, " True",
+" False" or " Neither"? p_raw is P(True), the softmax of the three answers' summed log-probabilities. From there the Likert math applies unchanged, through the
 functions of qclm.probes.likert.equations (one home for each equation): the two-way normalization over cterms x
 intensifiers, eq. 2 over the S+ rows, eq. 3 / eq. 5 means, condition means, and the silhouettes of section 7. The
 tables have the Likert shapes (``questionnaire`` is the instance id, ``template`` the prompt form), so the item

@@ -105,14 +105,16 @@ class MemorizationProbe(ProbeKind):
     summary = "does the model know the test? item exposure, recall, keyword cloze, dimension, option scores, targets"
     schema = {
         "type": "object",
-        "required": ["instruments", "decoy"],
+        "required": ["instruments"],
         "additionalProperties": False,
         "properties": {
             "instruments": {"type": "array", "minItems": 1, "uniqueItems": True,
                             "items": {"type": "string", "minLength": 1},
                             "description": "instrument files: questionnaires or plain item lists"},
-            "decoy": {"type": "string", "minLength": 1,
-                      "description": "the decoy instrument (items never published): the null of every task"},
+            "decoy": {"type": "string", "minLength": 1, "default": "resources/memorization/decoy.yaml",
+                      "description": "the decoy instrument (items never published): the null of every task (default: "
+                                     "the decoy shipped with qclm, relative to the repository root, where the "
+                                     "workflow and the commands run)"},
             "inventories": {"type": "object", "default": {},
                             "propertyNames": {"$ref": "#/$defs/safe_name"},
                             "additionalProperties": {
@@ -452,7 +454,8 @@ class MemorizationProbe(ProbeKind):
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--instrument", action="append", default=None,
                             help="an instrument file (a questionnaire or a plain item list); repeat for several")
-        parser.add_argument("--decoy", default=None, help="the decoy instrument (default: the shipped decoy)")
+        parser.add_argument("--decoy", default=None,
+                            help=f"the decoy instrument (default {cls.schema['properties']['decoy']['default']})")
         parser.add_argument("--tasks", default=None, help=f"tasks, comma-separated (default all: {', '.join(TASKS)})")
         parser.add_argument("--mode", default=None, choices=MODES, help="logprob (default) or generate")
 
@@ -461,16 +464,13 @@ class MemorizationProbe(ProbeKind):
         out: dict[str, Any] = {}
         if args.instrument:
             out["instruments"] = list(args.instrument)
-        out["decoy"] = args.decoy or out.get("decoy") or DEFAULT_DECOY
+        if args.decoy:
+            out["decoy"] = args.decoy
         if args.tasks:
             out["tasks"] = [t.strip() for t in args.tasks.split(",") if t.strip()]
         if args.mode:
             out["mode"] = args.mode
         return out
-
-
-#: the decoy shipped with qclm (relative to the repository root, where the workflow and the commands run)
-DEFAULT_DECOY = "resources/memorization/decoy.yaml"
 
 
 def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:

@@ -324,7 +324,9 @@ class SurveyProbe(ProbeKind):
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--instrument", help="an instrument with item wording and original_scale")
+        parser.add_argument("--instrument", action="append", default=None,
+                            help="an instrument with item wording and original_scale; repeat for several (each its "
+                                 "own instance, named by its file)")
         parser.add_argument("--variants", help=f"prompt variants, comma-separated ({', '.join(VARIANTS)})")
         parser.add_argument("--orders", help=f"option orders, comma-separated ({', '.join(ORDERS)})")
         parser.add_argument("--seeds", help="seeds, comma-separated integers (default 0)")
@@ -334,10 +336,16 @@ class SurveyProbe(ProbeKind):
         parser.add_argument("--greedy", action="store_true", help="greedy generation instead of sampling")
 
     @classmethod
+    def instances_from_args(cls, args: argparse.Namespace) -> list[dict[str, Any]]:
+        """One instance per ``--instrument`` (as a config declares one survey instance per instrument), the other
+        options shared."""
+        shared = cls.settings_from_args(args)
+        return [{**shared, "instrument": path} for path in args.instrument] if args.instrument else [shared]
+
+    @classmethod
     def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
+        """The options every instance of the run shares (the instruments: :meth:`instances_from_args`)."""
         out: dict[str, Any] = {}
-        if args.instrument:
-            out["instrument"] = args.instrument
         for name in ("variants", "orders"):
             value = getattr(args, name)
             if value:

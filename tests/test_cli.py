@@ -1,0 +1,203 @@
+"""The command line as a user meets it: ``qclm --help`` and ``qclm probe --help``, ``qclm render KIND`` on material
+given on the command line alone (the options of ``qclm probe KIND``), the instance id named by the material file,
+several survey instruments in one run, and the memorization decoy's one default."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import ROOT, write_workflow_config
+
+from qclm import probes
+from qclm.commands import main
+from qclm.commands.args import default_id, file_id, kind_instances
+from qclm.errors import InputError
+
+#: an entailment instrument written for these tests
+SCALE = {
+    "id": "worry", "name": "A worry scale written for the tests", "construct": "worry", "source": "tests",
+    "licence": "MIT (written for the tests)", "item_wording": "written",
+    "premise": "These days I feel {cterm}.", "hypothesis": "That happens {intensifier}.",
+    "scale": {"levels": [{"label": "rarely", "weight": -1, "intensifiers": ["rarely"]},
+                         {"label": "often", "weight": 1, "intensifiers": ["often"]}]},
+    "items": [{"id": "W1", "cterms": {"plus": ["uneasy"], "minus": ["at ease"]}}],
+}
+#: a survey instrument (a plain item list with its scale) written for these tests
+SURVEY = {
+    "id": "{id}", "name": "{name}", "construct": "mood", "source": "tests", "licence": "MIT (written for the tests)",
+    "item_wording": "written",
+    "original_scale": {"options": [{"label": "Never", "score": 0}, {"label": "Sometimes", "score": 1},
+                                   {"label": "Often", "score": 2}]},
+    "items": [{"id": "M1", "text": "I wake up rested."}, {"id": "M2", "text": "I look forward to the day."}],
+}
+
+
+def _write(path, data):
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# -- qclm --help, qclm probe --help --------------------------------------------------------------------------------
+
+def test_qclm_help_is_written_for_users_and_probe_help_lists_the_kinds():
+    """``qclm --help`` describes the tool (not the package's developer docstring) and exits 0; ``qclm probe
+    --help`` lists every kind with its one-line summary and exits 0, as the installed command runs them."""
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert "Measure psychological constructs in causal language models" in run.stdout
+    assert "One module per command" not in run.stdout and "add_parser" not in run.stdout
+    for command in ("probe", "render", "validate", "words"):
+        assert command in run.stdout
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "probe", "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert "the following arguments are required" not in run.stdout + run.stderr
+    for name in probes.KINDS:
+        assert f"  {name}: {probes.kind_class(name).summary}" in run.stdout
+
+
+# -- the instance id -----------------------------------------------------------------------------------------------
+
+def _args(cls, argv):
+    from qclm.commands.probe import kind_parser
+
+    return kind_parser(cls).parse_args(["--model", "m", "--out", "o", *argv])
+
+
+def test_the_instance_id_is_the_material_files_name(tmp_path):
+    """Without --id the instance (and every table's probe / questionnaire column) is named by the material file,
+    made a safe name; the kind's name only where no single file names it; --id still wins."""
+    cls = probes.kind_class("entailment")
+    path = _write(tmp_path / "my worry (v2).yaml", SCALE)
+    config = {"conditions": ["vanilla"], "stimuli": {"version": "long"}}
+    [instance] = kind_instances(cls, "entailment", _args(cls, ["--instrument", str(path)]), config)
+    assert instance.id == "my_worry__v2_" and instance.settings["instrument"] == str(path)
+    [instance] = kind_instances(cls, "entailment", _args(cls, ["--instrument", str(path), "--id", "w"]), config)
+    assert instance.id == "w"
+    assert file_id("resources/questionnaires/stai_s.yaml") == "stai_s" and file_id("(+).yaml") is None
+    assert default_id(probes.kind_class("likert"), {"questionnaire": "q/anx.v2.yaml"}) == "anx.v2"
+    assert default_id(probes.kind_class("csi"), {}) == "csi"  # the default word list: no file given
+    assert default_id(probes.kind_class("memorization"), {"instruments": ["a.yaml", "b.yaml"]}) == "memorization"
+    assert default_id(cls, {"instrument": "+++.yaml"}) == "entailment"  # nothing of the name is left
+
+
+# -- the memorization decoy ----------------------------------------------------------------------------------------
+
+def test_the_memorization_decoy_has_one_default_for_the_config_and_the_command_line(tmp_path):
+    """A config's memorization instance without a decoy is valid and gets the schema's default, the one the
+    command line uses; a config's own decoy is kept when the command line gives none."""
+    cls = probes.kind_class("memorization")
+    default = cls.schema["properties"]["decoy"]["default"]
+    assert (ROOT / default).is_file()
+    gad7 = str(ROOT / "resources/questionnaires/gad7.yaml")
+    assert probes.settings_of(cls, {"kind": "memorization", "instruments": [gad7]})["decoy"] == default
+    assert "decoy" not in cls.settings_from_args(_args(cls, ["--instrument", gad7]))
+    cfg = write_workflow_config(tmp_path, {}, probes={"mem": {"kind": "memorization", "instruments": [gad7]}})
+    from qclm.config import validate_config
+
+    config = yaml.safe_load(cfg.read_text())
+    assert not [p for p in validate_config(config, str(cfg)) if "probes" in p[1]]
+    decoy = tmp_path / "my_decoy.yaml"
+    decoy.write_text((ROOT / default).read_text())
+    config["probes"]["mem"]["decoy"] = str(decoy)
+    [instance] = kind_instances(cls, "memorization", _args(cls, ["--config", str(cfg), "--id", "mem"]), config)
+    assert instance.settings["decoy"] == str(decoy)  # the config's decoy, not the default over it
+
+
+# -- qclm render KIND ----------------------------------------------------------------------------------------------
+
+def test_render_shows_material_given_on_the_command_line(tmp_path, tiny_llama_dir, capsys):
+    """``qclm render KIND`` takes the options of ``qclm probe KIND`` and needs no config: what it prints is what
+    render prints for the same instance declared in a config (the same requests, the same prompt format)."""
+    path = _write(tmp_path / "worry.yaml", SCALE)
+    argv = ["--model", str(tiny_llama_dir), "--instrument", str(path), "--prompt-format", "chat", "--limit", "0"]
+    assert main(["render", "entailment", *argv]) == 0
+    given = capsys.readouterr().out
+    assert given.count("### request") == 4 and "probe worry (entailment)" in given
+    assert "<|im_start|>user\nPremise: These days I feel at ease.\nHypothesis: That happens often." in given
+    cfg = write_workflow_config(tmp_path, {}, probes={"worry": {"kind": "entailment", "instrument": str(path)}})
+    (tmp_path / "models.tsv").write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\n"
+                                         f"{tiny_llama_dir.name}\t{tiny_llama_dir}\t\t0.001\tinstruct\tt\tfloat32\t"
+                                         "chat\n")
+    assert main(["render", "--config", str(cfg), "--model", tiny_llama_dir.name, "--probe", "worry", "--condition",
+                 "vanilla", "--limit", "0"]) == 0
+    assert capsys.readouterr().out == given
+    # a condition the experiment without a config does not have: one line, exit 2
+    assert main(["render", "entailment", *argv, "--condition", "stress"]) == 2
+    assert "condition 'stress' is not in the experiment without a config" in capsys.readouterr().err
+    # the config form still needs its names
+    with pytest.raises(SystemExit):
+        main(["render", "--config", str(cfg), "--model", "m"])
+    assert "the following arguments are required: --probe, --condition" in capsys.readouterr().err
+
+
+# -- several survey instruments ------------------------------------------------------------------------------------
+
+def test_probe_survey_takes_several_instruments(tmp_path, tiny_llama_dir, capsys):
+    """``qclm probe survey --instrument A --instrument B``: one instance per instrument (as a config declares them),
+    each named by its file, scored on the one loaded model; every table carries both."""
+    a = _write(tmp_path / "sleep-scale.v2.yaml", {**SURVEY, "id": "sleep", "name": "Sleep scale"})
+    b = _write(tmp_path / "day scale.yaml", {**SURVEY, "id": "day", "name": "Day scale"})
+    out = tmp_path / "out"
+    argv = ["probe", "survey", "--model", str(tiny_llama_dir), "--prompt-format", "chat", "--out", str(out),
+            "--instrument", str(a), "--instrument", str(b), "--variants", "natural", "--orders", "regular",
+            "--max-new-tokens", "3"]
+    assert main(argv) == 0, capsys.readouterr().err
+    responses = pd.read_parquet(out / "scores/survey_responses.parquet")
+    assert set(zip(responses["probe"], responses["instrument"])) == {("sleep-scale.v2", "sleep"),
+                                                                   ("day_scale", "day")}
+    assert len(responses) == 2 * 2  # two items each, one prompt each
+    choices = pd.read_parquet(out / "scores/survey_choices.parquet")
+    assert set(choices["probe"]) == {"sleep-scale.v2", "day_scale"}
+    summary = pd.read_csv(out / "analysis/survey_summary.csv")
+    assert {"sleep", "day"} <= set(summary["instrument"])
+    assert (out / "logprobs" / tiny_llama_dir.name / "day_scale" / "vanilla.parquet").is_file()
+    # --id names one instance
+    assert main([*argv, "--id", "both"]) == 2
+    assert "command line: --id: names one instance, and the options give 2" in capsys.readouterr().err
+
+
+def test_a_survey_instance_per_instrument_is_the_kinds_hook():
+    """The survey's options give one instance per --instrument, the other options shared; other kinds one."""
+    survey = probes.kind_class("survey")
+    args = argparse.Namespace(instrument=["a.yaml", "b.yaml"], variants="json", orders=None, seeds=None,
+                              repetitions=None, persona=None, max_new_tokens=None, greedy=False)
+    assert survey.instances_from_args(args) == [{"variants": ["json"], "instrument": "a.yaml"},
+                                                {"variants": ["json"], "instrument": "b.yaml"}]
+    with pytest.raises(InputError, match="--instrument: two of the files given are named a"):
+        kind_instances(survey, "survey", _with(args, instrument=["x/a.yaml", "y/a.yaml"]), {"conditions": ["vanilla"]})
+
+
+def _with(args, **changes):
+    out = argparse.Namespace(**vars(args))
+    out.id, out.config = None, None
+    for key, value in changes.items():
+        setattr(out, key, value)
+    return out
+
+
+# -- entry points under commands/ ----------------------------------------------------------------------------------
+
+def test_word_lists_and_the_results_directory_have_their_entry_points_under_commands(tmp_path, capsys):
+    """``qclm words check`` reads a list as the CSI kind does (every problem, exit 2); ``python -m
+    qclm.commands.results CONFIG`` prints where the Makefile writes the report (the config's results key)."""
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.tsv"
+    good.write_text("# written for the tests\nhouse\nriver\n")
+    bad.write_text("pos\tfreq_rank\nnoun\t1\n")
+    assert main(["words", "check", str(good)]) == 0
+    assert main(["words", "check", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}: ") and "word" in err and str(good) not in err
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("results: elsewhere/results\n")
+    for argv, expected in (([str(cfg)], "elsewhere/results"), ([str(cfg), "--logs"], "logs")):
+        run = subprocess.run([sys.executable, "-m", "qclm.commands.results", *argv], capture_output=True, text=True,
+                             timeout=120, cwd=ROOT)
+        assert (run.returncode, run.stdout) == (0, expected + "\n"), run.stderr
+    assert "qclm.commands.results $(CONFIG)" in (ROOT / "Makefile").read_text()
