@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qclm.engine import scorers as qengine
+from qclm.engine import head as qengine
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, make_scorer, tokenize_requests
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
