@@ -24,7 +24,6 @@ from pathlib import Path
 from qclm import probes, settings
 from qclm.commands.args import conditions as conditions_arg, device, output_dir, safe_name, threads, usable_device
 from qclm.errors import InputError
-from qclm.experiment import VANILLA
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES
 from qclm.prompts import PROMPT_FORMATS
@@ -71,7 +70,7 @@ def kind_parser(cls) -> argparse.ArgumentParser:
 
 def _config(path: str | None) -> dict:
     if path is None:
-        return {"conditions": [VANILLA], "stimuli": {"version": "long"}}
+        return {"conditions": ["vanilla"], "stimuli": {"version": "long"}}
     from qclm.config import validate_config
     from qclm.inputs import read_yaml
 
