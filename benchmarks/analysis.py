@@ -8,12 +8,12 @@ each table made its own pass). Best of ``--repeats``; figures are not drawn (``q
 
 from __future__ import annotations
 
-import argparse
 import logging
 import tempfile
 import time
 from pathlib import Path
 
+from qclm import bench
 from qclm.analysis import permodel, registry, runner
 from qclm.analysis.stage import read_context
 from qclm.analysis.synthetic import synthetic_item_scores
@@ -29,7 +29,7 @@ def _best(fn, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench.parser(__doc__, json_record=False)
     ap.add_argument("--models", type=int, default=35)
     ap.add_argument("--items", type=int, default=20)
     ap.add_argument("--stimuli", type=int, default=24, help="stimuli per class (stress, neutral)")

@@ -22,7 +22,6 @@ machine hits all of them alike). Prints a table and one JSON record (also writte
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from qclm import bench
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer
 from qclm.engine.chains import chains_by_requests, run_chains, tokenize_chains
 from qclm.engine.requests import ChainRequest, ChainStep
@@ -72,16 +72,13 @@ def requests(tok, n_lists: int, n_words: int) -> list[ChainRequest]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="a name in --models")
-    ap.add_argument("--models", default=str(ROOT / "config/models.tsv"))
-    ap.add_argument("--models-dir", default=str(ROOT / "resources/models"))
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT)
     ap.add_argument("--lists", type=int, default=8)
     ap.add_argument("--words", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--naive", action="store_true", help="also full sequences, every option its own sequence")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -134,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{k:14s}{v['tokens']:10d}{record['speedup_tokens'][k]:9.1f}{v['seconds']:10.2f}"
                      f"{record['speedup_seconds'][k]:9.1f}{v['forward_calls']:10d}")
     print("\n".join(lines), file=sys.stderr)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

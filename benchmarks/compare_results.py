@@ -11,11 +11,12 @@ Prints one line per table that differs or is missing and a summary; exit status 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
+
+from qclm import bench
 
 SKIPPED = ("benchmarks", "cache")
 
@@ -30,7 +31,7 @@ def read(path: Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench.parser(__doc__.splitlines()[0], json_record=False)
     p.add_argument("before", type=Path, help="the earlier run's results directory")
     p.add_argument("after", type=Path, help="the later run's results directory")
     args = p.parse_args(argv)

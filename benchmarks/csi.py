@@ -25,7 +25,6 @@ run several times slower). The machine's load average is printed with every line
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -33,6 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from qclm import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,10 +62,8 @@ def independent(backend, chains, results):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="a name in --models")
-    ap.add_argument("--models", default=str(ROOT / "config/models.tsv"))
-    ap.add_argument("--models-dir", default=str(ROOT / "resources/models"))
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT)
     ap.add_argument("--words", type=int, default=1000)
     ap.add_argument("--repetitions", type=int, default=5)
     ap.add_argument("--list-size", type=int, default=30)
@@ -72,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-full", action="store_true", help="only the side-by-side comparison")
-    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
     import torch
 
     from qclm.contexts import Context, Protocol
+    from qclm.experiment import VANILLA
     from qclm.jobs.score_model import load
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import resolve_model
@@ -91,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = {**CSIProbe.defaults(), "words": str(ROOT / "resources/csi/words.tsv"), "control": None,
                 "limit_words": args.words, "repetitions": args.repetitions, "list_size": args.list_size}
     kind = CSIProbe(Instance("csi", "csi", settings))
-    chains = [r.request for r in kind.requests(Context("vanilla"), loaded.prompts, Protocol())]
+    chains = [r.request for r in kind.requests(Context(VANILLA), loaded.prompts, Protocol())]
     steps = sum(len(c.steps) for c in chains)
     say(f"{spec.name}: {len(chains)} lists, {steps} answers; threads {args.threads}")
     backend.choose_chain(chains[:1])  # the engine's self-check (auto), once, outside the timings
@@ -144,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                                                if "ratio" in record else ""))
     record["load_end"] = os.getloadavg()[0]
     print(json.dumps(record))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    bench.write_json(args.json, record, indent=1)
     return 0
 
 

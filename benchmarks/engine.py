@@ -29,7 +29,6 @@ shared, and the load average is recorded at every step. Prints one JSON record (
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -44,7 +43,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qclm.engine import scorers as qengine
+from qclm import bench
+from qclm.engine import head as qengine
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, make_scorer, tokenize_requests
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
@@ -161,10 +161,8 @@ def cpu_name() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="a name in --models")
-    ap.add_argument("--models", default=str(ROOT / "config/models.tsv"))
-    ap.add_argument("--models-dir", default=str(ROOT / "resources/models"))
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT)
     ap.add_argument("--questionnaire", default=str(ROOT / "resources/questionnaires/stai_s.yaml"))
     ap.add_argument("--stimuli", default=str(ROOT / "resources/stimuli/stress.yaml"))
     ap.add_argument("--stimulus-index", type=int, default=0)
@@ -182,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head-blocks", default="", help="comma-separated LM-head block sizes (MiB) to time")
     ap.add_argument("--baseline-ref", default="", help="also time the engine of this git commit (e.g. 776ebee)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None, help="write the record to this file")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -369,9 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         if record.get(key) is not None:
             lines.append(f"{label:34s}{record[key]:10.2f}{record[key] / record['engine_e2e_seconds']:14.1f}")
     print("\n".join(lines), file=sys.stderr)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

@@ -13,13 +13,16 @@ tiny model, here on the real one).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from qclm import bench
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def say(message: str) -> None:
@@ -28,15 +31,12 @@ def say(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--models", default="config/models.tsv")
-    ap.add_argument("--models-dir", default="resources/models")
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT)
     ap.add_argument("--corpus", default="resources/corpora/depressive.yaml")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
     import torch
@@ -92,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['loss']:8.4f}", file=sys.stderr)
     print(f"full / LoRA per epoch: {record['epoch_full_over_lora']}x; same seed, same tensors (full): {same}",
           file=sys.stderr)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

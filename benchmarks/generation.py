@@ -22,7 +22,6 @@ written with --json FILE).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from qclm import bench
 from qclm.engine.backend import LocalBackend
 from qclm.engine.requests import GenerateRequest, GenerationSettings, derive_seed
 from qclm.models.loading import ensure_prepared, load_model
@@ -94,10 +94,8 @@ def _until_eos(ids: list[int], model) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="a name in --models")
-    ap.add_argument("--models", default=str(ROOT / "config/models.tsv"))
-    ap.add_argument("--models-dir", default=str(ROOT / "resources/models"))
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT)
     ap.add_argument("--stimuli", default=str(ROOT / "resources/stimuli/stress.yaml"))
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=64)
@@ -109,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="a directory with a model's config.json and tokenizer: the model with random weights "
                          "(seed 0) in float32, for a machine without the weights (speed and the greedy identity "
                          "do not depend on the weights' values)")
-    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if not 1 <= args.prompts <= len(QUESTIONS):
         ap.error(f"--prompts must be 1 to {len(QUESTIONS)}")
@@ -195,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{record['speed_over_hf_one_by_one'][k]:10.2f}{record['speed_over_hf_batched'][k]:11.2f}"
                      f"{'' if same is None else f'{same}/{args.prompts}':>18s}")
     print("\n".join(lines), file=sys.stderr)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

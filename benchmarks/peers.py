@@ -32,8 +32,6 @@ Run it in .venv-peers (``make peers-env``): qlatent and lm-eval are not in the p
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -45,10 +43,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from qclm import bench
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
 from qclm.contexts import Protocol
+from qclm.experiment import VANILLA
 from qclm.probes.likert.kind import item_contexts
 from qclm.questionnaire import (CONTINUATION_LEAD, CTERM_SLOT, INTENSIFIER_SLOT, Item, Questionnaire, Variant,
                                 load_questionnaire)
@@ -91,12 +91,12 @@ def build_cases(q: Questionnaire, stimuli_path: Path, stimulus_index: int, versi
     """Vanilla and one stress stimulus, through the project's own protocol code, in each item's first
     (the paper's) template."""
     protocol = Protocol(version=version, separator=separator, limit_items=limit or None, templates="first")
-    vanilla = item_contexts(q, "vanilla", None, protocol)[0]
+    vanilla = item_contexts(q, VANILLA, None, protocol)[0]
     stimuli = load_stimuli(stimuli_path, "stress")
     stress = item_contexts(q, "stress", stimuli, protocol)[stimulus_index]
     lead = stimuli.stimuli[stimulus_index].text(version) + separator
     assert all(t == lead + v.prefix for t, v in zip(stress.texts, stress.variants))
-    return [Case("vanilla", "", vanilla.variants, vanilla.texts, None),
+    return [Case(VANILLA, "", vanilla.variants, vanilla.texts, None),
             Case("stress", stress.stimulus_id, stress.variants, stress.texts, qlatent_pre_text(lead))]
 
 
@@ -214,10 +214,8 @@ def say(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="a name in --models")
-    ap.add_argument("--models", default=str(ROOT / "config/models.tsv"))
-    ap.add_argument("--models-dir", default=str(ROOT / "resources/models"))
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT)
     ap.add_argument("--questionnaire", default=str(ROOT / "resources/questionnaires/stai_s.yaml"))
     ap.add_argument("--stimuli", default=str(ROOT / "resources/stimuli/stress.yaml"))
     ap.add_argument("--stimulus-index", type=int, default=0)
@@ -230,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conditions", default="vanilla,stress", help="comma-separated subset of vanilla,stress")
     ap.add_argument("--batch-size", type=int, default=16, help="lm-eval batch size")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None, help="write the record to this file")
     args = ap.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = set(methods) - {"engine", "lm-eval", "qlatent"}
@@ -307,9 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {p: _version(p) for p in ("torch", "transformers", "lm_eval", "qlatent")},
     }
     print_table(record)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

@@ -13,7 +13,6 @@ seconds per cell, the total, and the model load separately (excluded from the to
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from qclm import bench
 from qclm import probes, settings
 from qclm.contexts import Protocol
 from qclm.experiment import Experiment
@@ -35,13 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench.parser(__doc__)
     ap.add_argument("--model", default="smollm2-135m-instruct", help="a name in the config's model table")
     ap.add_argument("--config", default=str(ROOT / "config/config.yaml"))
     ap.add_argument("--threads", type=int, default=None, help="default: the config's engine.threads")
     ap.add_argument("--templates", default="first", choices=["first", "config"],
                     help="first: each item's first template (the paper's protocol); config: as the config says")
-    ap.add_argument("--json", default=None, help="write the record to this file")
     args = ap.parse_args(argv)
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -88,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
               "scoring_minutes": round(total / 60, 2), "threads": torch.get_num_threads(), "cells": cells,
               "torch": torch.__version__}
     print(json.dumps(record, indent=2))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

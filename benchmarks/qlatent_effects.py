@@ -22,8 +22,6 @@ Spearman correlation of item scores with them. Run it in .venv-peers (it calls q
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -34,6 +32,7 @@ import torch
 from scipy.stats import spearmanr
 
 import peers  # benchmarks/peers.py: the adapter between the project and qlatent
+from qclm import bench
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
@@ -137,16 +136,13 @@ def summarize(name: str, scores: dict[str, pd.Series], baseline: dict[str, pd.Se
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--models", default=str(ROOT / "config/models.tsv"))
-    ap.add_argument("--models-dir", default=str(ROOT / "resources/models"))
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT)
     ap.add_argument("--questionnaire", default=str(ROOT / "resources/questionnaires/stai_s.yaml"))
     ap.add_argument("--stimuli", default=str(ROOT / "resources/stimuli/stress.yaml"))
     ap.add_argument("--stimulus-index", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0, help="first N items (0: all)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -206,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for cond, e in epsilon.items():
         print(f"QSOFTMAX vs two-way normalization ({cond}): max |dP_norm| {e['max_abs_p_norm_diff']:.2e}, "
               f"max relative {e['max_rel_p_norm_diff']:.2e}, smallest p {e['min_p_raw']:.2e}")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

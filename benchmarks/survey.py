@@ -23,7 +23,6 @@ runs every way at each thread count (torch.set_num_threads), the first count's b
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -32,8 +31,10 @@ from pathlib import Path
 
 import torch
 
+from qclm import bench
 from qclm.contexts import Context, Protocol
 from qclm.engine.backend import LocalBackend
+from qclm.experiment import VANILLA
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
 from qclm.probes.base import Instance
@@ -49,16 +50,13 @@ def say(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="a chat-format row of --models")
-    ap.add_argument("--models", default=str(ROOT / "config/models_survey.tsv"))
-    ap.add_argument("--models-dir", default=str(ROOT / "resources/models"))
+    ap = bench.parser(__doc__)
+    bench.model_options(ap, ROOT, "config/models_survey.tsv", help="a chat-format row of --models")
     ap.add_argument("--instrument", default=str(ROOT / "resources/questionnaires/gad7.yaml"))
     ap.add_argument("--items", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--threads", default="2", help="CPU thread counts, comma-separated (each way runs at each)")
-    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
@@ -67,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts = PromptBuilder(tok, PromptFormat.from_settings(spec.prompt_format, {}))
     settings = {**SurveyProbe.defaults(), "instrument": args.instrument, "seeds": list(range(args.seeds))}
     probe = SurveyProbe(Instance("survey", "survey", settings))
-    labelled = probe.requests(Context("vanilla"), prompts, Protocol(limit_items=args.items), spec.name, 0)
+    labelled = probe.requests(Context(VANILLA), prompts, Protocol(limit_items=args.items), spec.name, 0)
     requests = [r.request for r in labelled if r.key["request"] == "generate"]
     gen = generation_settings(settings)
     backend = LocalBackend(model, tok, {"method": "prefix-tree"})
@@ -140,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"engine text identical (one call vs per response, every thread count): "
                  f"{record['engine_text_identical_one_call_vs_per_response']}")
     print("\n".join(lines), file=sys.stderr)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

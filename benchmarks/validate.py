@@ -13,15 +13,15 @@ the old way (quadratic, kept here as the baseline) and the new way.
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import yaml
 
-from qclm.inputs import _entry_name, document_problems, entry_labels, load_schema, read_yaml
+from qclm import bench
+from qclm.inputs import document_problems, entry_labels, load_schema, read_yaml
+from qclm.inputs.messages import _entry_name
 from qclm.stimuli import load_stimuli
 
 TEXT = ("I walked into the room and everyone turned to look at me while my heart raced and my hands shook. " * 3)
@@ -70,9 +70,8 @@ def measure(n: int, directory: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench.parser(__doc__)
     ap.add_argument("--n", type=int, default=4000, help="stimuli of the small file; the large one has 4 times as many")
-    ap.add_argument("--json", default=None, help="write the record to this file")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(args.n, Path(tmp)), measure(4 * args.n, Path(tmp))]
@@ -82,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:<20}{small[key]:>16.3f}{large[key]:>18.3f}{large[key] / small[key]:>14.1f}")
     print(f"files: {small['megabytes']} MB and {large['megabytes']} MB; labels old / new at {large['stimuli']}: "
           f"{large['labels_old_s'] / large['labels_s']:.0f}x")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    bench.write_json(args.json, rows)
     return 0
 
 

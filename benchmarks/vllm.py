@@ -20,7 +20,6 @@ device (tensor and pipeline parallel), not for speed on one.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -29,6 +28,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from qclm import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the Likert cell three ways: the local engine; vLLM with each continuation token as a next-token request (they
@@ -42,13 +43,12 @@ def say(message: str) -> None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = bench.parser(__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--questionnaire", default="stai_s")
     p.add_argument("--stimuli", type=int, default=1, help="stress stimuli in the cell (default 1)")
     p.add_argument("--items", type=int, default=2, help="the questionnaire's first N items (default 2)")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--json", default=None)
     args = p.parse_args()
 
     import torch
@@ -148,9 +148,7 @@ def main() -> int:
           f"({record['prompt_logprobs_over_next_token']}x); local engine {record['local_choices_s']} s; "
           f"max |prob difference| {choice_diff:.1e} (vLLM ways), {local_choice_diff:.1e} (local vs vLLM)")
     print(json.dumps(record))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    bench.write_json(args.json, record)
     return 0
 
 

@@ -192,6 +192,29 @@ def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900) -
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=workflow_env())
 
 
+def spec_for(source: Path, **flags):
+    """The parsed model-table row of a local model directory (name m1), with the given flags."""
+    from qclm.models.table import parse_model_row
+
+    row = {"name": "m1", "source": str(source), "revision": "", "params_b": "0.001", "type": "base",
+           "family": "tiny", "dtype": "float32", **{k: str(v).lower() for k, v in flags.items()}}
+    return parse_model_row(row, "models.tsv", 2)
+
+
+def copy_model(src: Path, dst: Path, files=("config.json", "model.safetensors", "tokenizer.json",
+                                             "tokenizer_config.json")) -> Path:
+    dst.mkdir(parents=True)
+    for name in files:
+        (dst / name).write_bytes((src / name).read_bytes())
+    return dst
+
+
+def snakemake_cmd(workdir: Path, config: Path, *targets: str) -> list[str]:
+    """Targets come first: --configfile and --resources take several values."""
+    return [sys.executable, "-m", "snakemake", *targets, "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+            "--configfile", str(config), "--cores", "2", "--resources", "gpu=1"]
+
+
 #: the shared run: Likert questionnaires (the paper's two, and two of the library for the construct map), a probe
 #: kind written in the tests, the CSI kind, a class unknown to the code and a composed condition
 SHARED_QUESTIONNAIRES = ("stai_s", "stai_t", "gad7", "rses")
@@ -245,3 +268,31 @@ def shared_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> SharedRun:
     run = run_snakemake(workdir, cfg)
     assert run.returncode == 0, run.stderr[-4000:]
     return SharedRun(workdir, cfg, models, run.stderr)
+
+
+#: the models of the workstation run
+FIRST_MODELS = ("tiny-llama", "tiny-gemma3")
+
+
+@dataclass(frozen=True)
+class WorkstationRun:
+    workdir: Path
+    config: Path
+    log: str
+    #: the score tables and raw log-probs as this run wrote them (tests/test_add_model.py later adds a model)
+    first_results: Path
+
+
+@pytest.fixture(scope="session")
+def workstation_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> WorkstationRun:
+    """The workflow on two tiny models as on a one-GPU workstation: --cores 2 --resources gpu=1 and no other option
+    (the design card's command: the workstation profile is found by Snakemake itself). Shared by
+    tests/test_add_model.py and tests/test_determinism.py, once per test session."""
+    workdir = tmp_path_factory.mktemp("workstation")
+    config = write_workflow_config(workdir, dict(zip(FIRST_MODELS, (tiny_llama_dir, tiny_gemma_dir))))
+    run = run_snakemake(workdir, config, timeout=400)
+    assert run.returncode == 0, run.stderr[-3000:]
+    first = tmp_path_factory.mktemp("workstation-first")
+    for part in ("scores", "logprobs"):
+        shutil.copytree(workdir / "results" / part, first / part)
+    return WorkstationRun(workdir, config, run.stderr, first)

@@ -1,13 +1,11 @@
-"""The workstation way of running (profiles/default, --resources gpu=1), determinism, and adding a
-model to a finished run.
+"""The workstation way of running (profiles/default, --resources gpu=1), and adding a model to a finished run.
 
-One real run on two tiny models is shared: its log must show the scoring jobs one at a time (the
-`gpu` counter) with CPU-only jobs running beside them. A second run of the same config in another
-directory gives identical score tables: the same rows in the same order with bit-identical numbers,
-down to the raw token log-probabilities. Then a third model is appended to the table: `snakemake -n`
-must list only that model's jobs plus aggregation, statistics and figures (under Snakemake's default
-rerun triggers and under the profile's), and a real rerun must leave the first models' files
-untouched (the tests run in this order: the last one changes the shared run)."""
+One real run on two tiny models is shared (conftest's ``workstation_run``, also the first run of
+tests/test_determinism.py): its log must show the scoring jobs one at a time (the `gpu` counter) with CPU-only
+jobs running beside them. Then a third model is appended to the table: `snakemake -n` must list only that model's
+jobs plus aggregation, statistics and figures (under Snakemake's default rerun triggers and under the profile's),
+and a real rerun must leave the first models' files untouched (the last test changes the shared run; the
+determinism test reads the first run's tables as they were written)."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, run_snakemake, write_workflow_config
+from conftest import FIRST_MODELS, ROOT, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +27,6 @@ JOB_HEADER = re.compile(r"^(?:local)?rule (\w+):\s*$")
 WILDCARDS = re.compile(r"^\s+wildcards: (.*)$")
 JOBID = re.compile(r"^\s+jobid: (\d+)\s*$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
-FIRST_MODELS = ("tiny-llama", "tiny-gemma3")
 
 
 def planned_jobs(workdir: Path, config: Path, *args: str) -> list[tuple[str, dict[str, str]]]:
@@ -69,19 +66,8 @@ def snapshot(workdir: Path, model: str) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in files}
 
 
-@pytest.fixture(scope="module")
-def workstation_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir):
-    """The workflow on two tiny models as on a one-GPU workstation: --cores 2 --resources gpu=1 and no other option
-    (the design card's command: the workstation profile is found by Snakemake itself)."""
-    workdir = tmp_path_factory.mktemp("workstation")
-    config = write_workflow_config(workdir, {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir})
-    run = run_snakemake(workdir, config, timeout=400)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return workdir, config, run.stderr
-
-
 def test_workstation_scores_one_model_at_a_time_beside_cpu_jobs(workstation_run):
-    _, _, log = workstation_run
+    log = workstation_run.log
     # Snakemake names the profile as it found it: absolute or relative to the working directory
     found = re.search(r"workflow specific profile (\S+)", log)
     assert found and (Path.cwd() / found.group(1)).resolve() == (ROOT / "profiles" / "default").resolve(), log[:2000]
@@ -100,29 +86,8 @@ def test_workstation_scores_one_model_at_a_time_beside_cpu_jobs(workstation_run)
     assert cpu_beside_gpu > 0, f"no CPU-only job ran beside a scoring job:\n{log[-3000:]}"
 
 
-def test_two_runs_give_identical_score_tables(workstation_run, tmp_path, tiny_llama_dir, tiny_gemma_dir):
-    workdir, _, _ = workstation_run
-    other = tmp_path / "again"
-    config = write_workflow_config(other, {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir})
-    assert config.read_text() == (workdir / "config.yaml").read_text().replace(str(workdir), str(other))
-    run = run_snakemake(other, config, "results/scores/item_scores.parquet", timeout=400)
-    assert run.returncode == 0, run.stderr[-3000:]
-    a, b = workdir / "results", other / "results"
-    items_a, items_b = pd.read_parquet(a / "scores/item_scores.parquet"), pd.read_parquet(b / "scores/item_scores.parquet")
-    assert len(items_a) > 0 and set(items_a["model"]) == set(FIRST_MODELS)
-    pd.testing.assert_frame_equal(items_a, items_b, check_exact=True)
-    assert (a / "scores/item_scores.parquet").read_bytes() == (b / "scores/item_scores.parquet").read_bytes()
-    pd.testing.assert_frame_equal(pd.read_parquet(a / "scores/variant_probs.parquet"),
-                                  pd.read_parquet(b / "scores/variant_probs.parquet"), check_exact=True)
-    cells = sorted(p.relative_to(a) for p in (a / "logprobs").rglob("*.parquet"))
-    assert len(cells) == 2 * 2 * 3  # models x questionnaires x conditions
-    assert cells == sorted(p.relative_to(b) for p in (b / "logprobs").rglob("*.parquet"))
-    for cell in cells:  # raw log-probs (the files' metadata differs: timings)
-        pd.testing.assert_frame_equal(pd.read_parquet(a / cell), pd.read_parquet(b / cell), check_exact=True)
-
-
 def test_adding_a_model_reruns_only_that_model(workstation_run, tiny_llama_dir):
-    workdir, config, _ = workstation_run
+    workdir, config = workstation_run.workdir, workstation_run.config
     assert planned_jobs(workdir, config) == [], "a finished run must leave nothing to do"
     before = {m: snapshot(workdir, m) for m in FIRST_MODELS}
     scores_before = pd.read_parquet(workdir / "results/scores/item_scores.parquet")

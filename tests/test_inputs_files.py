@@ -17,6 +17,7 @@ from qclm import inputs
 from qclm.analysis.inputs import load_item_scores
 from qclm.config import validate_config_file
 from qclm.inputs import ALIAS_EXPANSION_LIMIT, MAX_PROBLEM_CHARS, read_yaml
+from qclm.inputs import messages
 from qclm.models.table import load_model_table
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
@@ -145,14 +146,14 @@ def test_labels_of_a_large_file_are_linear(tmp_path, monkeypatch):
     data["stimuli"][-1]["id"] = "s0"  # one problem, so that labels are built and used
     path = write_yaml(tmp_path / "stress.yaml", data)
     calls = 0
-    real = inputs._entry_name
+    real = messages._entry_name
 
     def counting(entry):
         nonlocal calls
         calls += 1
         return real(entry)
 
-    monkeypatch.setattr(inputs, "_entry_name", counting)
+    monkeypatch.setattr(messages, "_entry_name", counting)
     assert lines(load_stimuli, path) == [f"{path}: stimulus s0 (#{n}): field id: duplicate stimulus id (stimulus #1 "
                                          "has it too)"]
     assert calls <= 4 * n, f"{calls} reads of entry names for {n} entries"

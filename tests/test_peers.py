@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import importlib.util
 import io
 import re
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -38,13 +36,11 @@ SMOLLM2 = {"name": "smollm2-135m-instruct", "source": "embedded:smollm2-135m-ins
 
 @pytest.fixture(scope="module")
 def peers():
-    """benchmarks/peers.py as a module (the adapter between the project and qlatent)."""
+    """benchmarks/peers.py (the adapter between the project and qlatent)."""
     pytest.importorskip("qlatent.qclm.qclm", reason="qlatent is installed in .venv-peers only (make peers-env)")
-    spec = importlib.util.spec_from_file_location("peers_benchmark", ROOT / "benchmarks/peers.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import peers
+
+    return peers
 
 
 @pytest.fixture(scope="module")

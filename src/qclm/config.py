@@ -22,11 +22,10 @@ from typing import Any
 from qclm import settings
 from qclm.errors import InputError, Problem
 from qclm.experiment import (
-    SHORTHAND_CLASSES, STIMULUS_SETTINGS, TEMPLATE_SELECTIONS, VANILLA, classes_of, condition_problems,
+    SHORTHAND_CLASSES, STIMULUS_SETTINGS, VANILLA, classes_of, condition_problems,
     contrast_problems, default_contrasts, stimulus_classes,
 )
 from qclm.inputs import CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems
-from qclm.questionnaire import load_questionnaire
 from qclm.settings import config_schema, migrate
 
 log = logging.getLogger("qclm.config")
@@ -116,24 +115,22 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         if isinstance(config.get("conditions"), list) else []
     found = probes.problems(config, cf, conditions)
     problems.extend(found)
-    likert = {}
-    for ident, kind, entry, where in probes.declared(config):
-        if kind != probes.LIKERT or any(loc.startswith(where) for _, loc, _ in found):
-            continue
-        path = probes.settings_of(probes.kind_class(kind), entry).get("questionnaire")
-        if isinstance(path, str) and Path(path).expanduser().is_file():  # else: the schema or the kind reports it
-            likert[ident] = _collect(problems, load_questionnaire, path)
-    problems.extend(_template_problems(config, cf, {k: q for k, q in likert.items() if q is not None}))
+    declared = probes.declared(config)
+    for name in dict.fromkeys(kind for _, kind, *_ in declared):  # each kind's checks across its instances
+        try:
+            kind_class = probes.kind_class(name)
+        except probes.UnknownKind:
+            continue  # probes.problems reports it
+        mine = [(ident, entry, where) for ident, kind, entry, where in declared if kind == name]
+        problems.extend(kind_class.check_config(config, cf, mine, found))
     problems.extend(_selection_problems(config, cf, table, models))
     problems.extend(_row_problems(config, table, models or {}))
     problems.extend(_intervention_problems(config, cf, table, models or {}, problems))
     problems.extend(_calibration_problems(config, cf, table, models or {}, problems))
 
     problems.extend(_experiment_problems(config, cf, stimuli))
-    declared_likert = [i for i, kind, *_ in probes.declared(config) if kind == probes.LIKERT]
-    all_loaded = len(likert) == len(declared_likert) and all(q is not None for q in likert.values())
     schema_said = {loc for _, loc, _ in problems if loc.startswith("field analysis.size_classes")}
-    problems.extend(p for p in _analysis_problems(config, cf, likert if all_loaded else {})
+    problems.extend(p for p in _analysis_problems(config, cf)
                     if not (schema_said and p[1] == "field analysis.size_classes"))  # said once is enough
     return list(dict.fromkeys(problems))  # a file named twice reports its problems once
 
@@ -177,10 +174,10 @@ def size_class_problem(bounds: Any) -> str | None:
     return None
 
 
-def _analysis_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:
-    """What ``qclm analyze`` would refuse after all scoring, found before it: the size classes, the heatmap
-    item (an item the run scores: ITEM or QUESTIONNAIRE:ITEM, as :func:`qclm.analysis.inputs.select_heatmap_item`
-    reads it), and the vanilla condition (the baseline of the z-scores, method.md section 6)."""
+def _analysis_problems(config: dict, cf: str) -> list[Problem]:
+    """What ``qclm analyze`` would refuse after all scoring, found before it: the size classes and the vanilla
+    condition (the baseline of the z-scores, method.md section 6); the heatmap item is the Likert kind's check
+    (``check_config``)."""
     problems: list[Problem] = []
     conditions = config.get("conditions")
     if isinstance(conditions, list) and conditions and VANILLA not in conditions:
@@ -192,34 +189,7 @@ def _analysis_problems(config: dict, cf: str, questionnaires: dict) -> list[Prob
     problem = size_class_problem(analysis.get("size_classes"))
     if problem:
         problems.append((cf, "field analysis.size_classes", problem))
-    item = analysis.get("heatmap_item")
-    if isinstance(item, str) and questionnaires:
-        problem = heatmap_item_problem(item, questionnaires, config.get("limit_items"))
-        if problem:
-            problems.append((cf, "field analysis.heatmap_item", problem))
     return problems
-
-
-def heatmap_item_problem(item: str, questionnaires: dict, limit_items: Any = None) -> str | None:
-    """Why ``item`` names no single item the run scores (questionnaire id -> loaded questionnaire), or None."""
-    limit = limit_items if isinstance(limit_items, int) and not isinstance(limit_items, bool) else None
-    scored = {key: [i.id for i in q.items][:limit] if limit else [i.id for i in q.items]
-              for key, q in questionnaires.items()}
-    if ":" in item and not any(item in ids for ids in scored.values()):
-        key, item_id = item.split(":", 1)
-        if key not in scored:
-            return f"{item!r}: no questionnaire {key!r} (questionnaires: {', '.join(scored)})"
-        if item_id not in scored[key]:
-            return f"{item!r}: questionnaire {key} scores no item {item_id!r}" + (
-                f" (limit_items: {limit})" if limit else "")
-        return None
-    holders = [key for key, ids in scored.items() if item in ids]
-    if not holders:
-        return f"{item!r} is not an item the run scores" + (f" (limit_items: {limit})" if limit else "") + \
-            "; write ITEM or QUESTIONNAIRE:ITEM"
-    if len(holders) > 1:
-        return f"{item!r} is an item of {', '.join(holders)}: write QUESTIONNAIRE:ITEM"
-    return None
 
 
 def config_file_problems(files: list[str | Path]) -> list[Problem]:
@@ -361,34 +331,6 @@ def _calibration_problems(config: dict, cf: str, table: str | None, models: dict
         return []  # the plants name probes: checked once the probes are
     problems = calibration.problems(config, cf, models, found)
     return problems + _finetuned_row_problems(cf, table, models, "calibration")
-
-
-def _template_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:
-    """The wordings the config scores and selects exist in every questionnaire; averaging over templates needs
-    every template under every stimulus."""
-    settings = config.get("templates")
-    if not isinstance(settings, dict):
-        return []
-    problems: list[Problem] = []
-    score, select = settings.get("score"), settings.get("select")
-    wanted = [("score", t) for t in score if isinstance(t, str)] if isinstance(score, list) else []
-    if isinstance(select, str) and select not in TEMPLATE_SELECTIONS:
-        wanted.append(("select", select))
-    for field, tid in wanted:
-        for q in questionnaires.values():
-            if tid not in q.templates:
-                problems.append((cf, f"field templates.{field}", f"unknown template id '{tid}': {q.path} has "
-                                 f"templates {', '.join(q.templates)}"))
-    if isinstance(select, str) and select not in TEMPLATE_SELECTIONS and isinstance(score, (list, str)):
-        scored = score if isinstance(score, list) else None
-        if score == "first" or (scored is not None and select not in scored):
-            problems.append((cf, "field templates.select", f"selects template '{select}', which "
-                             "templates.score does not score"))
-    if select == "all" and settings.get("extra_limit_stimuli") is not None:
-        problems.append((cf, "field templates.select", "all averages over the templates, but "
-                         "templates.extra_limit_stimuli scores the templates after the first on a subset of the "
-                         "stimuli only: select first (or a template id), or set extra_limit_stimuli to null"))
-    return problems
 
 
 def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:

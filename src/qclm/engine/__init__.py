@@ -2,6 +2,8 @@
 
 - :mod:`qclm.engine.requests`: token requests and the context/continuation boundary (no torch)
 - :mod:`qclm.engine.scorers`: the prefix-tree scorer, the full-sequence reference, the self-checked ``auto``
+- :mod:`qclm.engine.head`: the LM head and float32 log-softmax at scored positions only (``LogprobHead``)
+- :mod:`qclm.engine.memory`: device, total memory, out-of-memory errors, the KV cache cropped to a prefix
 - :mod:`qclm.engine.tree_attention`: the prefix tree laid flat and attention over what its mask allows
 - :mod:`qclm.engine.session`: a prefix tree whose nodes persist in the KV cache across passes
 - :mod:`qclm.engine.chains`: chains of forced choices over a growing context, in tree sessions
@@ -18,8 +20,8 @@ import importlib
 _EXPORTS = {
     "BoundaryError": "requests", "Request": "requests", "tokenize_requests": "requests",
     "make_scorer": "scorers", "PrefixTreeScorer": "scorers", "FullSequenceScorer": "scorers",
-    "AutoScorer": "scorers", "LogprobHead": "scorers", "Stats": "scorers", "self_check_tolerance": "scorers",
-    "HeadInput": "scorers", "TreeSession": "session", "run_chains": "chains", "run_generation": "generation",
+    "AutoScorer": "scorers", "LogprobHead": "head", "Stats": "scorers", "self_check_tolerance": "scorers",
+    "HeadInput": "head", "TreeSession": "session", "run_chains": "chains", "run_generation": "generation",
     "Backend": "backend", "LocalBackend": "backend",
 }
 

@@ -18,15 +18,18 @@ node attended, so its output is the node's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from qclm.engine.scorers import (
-    OWN_LOGITS_BYTES, HeadInput, PrefixTreeScorer, _crop, _device, _empty_cache, _is_oom, _memory_bytes, log,
-)
+from qclm.engine.head import OWN_LOGITS_BYTES, HeadInput
+from qclm.engine.memory import crop_cache, device_of, empty_cache, is_oom, memory_bytes
+from qclm.engine.scorers import PrefixTreeScorer
 from qclm.engine.tree_attention import TreeLayout, tree_attention
+
+log = logging.getLogger("qclm.engine")
 
 #: the parent of a node that follows the shared prefix directly
 ROOT = -1
@@ -46,7 +49,7 @@ def session_budget(model) -> int:
     size = next(model.parameters()).element_size()
     per_node = 2 * layers * kv_heads * head_dim * size
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    budget = 0.25 * max(_memory_bytes(_device(model)) - weights, 2**30)
+    budget = 0.25 * max(memory_bytes(device_of(model)) - weights, 2**30)
     return int(max(256, min(SESSION_TOKENS, budget // per_node)))
 
 
@@ -89,7 +92,7 @@ class TreeSession:
         self.model = scorer.model
         self.head = scorer.head
         self.stats = scorer.stats
-        self.device = _device(self.model)
+        self.device = device_of(self.model)
         self.prefix = tuple(prefix)
         self.prefix_len = len(self.prefix)
         self.cache = DynamicCache()  # full (non-sliding) layers: the masks apply any window
@@ -108,7 +111,7 @@ class TreeSession:
 
     def reset(self) -> None:
         """Drop every node (the prefix stays): the next group of requests starts here."""
-        _crop(self.cache, self.prefix_len)
+        crop_cache(self.cache, self.prefix_len)
         self._clear()
 
     def __len__(self) -> int:
@@ -164,12 +167,12 @@ class TreeSession:
             try:
                 parts.append(self._forward(parent[:end], pos[:end], start, keep[k:k_end], per_query))
             except RuntimeError as err:
-                _crop(self.cache, self.prefix_len + start)
-                if not _is_oom(err) or end - start == 1:
+                crop_cache(self.cache, self.prefix_len + start)
+                if not is_oom(err) or end - start == 1:
                     raise
                 budget = max(1, (end - start) // 2)
                 log.warning("out of memory: tree session pass now %d tokens", budget)
-                _empty_cache(self.device)
+                empty_cache(self.device)
                 continue
             start, k = end, k_end
         self.computed = len(self.ids)

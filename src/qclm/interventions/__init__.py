@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from qclm import settings
+# a checkpoint's provenance lives with the models (the loader reads it); named here for the fine-tuning that writes it
+from qclm.models.checkpoints import CHECKPOINT_IDENTITY, CHECKPOINT_MARKER, checkpoint_provenance  # noqa: F401
 from qclm.models.table import ModelSpec
 
 #: the config section
 SECTION = "interventions"
 #: what one fine-tuning job writes beside its checkpoints: every checkpoint and its provenance
 JOB_MARKER = "qclm_intervention.json"
-#: each checkpoint's provenance (base model, corpus hash, training settings, losses), in its directory
-CHECKPOINT_MARKER = "qclm_finetuned.json"
 #: a derived model's name: the base model's, the intervention's, the epoch
 DERIVED = re.compile(r"^(?P<base>.+)@(?P<intervention>[A-Za-z0-9][A-Za-z0-9_]*)-e(?P<epoch>[0-9]+)$")
 
@@ -156,23 +156,6 @@ def without_derived(frame):
         return frame, []
     derived = sorted(m for m in frame["model"].unique() if parse_derived(str(m)))
     return (frame[~frame["model"].isin(derived)] if derived else frame), derived
-
-
-#: what determines a checkpoint's weights (its provenance without timings and versions): the scoring provenance
-#: of a checkpoint names them, and its scoring cells' cache key includes them
-CHECKPOINT_IDENTITY = ("base_model", "base_gguf_sha256", "intervention", "corpus", "settings", "method", "epoch")
-
-
-def checkpoint_provenance(source: str | Path) -> dict | None:
-    """What made a checkpoint (:data:`CHECKPOINT_IDENTITY` of its :data:`CHECKPOINT_MARKER`: base model, corpus
-    hash, training settings), or None for a directory that is no checkpoint of an intervention."""
-    import json
-
-    marker = Path(source).expanduser() / CHECKPOINT_MARKER
-    if not marker.is_file():
-        return None
-    found = json.loads(marker.read_text(encoding="utf-8"))
-    return {k: found.get(k) for k in CHECKPOINT_IDENTITY}
 
 
 def job_dir(results: str | Path, model: str, intervention: str) -> Path:

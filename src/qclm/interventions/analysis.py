@@ -41,12 +41,12 @@ import pandas as pd
 
 from qclm import settings
 from qclm.analysis import stats
+from qclm.experiment import VANILLA
 from qclm.interventions import SECTION, interventions, parse_derived
 
 log = logging.getLogger("qclm.interventions")
 
 PROBE = "interventions"
-VANILLA = "vanilla"
 #: a bootstrap CI over fewer items than this is no CI to read: the map marks the row underpowered
 MIN_ITEMS = 5
 

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from qclm.inputs import sha256_file
-from qclm.interventions import checkpoint_provenance
+from qclm.models.checkpoints import checkpoint_provenance
 from qclm.models.table import PREPARED_MARKER, ModelSpec, gguf_path
 
 log = logging.getLogger("qclm.models")

@@ -275,6 +275,14 @@ class ProbeKind:
         return {name: settings.section(config, name) for name in cls.config_sections}
 
     @classmethod
+    def check_config(cls, config: dict, config_file: str, instances: list[tuple[str, Any, str]],
+                     found: list[Problem]) -> list[Problem]:
+        """Problems of the run's config that concern this kind across its instances (its own config sections,
+        beyond each instance's :meth:`problems`): :func:`qclm.config.validate_config` calls it once per kind the
+        run has. ``instances``: (id, config entry, location) of each; ``found``: the instances' problems so far."""
+        return []
+
+    @classmethod
     def defaults(cls) -> dict[str, Any]:
         import copy
 

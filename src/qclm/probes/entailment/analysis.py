@@ -22,6 +22,7 @@ import pandas as pd
 
 from qclm import settings
 from qclm.calibration import null_note
+from qclm.experiment import VANILLA
 
 COLUMNS = ["model", "questionnaire", "condition", "score", "score_sd", "n_stimuli", "n_items", "chance_score", "shift",
            "z_shift", "silhouette", "p_true", "underpowered"]
@@ -35,9 +36,9 @@ def entailment_table(conditions: pd.DataFrame, items: pd.DataFrame, variants: pd
     from qclm.probes.likert.equations import chance_scores
 
     chance = chance_scores(variants, form, epsilon)
-    vanilla_items = items[items["condition"] == "vanilla"]
+    vanilla_items = items[items["condition"] == VANILLA]
     sd = vanilla_items.groupby(["model", "questionnaire"])["score"].std(ddof=1)
-    vanilla = conditions[conditions["condition"] == "vanilla"].set_index(["model", "questionnaire"])["score"]
+    vanilla = conditions[conditions["condition"] == VANILLA].set_index(["model", "questionnaire"])["score"]
     sil = silhouette.groupby(["model", "questionnaire"])["silhouette"].mean()
     p_true = variants.groupby(["model", "questionnaire", "condition"])["p_raw"].mean()
     n_items = items.groupby(["model", "questionnaire", "condition"])["item_id"].nunique()
@@ -54,7 +55,7 @@ def entailment_table(conditions: pd.DataFrame, items: pd.DataFrame, variants: pd
                      "z_shift": shift / spread if spread and np.isfinite(spread) and spread > 0 else np.nan,
                      "silhouette": float(sil.get(key, np.nan)),
                      "p_true": float(p_true.get((r.model, r.questionnaire, r.condition), np.nan)),
-                     "underpowered": r.condition != "vanilla" and int(r.n_stimuli) < min_stimuli})
+                     "underpowered": r.condition != VANILLA and int(r.n_stimuli) < min_stimuli})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -75,13 +76,13 @@ def overview(context, results: dict) -> str:
     if table is None or table.empty:
         return "\n".join(lines + ["- no entailment scores", ""])
     for (model, q), g in table.groupby(["model", "questionnaire"], sort=False):
-        van = g[g["condition"] == "vanilla"]
+        van = g[g["condition"] == VANILLA]
         text = f"- **{model}** `{q}`"
         if not van.empty:
             v = van.iloc[0]
             text += (f": vanilla score {v['score']:+.2e} (chance {v['chance_score']:+.2e}), silhouette "
                      f"{v['silhouette']:.2f} (0: S+ and S- not separated), mean P(True) {v['p_true']:.2f} (1/3)")
-        other = g[g["condition"] != "vanilla"]
+        other = g[g["condition"] != VANILLA]
         if not other.empty:
             top = other.loc[other["shift"].abs().idxmax()]
             text += (f"; largest shift {top['shift']:+.2e} (z {top['z_shift']:+.2f}) under {top['condition']}"

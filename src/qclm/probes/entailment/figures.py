@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from qclm.experiment import VANILLA
+
 
 def figure_entailment(context, table: pd.DataFrame):
     import matplotlib.pyplot as plt
@@ -40,7 +42,7 @@ def figure_entailment(context, table: pd.DataFrame):
         ax.set_xticklabels(instruments, fontsize=7)
         ax.set_title(f"{model}: score (dashed: chance)", fontsize=7)
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-        sil = sub[sub["condition"] == "vanilla"].set_index("questionnaire").reindex(instruments)["silhouette"]
+        sil = sub[sub["condition"] == VANILLA].set_index("questionnaire").reindex(instruments)["silhouette"]
         axes[1, col].bar(x, sil, 0.6, color=colors[0])
         axes[1, col].axhline(0, color="black", lw=0.8, ls="--")
         axes[1, col].set_xticks(x)

@@ -13,6 +13,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from qclm.experiment import VANILLA
 from qclm.questionnaire import DEFAULT_TEMPLATE_ID
 # eq. 1's aggregations and the forms of the item score (eq. 2, the paper's, or the authors' public code's
 # QABSTRACT.mean_score over the S+ cells only or over all cells, docs/qlatent.md, difference 4): the config schema
@@ -240,7 +241,7 @@ def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.Data
     items["default_template"] = items["template"] == items["questionnaire"].map(default_templates)
     variants = pd.concat(variant_frames, ignore_index=True)
     questionnaires = questionnaire_scores(select_templates(items, select)).merge(model_info, on="model", how="left")
-    vanilla = variants[variants["condition"] == "vanilla"]
+    vanilla = variants[variants["condition"] == VANILLA]
     columns = ["model", "questionnaire", "template", "default_template", "item_id", "condition", "stimulus_id",
                "score", "n_plus", "n_intensifiers"]
     return {

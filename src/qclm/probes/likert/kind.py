@@ -212,3 +212,11 @@ class LikertProbe(ProbeKind):
     @classmethod
     def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
         return {"questionnaire": args.questionnaire} if args.questionnaire else {}
+
+    # -- the run's config -------------------------------------------------------------------------------------
+    @classmethod
+    def check_config(cls, config: dict, config_file: str, instances: list, found: list[Problem]) -> list[Problem]:
+        """The wordings ``templates:`` scores and selects, and ``analysis.heatmap_item`` (probes/likert/checks.py)."""
+        from qclm.probes.likert.checks import config_problems
+
+        return config_problems(cls, config, config_file, instances, found)
