@@ -9,6 +9,7 @@ from pathlib import Path
 
 from qclm import settings
 from qclm.errors import InputError
+from qclm.experiment import VANILLA
 from qclm.inputs import (
     CONDITION_MAX, CONDITION_PATTERN, SAFE_NAME_MAX, SAFE_NAME_PATTERN, SAFE_NAME_RULE, SIZES, output_problem,
     safe_name_problem,
@@ -188,7 +189,7 @@ def kind_config(path: str | None) -> dict:
     """The config a command-line instance runs under: the file's, checked as the workflow checks it (its notes
     logged), or without one, vanilla and the defaults."""
     if path is None:
-        return {"conditions": ["vanilla"], "stimuli": {"version": "long"}}
+        return {"conditions": [VANILLA], "stimuli": {"version": "long"}}
     import logging
 
     from qclm.config import validate_config

@@ -33,6 +33,7 @@ from qclm.commands.args import (
 )
 from qclm.config import DEFAULT_CONFIG, validate_config
 from qclm.errors import InputError
+from qclm.experiment import VANILLA
 from qclm.inputs import read_yaml
 from qclm.prompts import PROMPT_FORMATS
 
@@ -174,7 +175,7 @@ def kind_targets(kind_name: str, argv: list[str]) -> tuple[list[Target], argpars
     p = argparse.ArgumentParser(prog=f"qclm render {cls.name}", description=f"{cls.summary}. " + (__doc__ or ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(p)
-    _add_selection(p, condition_default="vanilla")
+    _add_selection(p, condition_default=VANILLA)
     add_instance_arguments(p, cls)
     args = p.parse_args(argv)
     config = kind_config(args.config)
