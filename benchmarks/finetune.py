@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from safetensors.torch import load_file
 
     from qclm import interventions as iv
-    from qclm.interventions.corpus import load_corpus
+    from qclm.corpus import load_corpus
     from qclm.interventions.finetune import finetune
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import load_model_table

@@ -20,7 +20,7 @@ from qclm.calibration import analysis as A
 from qclm.calibration.corpora import corpus_texts, units
 from qclm.config import validate_config
 from qclm.errors import format_problems
-from qclm.interventions.corpus import Exchange, load_corpus
+from qclm.corpus import Exchange, load_corpus
 
 Q = ROOT / "resources/questionnaires"
 FILLER = ROOT / "resources/corpora/neutral.yaml"
@@ -336,7 +336,7 @@ def test_survey_units_read_the_planted_option(tmp_path):
 
 
 def test_item_score_units_are_shifts_from_the_base_model_in_its_vanilla_sds():
-    from qclm.calibration.units import item_shift_units
+    from qclm.probes.calibration_units import item_shift_units
 
     rows = []
     for model, shift in (("m", 0.0), ("m@cal_a_d4-e1", 0.5)):

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from qclm.config import validate_config
 from qclm.errors import InputError, format_problems
 from qclm.instruments import load_instrument
-from qclm.interventions.corpus import load_corpus
+from qclm.corpus import load_corpus
 from qclm.probes.base import Instance
 from qclm.probes.csi.kind import CSIProbe
 from qclm.probes.csi.words import parse_words

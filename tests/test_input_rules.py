@@ -123,7 +123,7 @@ def test_probe_id_cannot_write_outside_out(tmp_path, capsys):
 
 
 def test_the_longest_derived_file_name_fits_in_255_bytes():
-    from qclm.interventions import derived_name
+    from qclm.models.checkpoints import derived_name
 
     longest = "a" * SAFE_NAME_MAX
     assert len(derived_name(longest, longest, 100).encode()) <= 255

@@ -18,8 +18,9 @@ from conftest import ROOT, likert_cell, loaded_model, run_snakemake, workflow_en
 
 from qclm import interventions as iv
 from qclm.config import validate_config
+from qclm.corpus import Corpus, load_corpus
 from qclm.errors import InputError, format_problems
-from qclm.interventions.corpus import Corpus, load_corpus
+from qclm.models.checkpoints import parse_derived
 
 CORPORA = ROOT / "resources/corpora"
 GAD7 = ROOT / "resources/questionnaires/gad7.yaml"
@@ -166,7 +167,7 @@ def test_derived_models_and_methods():
     assert (d.base, d.intervention, d.epoch) == ("s", "dep", 1)
     assert d.spec.source == "./results/checkpoints/s@dep/e1" and d.spec.prompt_format == small.prompt_format
     assert d.marker == "results/checkpoints/s@dep/qclm_intervention.json"
-    assert iv.parse_derived("s@dep-e1") == ("s", "dep", 1) and iv.parse_derived("s") is None
+    assert parse_derived("s@dep-e1") == ("s", "dep", 1) and parse_derived("s") is None
     items = iv.interventions(config)
     assert iv.method_for(small, items["dep"]) == "full" and iv.method_for(big, items["dep"]) == "lora"
     assert iv.method_for(big, _intervention(method="full")) == "full"

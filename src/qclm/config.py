@@ -270,7 +270,7 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
     checkpoint is an epoch that runs, at most one control; and no quantized row in the model table (fine-tuning
     loads the weights unquantized; a large model gets LoRA instead) and no NLI classifier (``head: nli``)."""
     from qclm import interventions as iv
-    from qclm.interventions.corpus import load_corpus
+    from qclm.corpus import load_corpus
 
     section = config.get(iv.SECTION)
     if not isinstance(section, dict) or not section or any(

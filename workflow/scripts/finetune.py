@@ -10,7 +10,7 @@ gpu_lock = bind_one_gpu(str(snakemake.params.device))  # before torch starts CUD
 import torch  # noqa: E402
 
 from qclm.interventions import Intervention  # noqa: E402
-from qclm.interventions.corpus import load_corpus  # noqa: E402
+from qclm.corpus import load_corpus  # noqa: E402
 from qclm.interventions.finetune import finetune  # noqa: E402
 from qclm.models.table import parse_model_row  # noqa: E402
 

@@ -38,7 +38,7 @@ from qclm.analysis.registry import LIKERT
 from qclm.config import size_class_problem
 from qclm.errors import InputError
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
-from qclm.interventions import without_derived
+from qclm.models.checkpoints import without_derived
 from qclm.probes.likert.equations import condition_means, questionnaire_scores, select_templates, template_rows
 from qclm.probes.memorization.analysis import exposure_notes
 

@@ -154,7 +154,8 @@ def applies(plant: Plant | None, spec, instances: dict) -> bool:
 def derived_models(models: dict, config: dict, results: str | Path, instances: dict) -> dict:
     """Every calibration checkpoint as a model of its own (:class:`qclm.interventions.Derived`), restricted to the
     probes of the kinds its plant plants (:func:`readers`; the controls: every probe)."""
-    from qclm.interventions import Derived, checkpoint_dir, derived_name, job_dir, JOB_MARKER
+    from qclm.interventions import Derived, checkpoint_dir, job_dir, JOB_MARKER
+    from qclm.models.checkpoints import derived_name
 
     out = {}
     for spec in models.values():

@@ -45,7 +45,7 @@ import pandas as pd
 from qclm import calibration as cal
 from qclm import settings
 from qclm.analysis import stats
-from qclm.interventions import parse_derived
+from qclm.models.checkpoints import parse_derived
 
 log = logging.getLogger("qclm.calibration")
 

@@ -26,7 +26,7 @@ import yaml
 
 from qclm.calibration import MATERIALS, SECTION, Job, Plant, jobs, plants, section
 from qclm.errors import InputError, Problem
-from qclm.interventions.corpus import Exchange, load_corpus
+from qclm.corpus import Exchange, load_corpus
 
 
 def _instances(config: dict) -> dict:
@@ -91,7 +91,7 @@ def corpus_texts(job: Job, config: dict) -> list[str | Exchange]:
 
 
 def write_corpus(job: Job, config: dict, path: str | Path) -> Path:
-    """One calibration corpus as a corpus file (qclm.interventions.corpus: ``repeats: true``, the planted texts
+    """One calibration corpus as a corpus file (qclm.corpus: ``repeats: true``, the planted texts
     repeat on purpose)."""
     texts = corpus_texts(job, config)
     what = (f"the filler alone (the control at dose {job.dose})" if job.plant is None else

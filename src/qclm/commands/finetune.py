@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from qclm import interventions as iv
     from qclm.errors import InputError
-    from qclm.interventions.corpus import load_corpus
+    from qclm.corpus import load_corpus
     from qclm.logs import configure_logging
     from qclm.models.table import resolve_model
 

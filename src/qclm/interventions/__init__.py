@@ -7,13 +7,12 @@ The base model's cells are scored once, as without interventions.
 
 This module is light (no torch): the settings with their schema defaults, the derived models' names and rows
 (the workflow builds its DAG from them) and where the checkpoints go. Fine-tuning itself is
-:mod:`qclm.interventions.finetune` (torch); corpora are :mod:`qclm.interventions.corpus`; the analysis (the
+:mod:`qclm.interventions.finetune` (torch); corpora are :mod:`qclm.corpus`; the analysis (the
 intervention table and the two-axis map) is :mod:`qclm.interventions.analysis`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,13 @@ from typing import Any
 from qclm import settings
 # a checkpoint's provenance lives with the models (the loader reads it); named here for the fine-tuning that writes it
 from qclm.models.checkpoints import CHECKPOINT_IDENTITY, CHECKPOINT_MARKER, checkpoint_provenance  # noqa: F401
+from qclm.models.checkpoints import derived_name, parse_derived
 from qclm.models.table import ModelSpec
 
 #: the config section
 SECTION = "interventions"
 #: what one fine-tuning job writes beside its checkpoints: every checkpoint and its provenance
 JOB_MARKER = "qclm_intervention.json"
-#: a derived model's name: the base model's, the intervention's, the epoch
-DERIVED = re.compile(r"^(?P<base>.+)@(?P<intervention>[A-Za-z0-9][A-Za-z0-9_]*)-e(?P<epoch>[0-9]+)$")
 
 
 def _schema() -> dict:
@@ -127,16 +125,6 @@ def model_problems(spec: ModelSpec, what: str) -> list[tuple[str, str]]:
     return out
 
 
-def derived_name(model: str, intervention: str, epoch: int) -> str:
-    return f"{model}@{intervention}-e{epoch}"
-
-
-def parse_derived(name: str) -> tuple[str, str, int] | None:
-    """(base model, intervention, epoch) of a derived model's name, or None for a model of the table."""
-    match = DERIVED.match(name)
-    return (match["base"], match["intervention"], int(match["epoch"])) if match else None
-
-
 def parse_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     """A model row as a job receives it (its params): a row of the model table, or a derived model's row, whose
     name the model table would refuse (it has ``@``) and whose source is its checkpoint directory."""
@@ -146,16 +134,6 @@ def parse_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if not derived:
         return parse_model_row(row, file, line)
     return replace(parse_model_row({**row, "name": derived[0]}, file, line), name=row["name"])
-
-
-def without_derived(frame):
-    """A table's rows of the model table's own models (derived models' rows dropped), and the names dropped: the
-    across-model analyses count models, and a checkpoint is not another model (the intervention analysis reads
-    the checkpoints beside their base model)."""
-    if frame is None or "model" not in frame:
-        return frame, []
-    derived = sorted(m for m in frame["model"].unique() if parse_derived(str(m)))
-    return (frame[~frame["model"].isin(derived)] if derived else frame), derived
 
 
 def job_dir(results: str | Path, model: str, intervention: str) -> Path:

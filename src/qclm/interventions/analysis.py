@@ -42,7 +42,8 @@ import pandas as pd
 from qclm import settings
 from qclm.analysis import stats
 from qclm.experiment import VANILLA
-from qclm.interventions import SECTION, interventions, parse_derived
+from qclm.interventions import SECTION, interventions
+from qclm.models.checkpoints import parse_derived
 
 log = logging.getLogger("qclm.interventions")
 
@@ -248,7 +249,7 @@ def trait_map_table(items: pd.DataFrame, table: pd.DataFrame, config: dict, n_bo
 def overlap_output(context) -> pd.DataFrame:
     """``intervention_overlap``: every intervention's corpus against every instrument's construct terms."""
     from qclm import probes
-    from qclm.interventions.corpus import load_corpus
+    from qclm.corpus import load_corpus
     from qclm.interventions.overlap import overlap_table
 
     corpora = {name: load_corpus(iv.corpus) for name, iv in interventions(context.config).items()}

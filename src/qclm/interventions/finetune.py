@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from qclm.interventions import CHECKPOINT_MARKER, JOB_MARKER, Intervention, method_for
-from qclm.interventions.corpus import Corpus
+from qclm.corpus import Corpus
 from qclm.models.table import ModelSpec
 
 log = logging.getLogger("qclm.finetune")

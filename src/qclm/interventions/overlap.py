@@ -52,7 +52,7 @@ def overlap_table(corpora: Mapping[str, object], terms: Mapping[tuple[str, str],
                   ) -> pd.DataFrame:
     """One row per intervention x (probe, instrument): the corpus's texts with an S+ term, with an S- term, their
     shares, and the terms found with the number of texts each occurs in (``corpora``: intervention name ->
-    :class:`qclm.interventions.corpus.Corpus`; ``terms``: (probe, instrument) -> (S+ terms, S- terms))."""
+    :class:`qclm.corpus.Corpus`; ``terms``: (probe, instrument) -> (S+ terms, S- terms))."""
     rows = []
     for name, corpus in corpora.items():
         texts = [str(t) for t in corpus.texts]  # a chat exchange: its user message and answer

@@ -42,7 +42,7 @@ def model_info(models: dict[str, ModelSpec], raw_paths: list[str | Path]) -> pd.
     from the scoring provenance, the dtype and prompt format it ran in (``auto`` dtypes resolve per device)."""
     from dataclasses import replace
 
-    from qclm.interventions import parse_derived
+    from qclm.models.checkpoints import parse_derived
 
     used: dict[str, dict] = {}
     for path in raw_paths:

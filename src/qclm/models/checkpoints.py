@@ -5,6 +5,7 @@ so that loading a model needs nothing from the interventions above it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 #: each checkpoint's provenance (base model, corpus hash, training settings, losses), in its directory
@@ -23,3 +24,34 @@ def checkpoint_provenance(source: str | Path) -> dict | None:
         return None
     found = json.loads(marker.read_text(encoding="utf-8"))
     return {k: found.get(k) for k in CHECKPOINT_IDENTITY}
+
+
+#: a derived model's name (a checkpoint scored as a model of its own): the base model's, the intervention's, the
+#: epoch
+DERIVED = re.compile(r"^(?P<base>.+)@(?P<intervention>[A-Za-z0-9][A-Za-z0-9_]*)-e(?P<epoch>[0-9]+)$")
+
+
+def derived_name(model: str, intervention: str, epoch: int) -> str:
+    return f"{model}@{intervention}-e{epoch}"
+
+
+def parse_derived(name: str) -> tuple[str, str, int] | None:
+    """(base model, intervention, epoch) of a derived model's name, or None for a model of the table."""
+    match = DERIVED.match(name)
+    return (match["base"], match["intervention"], int(match["epoch"])) if match else None
+
+
+def base_of(model: str) -> str:
+    """A checkpoint's base model (a model of the table is its own)."""
+    parsed = parse_derived(str(model))
+    return parsed[0] if parsed else str(model)
+
+
+def without_derived(frame):
+    """A table's rows of the model table's own models (derived models' rows dropped), and the names dropped: the
+    across-model analyses count models, and a checkpoint is not another model (the intervention analysis reads
+    the checkpoints beside their base model)."""
+    if frame is None or "model" not in frame:
+        return frame, []
+    derived = sorted(m for m in frame["model"].unique() if parse_derived(str(m)))
+    return (frame[~frame["model"].isin(derived)] if derived else frame), derived

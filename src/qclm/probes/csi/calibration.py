@@ -86,7 +86,7 @@ def units(tables, plant, config, instances):
 
     from qclm import calibration as cal
     from qclm import probes
-    from qclm.calibration.units import base_of
+    from qclm.models.checkpoints import base_of
     from qclm.experiment import VANILLA
 
     cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]

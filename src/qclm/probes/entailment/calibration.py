@@ -3,7 +3,7 @@ item scores (eq. 2 on P(True)); the tables name each instrument by its probe ins
 
 from __future__ import annotations
 
-from qclm.calibration.units import item_shift_units
+from qclm.probes.calibration_units import item_shift_units
 
 
 def units(tables, plant, config, instances):

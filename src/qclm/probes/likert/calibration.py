@@ -4,7 +4,7 @@ other Likert questionnaires are the unplanted check)."""
 
 from __future__ import annotations
 
-from qclm.calibration.units import item_shift_units
+from qclm.probes.calibration_units import item_shift_units
 
 
 def units(tables, plant, config, instances):

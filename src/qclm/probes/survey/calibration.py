@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from qclm.instruments import Instrument
-from qclm.interventions.corpus import Exchange
+from qclm.corpus import Exchange
 from qclm.probes.survey.material import display_options, user_message
 
 

@@ -7,13 +7,7 @@ import numpy as np
 import pandas as pd
 
 from qclm.experiment import VANILLA
-from qclm.interventions import parse_derived
-
-
-def base_of(model: str) -> str:
-    """A checkpoint's base model (a model of the table is its own)."""
-    parsed = parse_derived(str(model))
-    return parsed[0] if parsed else str(model)
+from qclm.models.checkpoints import base_of
 
 
 def item_shift_units(items: pd.DataFrame, probe_of: dict[str, str], planted: set[str], direction: int,
