@@ -53,9 +53,9 @@ def main() -> int:
 
     import torch
 
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.engine.requests import ChoiceRequest
-    from qclm.jobs.score_model import Cell, load, score_cell
+    from qclm.jobs.score_model import CellSpec, load, score_cell
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import load_model_table
 
@@ -64,9 +64,9 @@ def main() -> int:
     prepared = ensure_prepared(spec, ROOT / "resources/models" / spec.name)
     questionnaire = ROOT / "resources/questionnaires" / f"{args.questionnaire}.yaml"
     stress = ROOT / "resources/stimuli/stress.yaml"
-    cell = Cell(args.questionnaire, "likert", "stress", {"questionnaire": str(questionnaire)}, (str(questionnaire),),
-                (str(stress),))
-    protocol = Protocol(limit_stimuli=args.stimuli, limit_items=args.items)
+    cell = CellSpec(args.questionnaire, "likert", "stress", {"questionnaire": str(questionnaire)},
+                    (str(questionnaire),), (str(stress),))
+    protocol = ContextSettings(limit_stimuli=args.stimuli, limit_items=args.items)
     engine = {"response_cache": False}
 
     say("loading the local model")

@@ -84,7 +84,7 @@ def test_request_kinds_follow_the_settings():
 
 
 def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monkeypatch, capfd):
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.jobs.score_model import CREDENTIALS_EXIT, run_scoring_job
     from qclm.models.table import load_model_table
 
@@ -94,7 +94,7 @@ def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monke
     spec = load_model_table(table)["api"]
     cell = likert_cell(ROOT / "resources/questionnaires/gad7.yaml")
     out = tmp_path / "out.parquet"
-    code = run_scoring_job(spec, [cell], [str(out)], [str(tmp_path / "cell.log")], Protocol(), {},
+    code = run_scoring_job(spec, [cell], [str(out)], [str(tmp_path / "cell.log")], ContextSettings(), {},
                            tmp_path / "models", tmp_path / "cache")
     assert code == CREDENTIALS_EXIT == 2 and not out.exists()
     assert "model api: the environment variable QCLM_TEST_ABSENT_KEY (the model table's column api_key_env) is not " \

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from conftest import ROOT, load_dir, loaded_model
 
-from qclm.contexts import Protocol
+from qclm.contexts import ContextSettings
 from qclm.errors import InputError
-from qclm.jobs.score_model import Cell, score_cell
+from qclm.jobs.score_model import CellSpec, score_cell
 from qclm.models.table import parse_model_row
 from qclm.probes.entailment.kind import FORMS, OPTIONS, EntailmentProbe
 from qclm.probes.entailment.material import load_entailment
@@ -47,8 +47,8 @@ def test_p_true_and_the_item_score_equal_a_hand_computation(tmp_path, tiny_llama
 
     path = _write(tmp_path, SMALL)
     model, tok = load_dir(tiny_llama_dir)
-    cell = Cell("small", "entailment", "vanilla", {"instrument": str(path), "form": form}, (str(path),))
-    raw, meta = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, Protocol())
+    cell = CellSpec("small", "entailment", "vanilla", {"instrument": str(path), "form": form}, (str(path),))
+    raw, meta = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, ContextSettings())
     assert len(raw) == (3 + 3) * 4 and meta["form"] == form and meta["options"] == list(OPTIONS)
     # P(True) by hand: the prompt's tokens (with the tokenizer's special tokens), each answer's tokens after them,
     # the answer's summed log-probability from one forward pass per answer, then a softmax over the three
@@ -172,10 +172,10 @@ def test_a_model_with_an_nli_head_scores_by_its_entailment_label(tmp_path, smoll
     loaded = load(spec, None, {"device": "cpu", "batch_size": 5})
     path = _write(tmp_path, SMALL)
     stress = ROOT / "resources/stimuli/stress.yaml"
-    cell = Cell("small", "entailment", "stress", {"instrument": str(path)}, (str(path),), (str(stress),))
-    raw, meta = score_cell(loaded, cell, Protocol(limit_stimuli=1))
+    cell = CellSpec("small", "entailment", "stress", {"instrument": str(path)}, (str(path),), (str(stress),))
+    raw, meta = score_cell(loaded, cell, ContextSettings(limit_stimuli=1))
     assert len(raw) == 24 and meta["head"] == "nli" and meta["scoring_method"] == "nli-head"
-    lead = Protocol(limit_stimuli=1)  # the context's lead: the stimulus text and the separator
+    lead = ContextSettings(limit_stimuli=1)  # the context's lead: the stimulus text and the separator
     from qclm.contexts import condition_contexts
 
     ctx = condition_contexts("stress", [load_stimuli(stress, expected_class="stress")], lead)[0]

@@ -84,7 +84,7 @@ def _config(path: str | None) -> dict:
 
 
 def probe_run(kind_name: str, argv: list[str]) -> int:
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.engine import capabilities
     from qclm.experiment import Experiment
     from qclm.jobs.score_model import RESPONSES, load
@@ -121,7 +121,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     engine = settings.section(config, settings.ENGINE)
     if args.device:
         engine["device"] = args.device
-    protocol = Protocol.from_config(config)
+    run_settings = ContextSettings.from_config(config)
     out = Path(args.out)
 
     spec = resolve_model(args.model, args.models, args.dtype)
@@ -151,25 +151,25 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0,
              loaded.provenance.get("dtype"), loaded.provenance.get("device", loaded.provenance.get("backend")))
     try:
-        return _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, protocol,
+        return _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, run_settings,
                                   engine, spec, loaded, out)
     finally:  # a vLLM server this command started stops with it
         loaded.close()
 
 
-def _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, protocol, engine, spec,
-                       loaded, out) -> int:
+def _score_and_analyze(cls, instance, ident, kind_name, config, conditions, experiment, run_settings, engine,
+                       spec, loaded, out) -> int:
     from qclm.jobs import stages
-    from qclm.jobs.score_model import Cell, score_cell
+    from qclm.jobs.score_model import CellSpec, score_cell
     from qclm.parquet import write_parquet
 
     obj = cls(instance)
     cells: dict[tuple[str, str, str], dict[str, Path]] = {}
     stage_config = cls.stage_config(config)
     for condition in conditions:
-        cell = Cell(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
-                    tuple(experiment.files_of(condition)), cls.version)
-        df, meta = score_cell(loaded, cell, protocol, engine["seed"])
+        cell = CellSpec(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
+                        tuple(experiment.files_of(condition)), cls.version, cls.scoring_config(config))
+        df, meta = score_cell(loaded, cell, run_settings, engine["seed"])
         raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
         write_parquet(df, raw, meta)
         files = {"raw": raw}

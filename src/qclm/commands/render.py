@@ -31,11 +31,12 @@ def _fail(message: str) -> int:
 def render(config_file: str, model: str, probe: str, condition: str, item: str | None = None,
            stimulus: str | None = None, limit: int | None = 8, out=sys.stdout) -> int:
     from qclm import probes
-    from qclm.contexts import Protocol, condition_contexts
+    from qclm.contexts import condition_contexts
     from qclm.engine.requests import tokenize_requests
     from qclm.experiment import Experiment, classes_of
     from qclm.models.loading import load_tokenizer
     from qclm.models.table import load_model_table
+    from qclm.probes.base import Asking
     from qclm.prompts import PromptBuilder, PromptFormat
     from qclm.stimuli import load_stimuli
 
@@ -59,8 +60,8 @@ def render(config_file: str, model: str, probe: str, condition: str, item: str |
     builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine))
     kind = probes.probe(instances[probe])
     sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition), classes_of(condition))]
-    protocol = Protocol.from_config(config)
-    contexts = condition_contexts(condition, sets, protocol)
+    asking = Asking.from_config(config, spec.name, spec.type, type(kind))  # as the scoring job asks: its seed
+    contexts = condition_contexts(condition, sets, asking.run)
     if stimulus is not None:
         contexts = [c for c in contexts if c.stimulus_id == stimulus]
         if not contexts:
@@ -72,7 +73,7 @@ def render(config_file: str, model: str, probe: str, condition: str, item: str |
 
     shown = 0
     for ctx in contexts:
-        for labelled in kind.requests(ctx, builder, protocol):
+        for labelled in kind.requests(ctx, builder, asking):
             if item is not None and labelled.key.get("item_id") != item:
                 continue
             if limit is not None and shown >= limit:
