@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from qclm.contexts import Context
     from qclm.probes.base import Asking
-    from qclm.jobs.score_model import load
+    from qclm.jobs.backends import load
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import resolve_model
     from qclm.probes.base import Instance

@@ -27,7 +27,8 @@ from qclm import probes, settings
 from qclm.contexts import ContextSettings
 from qclm.experiment import Experiment
 from qclm.inputs import read_yaml
-from qclm.jobs.score_model import CellSpec, load, score_cell
+from qclm.jobs.backends import load
+from qclm.jobs.score_model import CellSpec, score_cell
 from qclm.models.loading import ensure_prepared
 from qclm.models.table import load_model_table
 

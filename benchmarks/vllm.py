@@ -55,7 +55,8 @@ def main() -> int:
 
     from qclm.contexts import ContextSettings
     from qclm.engine.requests import ChoiceRequest
-    from qclm.jobs.score_model import CellSpec, load, score_cell
+    from qclm.jobs.backends import load
+    from qclm.jobs.score_model import CellSpec, score_cell
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import load_model_table
 

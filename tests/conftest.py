@@ -139,7 +139,7 @@ def likert_cell(path, condition: str = "vanilla", stimuli=(), templates=None):
 
 def loaded_model(spec, model, tokenizer, engine: dict | None = None, provenance: dict | None = None):
     """A model as a scoring job holds it (backend and prompt builder of its prompt format)."""
-    from qclm.jobs.score_model import Loaded
+    from qclm.jobs.backends import Loaded
 
     return Loaded(spec, model, tokenizer, provenance or {}, engine or {})
 

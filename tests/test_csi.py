@@ -605,3 +605,43 @@ def test_render_shows_what_the_csi_kind_scores(tmp_path, tiny_llama_dir):
     out = io.StringIO()
     assert render(str(cfg), "tiny-llama", "csi_control", "vanilla", limit=None, out=out) == 0
     assert out.getvalue().count("### request") == 1 and "answer neither" not in out.getvalue()
+
+
+def test_render_shows_the_lists_the_scoring_job_scores_under_the_run_seed(tmp_path, tiny_llama_dir):
+    """``qclm render`` and the scoring job build the requests with the same model and run seed (``engine.seed``): the
+    word lists render prints under a non-zero seed are the ones the job scores (its raw table's words, in list
+    order), and they differ from seed 0's (render once showed seed 0's lists whatever the config said)."""
+    import io
+    import re
+
+    import yaml
+    from conftest import write_workflow_config
+
+    from qclm import settings
+    from qclm.commands.render import render
+    from qclm.contexts import ContextSettings
+    from qclm.jobs.score_model import CellSpec, score_cell
+
+    csi = {"kind": "csi", "words": str(WORDS), "control": None, "limit_words": 12, "mode": "list", "list_size": 6,
+           "repetitions": 2, "story_test": False}
+    cfg = write_workflow_config(tmp_path, {"tiny-llama": tiny_llama_dir}, probes={"csi": csi})
+    config = yaml.safe_load(cfg.read_text())
+    config["engine"]["seed"] = 7
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    out = io.StringIO()
+    assert render(str(cfg), "tiny-llama", "csi", "vanilla", limit=None, out=out) == 0
+    steps = (re.findall(r"--- step \d+: text '(?:\\n)?(.*?):', options", block)
+             for block in out.getvalue().split("### request")[1:])
+    shown = [list(words) for words in steps]
+
+    _, _, loaded = tiny(tiny_llama_dir)
+    cls = CSIProbe
+    instance = Instance("csi", "csi", {**cls.defaults(), **csi})
+    cell = CellSpec("csi", "csi", "vanilla", cls.scoring_settings(instance.settings), tuple(cls(instance).files()),
+                    (), cls.version, cls.scoring_config(config))
+    raw, _ = score_cell(loaded, cell, ContextSettings.from_config(config), settings.section(config, "engine")["seed"])
+    raw = raw.sort_values(["repetition", "list_index", "position"])
+    scored = [list(g["word"]) for _, g in raw.groupby(["repetition", "list_index"], sort=True)]
+    assert len(scored) == 4 and shown == scored
+    seed0 = [list(wl.words) for wl in cls(instance).lists(0)]
+    assert seed0 != scored  # the seed matters: a render of seed 0 would show other lists

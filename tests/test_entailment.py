@@ -162,7 +162,7 @@ def test_a_model_with_an_nli_head_scores_by_its_entailment_label(tmp_path, smoll
     time by hand; any other probe is refused with one line."""
     import torch
 
-    from qclm.jobs.score_model import load
+    from qclm.jobs.backends import load
     from qclm.stimuli import load_stimuli
 
     model_dir = _tiny_nli(smollm2_tokenizer_dir, tmp_path / "nli")

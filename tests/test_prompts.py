@@ -14,7 +14,8 @@ from transformers import AutoTokenizer
 
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
 from qclm.parquet import read_metadata, write_parquet
-from qclm.jobs.score_model import load, score_cell
+from qclm.jobs.backends import load
+from qclm.jobs.score_model import score_cell
 from qclm.models.table import parse_model_row
 from qclm.prompts import ChatTemplateError, PromptBuilder, PromptFormat
 from qclm.contexts import ContextSettings

@@ -87,7 +87,8 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     from qclm.contexts import ContextSettings
     from qclm.engine import capabilities
     from qclm.experiment import Experiment
-    from qclm.jobs.score_model import RESPONSES, load
+    from qclm.jobs.backends import load
+    from qclm.jobs.score_model import RESPONSES
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import resolve_model
     from qclm.probes.base import Instance

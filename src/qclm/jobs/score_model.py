@@ -34,12 +34,13 @@ from qclm.errors import InputError
 from qclm.experiment import classes_of
 from qclm.inputs import sha256_file
 from qclm.interventions import checkpoint_provenance
+from qclm.jobs.backends import Loaded, load
 from qclm.logs import formatter
 from qclm.models.table import ModelSpec
 from qclm.parquet import read_metadata, write_parquet
 from qclm.probes import kind_class
 from qclm.probes.base import Asking, Instance, ScoringCell
-from qclm.settings import ENGINE, RUN_ONLY, defaults
+from qclm.settings import RUN_ONLY
 from qclm.stimuli import load_stimuli
 
 log = logging.getLogger("qclm.jobs")
@@ -91,122 +92,6 @@ def cell_key(spec: ModelSpec, cell: CellSpec, run: ContextSettings, engine: dict
     if checkpoint:  # a checkpoint of an intervention: fine-tuned again (other corpus or settings), scored again
         parts["checkpoint"] = checkpoint
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-class Loaded:
-    """A model ready for a whole job: its backend (the weights loaded once, or a server started once), the
-    tokenizer, their provenance and the prompt builder (the engine's self-check runs once per job). ``close()``
-    stops what the job started (a vLLM server)."""
-
-    def __init__(self, spec: ModelSpec, model, tokenizer, provenance: dict, engine: dict, backend=None,
-                 resources=()):
-        from qclm.prompts import PromptBuilder, PromptFormat
-
-        self.spec = spec
-        self.model = model
-        self.tokenizer = tokenizer
-        self.provenance = provenance
-        self.engine = engine = {**defaults(ENGINE), **engine}
-        self.resources = list(resources)
-        if backend is not None:
-            self.backend = backend
-        elif spec.head == "nli":  # a sequence classifier: only the entailment probe scores it
-            from qclm.probes.entailment.nli import NliBackend
-
-            self.backend = NliBackend(model, tokenizer, engine, spec.name)
-        else:
-            from qclm.engine.backend import LocalBackend
-
-            self.backend = LocalBackend(model, tokenizer, engine)
-        self.format = PromptFormat.from_settings(spec.prompt_format, engine)
-        self.prompts = PromptBuilder(tokenizer, self.format)
-
-    def close(self) -> None:
-        while self.resources:
-            self.resources.pop().__exit__(None, None, None)
-
-
-def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict,
-         responses_dir: str | Path | None = None) -> Loaded:
-    """The model of one row as its backend serves it (``backend`` column): loaded here (local), through a vLLM
-    server (started here unless the row names one) or through an OpenAI-compatible API. ``responses_dir``: the
-    server backends' response cache (``engine.response_cache``)."""
-    engine = {**defaults(ENGINE), **engine}
-    if spec.backend != "local":
-        return _load_remote(spec, prepared_dir, engine, responses_dir)
-    from qclm.models.loading import load_model
-
-    model, tokenizer, provenance = load_model(spec, prepared_dir, engine["device"])
-    return Loaded(spec, model, tokenizer, provenance, engine)
-
-
-def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> Loaded:
-    """A ``vllm`` or ``openai`` row: the tokenizer here (an API row's renders chat prompts as messages), the client
-    with the response cache, and for a ``vllm`` row without ``server`` the server, started now and stopped by
-    :meth:`Loaded.close` (or here, if anything after its start fails)."""
-    from qclm.engine.remote import CompletionsClient, api_key
-    from qclm.models.loading import load_tokenizer
-
-    identity = {k: v for k, v in spec.as_row().items() if k != "server" or spec.backend == "openai"}
-    if spec.kind == "local":
-        checkpoint = checkpoint_provenance(spec.source)
-        if checkpoint:
-            identity["checkpoint"] = checkpoint
-    common = {"cache_dir": responses_dir if engine["response_cache"] else None,
-              "concurrency": engine["api_concurrency"], "timeout": engine["api_timeout"],
-              "retries": engine["api_retries"], "name": spec.name}
-    provenance = {"model": spec.name, "source": spec.source, "revision": spec.revision, "backend": spec.backend,
-                  "dtype": spec.dtype, "quantization": spec.quantization or "none"}
-    tokenizer = load_tokenizer(spec, prepared_dir)
-    if spec.backend == "openai":
-        from qclm.engine.openai_api import OpenAIBackend
-
-        client = CompletionsClient(spec.server, spec.source, identity, key=api_key(spec.api_key_env, spec.name),
-                                   **common)
-        return Loaded(spec, None, tokenizer, {**provenance, "server": spec.server}, engine, OpenAIBackend(client))
-    from qclm.engine.vllm import VLLM_BATCH, VllmBackend, VllmServer
-
-    resources = []
-    if spec.server:
-        url, served = spec.server, spec.source
-    else:
-        where = str(prepared_dir) if spec.needs_preparation else (
-            str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source)
-        log_path = Path(responses_dir).parent / f"{spec.name}.vllm.log" if responses_dir else None
-        server = VllmServer(where, gpus=spec.gpus, dtype=spec.dtype, start_timeout=engine["server_start_timeout"],
-                            served_name=spec.name, log_path=log_path, extra_args=vllm_args())
-        resources.append(server.__enter__())
-        url, served = server.url, spec.name
-    try:
-        client = CompletionsClient(url, served, identity, key=api_key(spec.api_key_env, spec.name),
-                                   batch=VLLM_BATCH, **common)
-        provenance.update({"server": spec.server or "started by the scoring job", "gpus": spec.job_gpus,
-                           "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
-                           "vllm": server_version(url)})
-        return Loaded(spec, None, tokenizer, provenance, engine, VllmBackend(tokenizer, client, engine), resources)
-    except BaseException:
-        for r in resources:
-            r.__exit__(None, None, None)
-        raise
-
-
-def vllm_args() -> list[str]:
-    """Extra arguments of a server the job starts: on a machine without a GPU, vLLM's CPU build needs eager mode and
-    a block size its CPU attention takes."""
-    import shutil
-
-    return [] if shutil.which("nvidia-smi") else ["--enforce-eager", "--block-size", "32"]
-
-
-def server_version(url: str) -> str:
-    """The server's software version (vLLM's /version), or empty."""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url.rstrip("/").removesuffix("/v1") + "/version", timeout=10) as r:
-            return str(json.loads(r.read()).get("version", ""))
-    except (OSError, ValueError):
-        return ""
 
 
 def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings, seed: int = 0) -> tuple[Any, dict]:

@@ -52,7 +52,7 @@ class EntailmentProbe(ProbeKind):
     name = "entailment"
     needs = ("choose",)
     calibration = "qclm.probes.entailment.calibration:units"
-    #: a causal LM, or a sequence classifier with an entailment label (qclm.probes.entailment.nli)
+    #: a causal LM, or a sequence classifier with an entailment label (qclm.engine.nli)
     heads = ("", "nli")
     summary = "questionnaire items as premise/hypothesis pairs, scored by P(True) of a forced choice (Reuben et al.)"
     version = 1
@@ -133,7 +133,7 @@ class EntailmentProbe(ProbeKind):
                     "prompt": FORMS[self.settings["form"]], "options": list(OPTIONS)}
 
     def _score_nli(self, cell) -> tuple[pd.DataFrame, dict]:
-        """A model with an NLI head (qclm.probes.entailment.nli): each variant is a (stimulus + premise,
+        """A model with an NLI head (qclm.engine.nli): each variant is a (stimulus + premise,
         hypothesis) pair, p_raw the head's entailment probability."""
         import pandas as pd
 
