@@ -52,8 +52,32 @@ def test_a_changed_setting_invalidates_the_cache(tmp_path, tiny_llama_dir):
     # a probe's scoring settings are in the key; another probe id is another cell
     assert a != scoring_job.cell_key(spec, CellSpec(**{**cell.__dict__, "settings": {"questionnaire": "x"}}),
                                      ContextSettings(limit_items=1), {"method": "auto"})
-    assert a != scoring_job.cell_key(spec, CellSpec(**{**cell.__dict__, "probe": "other"}), ContextSettings(limit_items=1),
-                                     {"method": "auto"})
+    assert a != scoring_job.cell_key(spec, CellSpec(**{**cell.__dict__, "probe": "other"}),
+                                     ContextSettings(limit_items=1), {"method": "auto"})
+
+
+def test_a_wording_setting_is_in_the_likert_cells_keys_only(tmp_path, tiny_llama_dir):
+    """The Likert wordings (config templates.score, extra_limit_stimuli) reach the Likert kind's cells only
+    (ProbeKind.scoring_sections): changing one changes the Likert cells' keys and no other kind's, so no other kind's
+    cached cell is scored again; templates.select (the analysis') changes no key."""
+    from qclm import probes
+
+    spec = _spec(tiny_llama_dir)
+
+    def keys(**templates) -> dict[str, str]:
+        config = {"templates": templates}
+        out = {}
+        for kind in probes.KINDS:
+            cls = probes.kind_class(kind)
+            cell = CellSpec("p", kind, "vanilla", {}, (), (), cls.version, cls.scoring_config(config))
+            out[kind] = scoring_job.cell_key(spec, cell, ContextSettings(), {"method": "auto"})
+        return out
+
+    before = keys(score="all", select="first")
+    assert len(before) >= 5
+    for changed in (keys(score="first", select="first"), keys(score="all", select="first", extra_limit_stimuli=1)):
+        assert {k for k in before if before[k] != changed[k]} == {"likert"}
+    assert keys(score="all", select="all") == before
 
 
 def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd, monkeypatch):
