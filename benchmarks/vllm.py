@@ -95,14 +95,15 @@ def main() -> int:
         # forced choices over single-token options: next-token requests (prefix cache) vs prompt log-probs
         from qclm.contexts import condition_contexts
         from qclm.probes import kind_class
-        from qclm.probes.base import Instance
+        from qclm.probes.base import Asking, Instance
         from qclm.stimuli import load_stimuli
 
         probe = kind_class("likert")(Instance(cell.probe, "likert", {**kind_class("likert").defaults(),
                                                                    **cell.settings}))
         contexts = condition_contexts("stress", [load_stimuli(stress, expected_class="stress")], protocol)
+        asking = Asking(run=protocol)
         requests = list({x.request.context: ChoiceRequest(x.request.context, (" 1", " 2", " 3", " 4"))
-                         for ctx in contexts for x in probe.requests(ctx, remote.prompts, protocol)}.values())
+                         for ctx in contexts for x in probe.requests(ctx, remote.prompts, asking)}.values())
         backend = remote.backend
         ways = {}
         for r in range(args.repeats):

@@ -47,8 +47,8 @@ def gemma_chat_tok(gemma3_tokenizer_dir):
 
 def _contexts(limit_stimuli=1):
     q = load_questionnaire(STAI_S)
-    stress = item_contexts(q, "stress", [load_stimuli(STRESS)], ContextSettings(limit_items=2, limit_stimuli=limit_stimuli),
-                           Wordings("first"))
+    stress = item_contexts(q, "stress", [load_stimuli(STRESS)],
+                           ContextSettings(limit_items=2, limit_stimuli=limit_stimuli), Wordings("first"))
     return q, stress
 
 

@@ -57,7 +57,8 @@ def test_scoring_job_writes_tokens_with_provenance(smollm2, tmp_path, smollm2_pr
     model, tok, provenance = smollm2
     df, meta = score_cell(loaded_model(spec, model, tok, {"method": "auto"}, provenance),
                           likert_cell(ROOT / "resources/questionnaires/stai_s.yaml", "neutral",
-                                      [ROOT / "resources/stimuli/neutral.yaml"]), ContextSettings(limit_items=2, limit_stimuli=2))
+                                      [ROOT / "resources/stimuli/neutral.yaml"]),
+                          ContextSettings(limit_items=2, limit_stimuli=2))
     out = tmp_path / "neutral.parquet"
     write_parquet(df, out, meta)
     back = pd.read_parquet(out)

@@ -225,8 +225,8 @@ class SurveyProbe(ProbeKind):
                                     f"{label}: forced choice over the options' {FORCED_LABELS[kind]}"))
             for seed in self.settings["seeds"]:
                 for rep in range(int(self.settings["repetitions"])):
-                    s = derive_seed(asking.seed, asking.model, self.instance.id, key["item_id"], key["variant"], key["persona"],
-                                    key["order"], seed, rep, context.stimulus_id)
+                    s = derive_seed(asking.seed, asking.model, self.instance.id, key["item_id"], key["variant"],
+                                    key["persona"], key["order"], seed, rep, context.stimulus_id)
                     out.append(Labelled({**key, "request": "generate", "seed": seed, "repetition": rep,
                                          "request_seed": s},
                                         GenerateRequest(prompt, s, gen), f"{what}: seed {seed}, repetition {rep}",
