@@ -74,9 +74,10 @@ class Asking:
     @classmethod
     def from_config(cls, config: dict, model: str = "", model_type: str = "",
                     kind: type[ProbeKind] | None = None) -> Asking:
-        """How the workflow's scoring job asks ``model`` (its name and type) under a config: its run seed
-        (``engine.seed``), its context settings and the sections ``kind``'s scoring reads (``qclm render`` and
-        ``qclm probe`` build it here; the workflow passes the same values through the scoring rule's params)."""
+        """How the scoring job asks ``model`` (its name and type) under a config: its run seed (``engine.seed``),
+        its context settings and the sections ``kind``'s scoring reads (``qclm render`` builds it here; the scoring
+        job, in the workflow and under ``qclm probe``, from the same values: the engine seed, ContextSettings and
+        the cell's ``config``, qclm.jobs.score_model.score_cell)."""
         from qclm import settings
 
         return cls(model, model_type, settings.section(config, settings.ENGINE)["seed"],
