@@ -75,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from qclm.contexts import Context, Protocol
+    from qclm.contexts import Context
     from qclm.experiment import VANILLA
-    from qclm.jobs.score_model import load
+    from qclm.jobs.backends import load
+    from qclm.probes.base import Asking
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import resolve_model
     from qclm.probes.base import Instance
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = {**CSIProbe.defaults(), "words": str(ROOT / "resources/csi/words.tsv"), "control": None,
                 "limit_words": args.words, "repetitions": args.repetitions, "list_size": args.list_size}
     kind = CSIProbe(Instance("csi", "csi", settings))
-    chains = [r.request for r in kind.requests(Context(VANILLA), loaded.prompts, Protocol())]
+    chains = [r.request for r in kind.requests(Context(VANILLA), loaded.prompts, Asking())]
     steps = sum(len(c.steps) for c in chains)
     say(f"{spec.name}: {len(chains)} lists, {steps} answers; threads {args.threads}")
     backend.choose_chain(chains[:1])  # the engine's self-check (auto), once, outside the timings

@@ -48,8 +48,8 @@ from qclm.engine import head as qengine
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, make_scorer, tokenize_requests
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
-from qclm.contexts import Protocol
-from qclm.probes.likert.kind import item_contexts
+from qclm.contexts import ContextSettings
+from qclm.probes.likert.kind import Wordings, item_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
 
@@ -188,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     model, tok, prov = load_model(spec, prepared, "cpu")
     q = load_questionnaire(args.questionnaire)
     stimuli = load_stimuli(args.stimuli, "stress")
-    protocol = Protocol(version=args.version, templates="first")
-    ctx = item_contexts(q, "stress", stimuli, protocol)[args.stimulus_index]
+    ctx = item_contexts(q, "stress", stimuli, ContextSettings(version=args.version),
+                        Wordings("first"))[args.stimulus_index]
     contexts, continuations = ctx.texts, [v.continuation for v in ctx.variants]
     loads = {"start": load()}
 

@@ -47,9 +47,9 @@ from qclm import bench
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
-from qclm.contexts import Protocol
+from qclm.contexts import ContextSettings
 from qclm.experiment import VANILLA
-from qclm.probes.likert.kind import item_contexts
+from qclm.probes.likert.kind import Wordings, item_contexts
 from qclm.questionnaire import (CONTINUATION_LEAD, CTERM_SLOT, INTENSIFIER_SLOT, Item, Questionnaire, Variant,
                                 load_questionnaire)
 from qclm.probes.likert.equations import AGGREGATIONS, VARIANT_KEYS, variant_probabilities
@@ -90,10 +90,10 @@ def build_cases(q: Questionnaire, stimuli_path: Path, stimulus_index: int, versi
                 limit: int | None) -> list[Case]:
     """Vanilla and one stress stimulus, through the project's own protocol code, in each item's first
     (the paper's) template."""
-    protocol = Protocol(version=version, separator=separator, limit_items=limit or None, templates="first")
-    vanilla = item_contexts(q, VANILLA, None, protocol)[0]
+    protocol = ContextSettings(version=version, separator=separator, limit_items=limit or None)
+    vanilla = item_contexts(q, VANILLA, None, protocol, Wordings("first"))[0]
     stimuli = load_stimuli(stimuli_path, "stress")
-    stress = item_contexts(q, "stress", stimuli, protocol)[stimulus_index]
+    stress = item_contexts(q, "stress", stimuli, protocol, Wordings("first"))[stimulus_index]
     lead = stimuli.stimuli[stimulus_index].text(version) + separator
     assert all(t == lead + v.prefix for t, v in zip(stress.texts, stress.variants))
     return [Case(VANILLA, "", vanilla.variants, vanilla.texts, None),

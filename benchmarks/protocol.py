@@ -24,10 +24,11 @@ import torch
 
 from qclm import bench
 from qclm import probes, settings
-from qclm.contexts import Protocol
+from qclm.contexts import ContextSettings
 from qclm.experiment import Experiment
 from qclm.inputs import read_yaml
-from qclm.jobs.score_model import Cell, load, score_cell
+from qclm.jobs.backends import load
+from qclm.jobs.score_model import CellSpec, score_cell
 from qclm.models.loading import ensure_prepared
 from qclm.models.table import load_model_table
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     load_s = time.perf_counter() - t0
     if args.templates == "first":
         config["templates"] = {**(config.get("templates") or {}), "score": "first"}
-    protocol = Protocol.from_config(config)
+    protocol = ContextSettings.from_config(config)
     experiment = Experiment.from_config(config)
     cells = []
     total = 0.0
@@ -70,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         for condition in probes.instance_conditions(instance, list(experiment.conditions)):
             stimuli = tuple(str(path(f)) for f in experiment.files_of(condition))
             files = tuple(str(path(f)) for f in cls(instance).files())
-            cell = Cell(instance.id, instance.kind, condition, cls.scoring_settings(settings_), files, stimuli,
-                        cls.version)
+            cell = CellSpec(instance.id, instance.kind, condition, cls.scoring_settings(settings_), files, stimuli,
+                            cls.version, cls.scoring_config(config))
             t0 = time.perf_counter()
             df, meta = score_cell(loaded, cell, protocol, engine["seed"])
             seconds = time.perf_counter() - t0

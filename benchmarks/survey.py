@@ -32,12 +32,12 @@ from pathlib import Path
 import torch
 
 from qclm import bench
-from qclm.contexts import Context, Protocol
+from qclm.contexts import Context, ContextSettings
 from qclm.engine.backend import LocalBackend
 from qclm.experiment import VANILLA
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
-from qclm.probes.base import Instance
+from qclm.probes.base import Asking, Instance
 from qclm.probes.survey.kind import SurveyProbe, generation_settings
 from qclm.prompts import PromptBuilder, PromptFormat
 
@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     prompts = PromptBuilder(tok, PromptFormat.from_settings(spec.prompt_format, {}))
     settings = {**SurveyProbe.defaults(), "instrument": args.instrument, "seeds": list(range(args.seeds))}
     probe = SurveyProbe(Instance("survey", "survey", settings))
-    labelled = probe.requests(Context(VANILLA), prompts, Protocol(limit_items=args.items), spec.name, 0)
+    labelled = probe.requests(Context(VANILLA), prompts,
+                              Asking(spec.name, run=ContextSettings(limit_items=args.items)))
     requests = [r.request for r in labelled if r.key["request"] == "generate"]
     gen = generation_settings(settings)
     backend = LocalBackend(model, tok, {"method": "prefix-tree"})

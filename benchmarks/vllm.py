@@ -53,9 +53,10 @@ def main() -> int:
 
     import torch
 
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.engine.requests import ChoiceRequest
-    from qclm.jobs.score_model import Cell, load, score_cell
+    from qclm.jobs.backends import load
+    from qclm.jobs.score_model import CellSpec, score_cell
     from qclm.models.loading import ensure_prepared
     from qclm.models.table import load_model_table
 
@@ -64,9 +65,9 @@ def main() -> int:
     prepared = ensure_prepared(spec, ROOT / "resources/models" / spec.name)
     questionnaire = ROOT / "resources/questionnaires" / f"{args.questionnaire}.yaml"
     stress = ROOT / "resources/stimuli/stress.yaml"
-    cell = Cell(args.questionnaire, "likert", "stress", {"questionnaire": str(questionnaire)}, (str(questionnaire),),
-                (str(stress),))
-    protocol = Protocol(limit_stimuli=args.stimuli, limit_items=args.items)
+    cell = CellSpec(args.questionnaire, "likert", "stress", {"questionnaire": str(questionnaire)},
+                    (str(questionnaire),), (str(stress),))
+    protocol = ContextSettings(limit_stimuli=args.stimuli, limit_items=args.items)
     engine = {"response_cache": False}
 
     say("loading the local model")
@@ -94,14 +95,15 @@ def main() -> int:
         # forced choices over single-token options: next-token requests (prefix cache) vs prompt log-probs
         from qclm.contexts import condition_contexts
         from qclm.probes import kind_class
-        from qclm.probes.base import Instance
+        from qclm.probes.base import Asking, Instance
         from qclm.stimuli import load_stimuli
 
         probe = kind_class("likert")(Instance(cell.probe, "likert", {**kind_class("likert").defaults(),
                                                                    **cell.settings}))
         contexts = condition_contexts("stress", [load_stimuli(stress, expected_class="stress")], protocol)
+        asking = Asking(run=protocol)
         requests = list({x.request.context: ChoiceRequest(x.request.context, (" 1", " 2", " 3", " 4"))
-                         for ctx in contexts for x in probe.requests(ctx, remote.prompts, protocol)}.values())
+                         for ctx in contexts for x in probe.requests(ctx, remote.prompts, asking)}.values())
         backend = remote.backend
         ways = {}
         for r in range(args.repeats):

@@ -127,17 +127,19 @@ def smollm2_prepared_dir() -> Path:
     return _cached("real-smollm2", build) / "model"
 
 
-def likert_cell(path, condition: str = "vanilla", stimuli=()):
-    """A scoring-job cell of a Likert questionnaire file under a condition (stimulus files in class order)."""
-    from qclm.jobs.score_model import Cell
+def likert_cell(path, condition: str = "vanilla", stimuli=(), templates=None):
+    """A scoring-job cell of a Likert questionnaire file under a condition (stimulus files in class order);
+    ``templates``: the config's templates.score (None: its default)."""
+    from qclm.jobs.score_model import CellSpec
 
-    return Cell(Path(path).stem, "likert", condition, {"questionnaire": str(path)}, (str(path),),
-                tuple(str(s) for s in stimuli))
+    return CellSpec(Path(path).stem, "likert", condition, {"questionnaire": str(path)}, (str(path),),
+                    tuple(str(s) for s in stimuli),
+                    config={} if templates is None else {"templates": {"score": templates}})
 
 
 def loaded_model(spec, model, tokenizer, engine: dict | None = None, provenance: dict | None = None):
     """A model as a scoring job holds it (backend and prompt builder of its prompt format)."""
-    from qclm.jobs.score_model import Loaded
+    from qclm.jobs.backends import Loaded
 
     return Loaded(spec, model, tokenizer, provenance or {}, engine or {})
 

@@ -84,7 +84,7 @@ def test_request_kinds_follow_the_settings():
 
 
 def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monkeypatch, capfd):
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.jobs.score_model import CREDENTIALS_EXIT, run_scoring_job
     from qclm.models.table import load_model_table
 
@@ -94,7 +94,7 @@ def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monke
     spec = load_model_table(table)["api"]
     cell = likert_cell(ROOT / "resources/questionnaires/gad7.yaml")
     out = tmp_path / "out.parquet"
-    code = run_scoring_job(spec, [cell], [str(out)], [str(tmp_path / "cell.log")], Protocol(), {},
+    code = run_scoring_job(spec, [cell], [str(out)], [str(tmp_path / "cell.log")], ContextSettings(), {},
                            tmp_path / "models", tmp_path / "cache")
     assert code == CREDENTIALS_EXIT == 2 and not out.exists()
     assert "model api: the environment variable QCLM_TEST_ABSENT_KEY (the model table's column api_key_env) is not " \
@@ -122,3 +122,33 @@ def test_scoring_jobs_lock_the_gpus_their_rows_need(tmp_path, monkeypatch):
     assert bind_gpus("auto", 2) == [] and os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # SLURM's --gpus=2: all
     for lock in [first, *pair, *last]:
         lock.close()
+
+
+def test_each_row_gets_its_backend_from_the_registry_and_each_backend_answers_the_protocol():
+    """A row's backend is named by its columns (head nli -> the NLI head's; else its backend column) and loaded
+    through one registry; every registered backend class has every member of the Backend protocol that the kinds
+    and the scoring job use (stats, tokenizer, each request kind taking the protocol's arguments)."""
+    import inspect
+    from dataclasses import replace
+
+    from qclm.engine.backend import Backend
+    from qclm.engine.capabilities import BACKENDS as COLUMN_VALUES
+    from qclm.engine.capabilities import REQUEST_KINDS
+    from qclm.jobs.backends import BACKENDS, backend_class, backend_name
+    from qclm.models.table import ModelSpec
+
+    spec = ModelSpec("m", "some/model", "", 0.1, "base", "f", "float32")
+    assert backend_name(spec) == "local" and backend_name(replace(spec, head="nli")) == "nli"
+    assert {backend_name(replace(spec, backend=b)) for b in COLUMN_VALUES} | {"nli"} == set(BACKENDS)
+    attributes = set(Backend.__annotations__)
+    methods = {n for n, v in vars(Backend).items() if inspect.isfunction(v) and not n.startswith("_")}
+    assert attributes == {"stats", "tokenizer"} and methods == set(REQUEST_KINDS)
+    for name in BACKENDS:
+        cls = backend_class(name)
+        for attribute in attributes:  # a class attribute or property, or set by the constructor
+            assert hasattr(cls, attribute) or attribute in cls.__init__.__code__.co_names, (name, attribute)
+        for method in methods:
+            wanted = inspect.signature(getattr(Backend, method)).parameters
+            given = inspect.signature(getattr(cls, method)).parameters
+            if not any(p.kind is p.VAR_KEYWORD for p in given.values()):
+                assert set(wanted) <= set(given), (name, method, list(given))

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from conftest import ROOT, likert_cell, load_dir, loaded_model, spec_for
-from qclm.contexts import Protocol
+from qclm.contexts import ContextSettings
 from qclm.engine import BoundaryError, tokenize_requests
 from qclm.jobs.score_model import score_cell
 
@@ -43,7 +43,7 @@ def test_boundary_merge_is_an_error_naming_the_variant(tiny_llama_dir):
     with pytest.raises(BoundaryError) as err:
         score_cell(loaded_model(spec_for(tiny_llama_dir), model, MergingTokenizer(tok),
                                 {"method": "full", "boundary": "error"}),
-                   likert_cell(STAI_S, "stress", [STRESS]), Protocol(limit_items=1, limit_stimuli=1, templates="first"))
+                   likert_cell(STAI_S, "stress", [STRESS], "first"), ContextSettings(limit_items=1, limit_stimuli=1))
     message = str(err.value)
     assert message.startswith(f"{STAI_S}: item S01: cterm 'agitated', intensifier 'extremely', template question, "
                               "stimulus stress01: "
@@ -57,7 +57,7 @@ def test_boundary_split_scores_the_continuation_alone_and_says_so(tiny_llama_dir
     with caplog.at_level(logging.WARNING, logger="qclm.engine"):
         df, meta = score_cell(loaded_model(spec_for(tiny_llama_dir), model, MergingTokenizer(tok),
                                            {"method": "full", "boundary": "split"}),
-                              likert_cell(STAI_S), Protocol(limit_items=1, templates="first"))
+                              likert_cell(STAI_S, templates="first"), ContextSettings(limit_items=1))
     warned = [m for m in caplog.messages if m.startswith("boundary fallback")]
     assert len(warned) == 6  # every S+ and S- term of item S01, with ' extremely'
     assert warned[0].startswith(f"boundary fallback (continuation tokenized alone): {STAI_S}: item S01: cterm "

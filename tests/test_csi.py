@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from conftest import ROOT, load_dir, loaded_model
 
-from qclm.contexts import Context, Protocol
+from qclm.contexts import Context
 from qclm.errors import InputError
 from qclm.models.table import ModelSpec
-from qclm.probes.base import Instance, ScoringCell
+from qclm.probes.base import Asking, Instance, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi import scores as S
 from qclm.probes.csi.kind import ANSWER_COLUMNS, CSIProbe
@@ -233,8 +233,8 @@ def test_condition_contrasts_are_paired_over_words():
 # -- scoring on tiny models -----------------------------------------------------------------------------------------------
 
 def cell(loaded, contexts, condition="vanilla", model_type="base", seed=0) -> ScoringCell:
-    return ScoringCell(loaded.spec.name, condition, contexts, loaded.backend, loaded.prompts, Protocol(), seed,
-                       None, model_type)
+    return ScoringCell(condition, contexts, loaded.backend, loaded.prompts,
+                       Asking(loaded.spec.name, model_type, seed))
 
 
 def tiny(tiny_llama_dir, engine=None):
@@ -274,7 +274,7 @@ def test_list_and_single_mode_ask_the_same_first_question(tiny_llama_dir):
     np.testing.assert_allclose(a[["logp_a", "logp_b", "logp_other"]], b[["logp_a", "logp_b", "logp_other"]],
                                atol=2e-4)
     assert (a["choice"] == b["choice"]).all() and (a["prompt_id"] == b["prompt_id"]).all()
-    labelled = probe(mode="single", **settings).requests(Context("vanilla"), loaded.prompts, Protocol())
+    labelled = probe(mode="single", **settings).requests(Context("vanilla"), loaded.prompts, Asking())
     assert len(labelled) == 6 * 2  # per word: the two label orders, each once
 
 
@@ -285,7 +285,7 @@ def train_to_prefer(model, tok, kind: CSIProbe, prefer: dict[str, int], steps: i
 
     from qclm.engine.chains import tokenize_chains
 
-    requests = [r.request for r in kind.requests(Context("vanilla"), loaded_prompts(tok), Protocol())]
+    requests = [r.request for r in kind.requests(Context("vanilla"), loaded_prompts(tok), Asking())]
     chains = tokenize_chains(tok, requests)
     seqs, targets = [], []
     for req, ch in zip(requests, chains):
@@ -367,7 +367,7 @@ def test_requests_share_each_lists_prompt(tiny_llama_dir):
     stimulus lead; all lists of a context are one backend call."""
     _, _, loaded = tiny(tiny_llama_dir)
     kind = probe(limit_words=60, repetitions=2, list_size=30)
-    labelled = kind.requests(Context("stress", "s1", "A hard day.\n\n", 0), loaded.prompts, Protocol())
+    labelled = kind.requests(Context("stress", "s1", "A hard day.\n\n", 0), loaded.prompts, Asking())
     assert len(labelled) == 2 * 2 + 2 * 4  # words: 2 lists x 2 repetitions; control: 4 lists of 25 x 2
     first = labelled[0].request
     assert first.context.startswith("A hard day.\n\n") and len(first.steps) == 30
@@ -388,7 +388,7 @@ def test_single_mode_repetitions_ask_distinct_prompts(tiny_llama_dir):
     repeats an earlier prompt, is scored once, and the analysis counts the distinct prompts (k), not R."""
     _, _, loaded = tiny(tiny_llama_dir)
     kind = probe(mode="single", swap_labels="none", repetitions=3, limit_words=4, control=None)
-    labelled = kind.requests(Context("vanilla"), loaded.prompts, Protocol())
+    labelled = kind.requests(Context("vanilla"), loaded.prompts, Asking())
     assert len(labelled) == 4 * 3
     first_word = [r.request.context for r in labelled if r.label.startswith("words word 'time'")]
     assert len(first_word) == 3 and len(set(first_word)) == 3  # three wordings of one question
@@ -397,7 +397,7 @@ def test_single_mode_repetitions_ask_distinct_prompts(tiny_llama_dir):
     assert [(P.wording(r, 3, "alternate"), P.label_order(r, "alternate")) for r in range(1, 9)] == [
         (1, "AB"), (1, "BA"), (2, "AB"), (2, "BA"), (3, "AB"), (3, "BA"), (1, "AB"), (1, "BA")]
     eight = probe(mode="single", repetitions=8, limit_words=4, control=None)
-    assert len(eight.requests(Context("vanilla"), loaded.prompts, Protocol())) == 4 * 6
+    assert len(eight.requests(Context("vanilla"), loaded.prompts, Asking())) == 4 * 6
     raw, own = eight.score(cell(loaded, [Context("vanilla")]))
     assert len(raw) == 4 * 8 and (raw.groupby("word")["prompt_id"].nunique() == 6).all()
     assert own["csi_wordings"] == 3 and len(own["csi_instruction"]) == 3
@@ -435,15 +435,15 @@ def test_the_instruction_names_the_third_option_and_the_control_does_not(tiny_ll
     _, _, loaded = tiny(tiny_llama_dir)
     settings = dict(limit_words=6, repetitions=2, list_size=6, control=None)
     named = probe(**settings)
-    context = named.requests(Context("vanilla"), loaded.prompts, Protocol())[0].request.context
+    context = named.requests(Context("vanilla"), loaded.prompts, Asking())[0].request.context
     assert ("decide whether it makes you think of comedy or of tragedy. If a word makes you think of neither, "
             "answer neither. Go through the words") in context
-    assert named.requests(Context("vanilla"), loaded.prompts, Protocol())[0].request.steps[0].options == (
+    assert named.requests(Context("vanilla"), loaded.prompts, Asking())[0].request.steps[0].options == (
         " comedy", " tragedy", " neither")
-    mine = probe(other="unrelated", **settings).requests(Context("vanilla"), loaded.prompts, Protocol())
+    mine = probe(other="unrelated", **settings).requests(Context("vanilla"), loaded.prompts, Asking())
     assert "If a word makes you think of neither, answer unrelated." in mine[0].request.context
     control = probe(name_other=False, **settings)
-    context = control.requests(Context("vanilla"), loaded.prompts, Protocol())[0].request.context
+    context = control.requests(Context("vanilla"), loaded.prompts, Asking())[0].request.context
     assert ("For each word in the list below, decide whether it makes you think of comedy or of tragedy. Go through "
             "the words in the order given and answer one word per line: the word, a colon and your choice.") in context
     assert "neither" not in context
@@ -605,3 +605,43 @@ def test_render_shows_what_the_csi_kind_scores(tmp_path, tiny_llama_dir):
     out = io.StringIO()
     assert render(str(cfg), "tiny-llama", "csi_control", "vanilla", limit=None, out=out) == 0
     assert out.getvalue().count("### request") == 1 and "answer neither" not in out.getvalue()
+
+
+def test_render_shows_the_lists_the_scoring_job_scores_under_the_run_seed(tmp_path, tiny_llama_dir):
+    """``qclm render`` and the scoring job build the requests with the same model and run seed (``engine.seed``): the
+    word lists render prints under a non-zero seed are the ones the job scores (its raw table's words, in list
+    order), and they differ from seed 0's (render once showed seed 0's lists whatever the config said)."""
+    import io
+    import re
+
+    import yaml
+    from conftest import write_workflow_config
+
+    from qclm import settings
+    from qclm.commands.render import render
+    from qclm.contexts import ContextSettings
+    from qclm.jobs.score_model import CellSpec, score_cell
+
+    csi = {"kind": "csi", "words": str(WORDS), "control": None, "limit_words": 12, "mode": "list", "list_size": 6,
+           "repetitions": 2, "story_test": False}
+    cfg = write_workflow_config(tmp_path, {"tiny-llama": tiny_llama_dir}, probes={"csi": csi})
+    config = yaml.safe_load(cfg.read_text())
+    config["engine"]["seed"] = 7
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    out = io.StringIO()
+    assert render(str(cfg), "tiny-llama", "csi", "vanilla", limit=None, out=out) == 0
+    steps = (re.findall(r"--- step \d+: text '(?:\\n)?(.*?):', options", block)
+             for block in out.getvalue().split("### request")[1:])
+    shown = [list(words) for words in steps]
+
+    _, _, loaded = tiny(tiny_llama_dir)
+    cls = CSIProbe
+    instance = Instance("csi", "csi", {**cls.defaults(), **csi})
+    cell = CellSpec("csi", "csi", "vanilla", cls.scoring_settings(instance.settings), tuple(cls(instance).files()),
+                    (), cls.version, cls.scoring_config(config))
+    raw, _ = score_cell(loaded, cell, ContextSettings.from_config(config), settings.section(config, "engine")["seed"])
+    raw = raw.sort_values(["repetition", "list_index", "position"])
+    scored = [list(g["word"]) for _, g in raw.groupby(["repetition", "list_index"], sort=True)]
+    assert len(scored) == 4 and shown == scored
+    seed0 = [list(wl.words) for wl in cls(instance).lists(0)]
+    assert seed0 != scored  # the seed matters: a render of seed 0 would show other lists

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from conftest import ROOT, load_dir, loaded_model
 
-from qclm.contexts import Protocol
+from qclm.contexts import ContextSettings
 from qclm.errors import InputError
-from qclm.jobs.score_model import Cell, score_cell
+from qclm.jobs.score_model import CellSpec, score_cell
 from qclm.models.table import parse_model_row
 from qclm.probes.entailment.kind import FORMS, OPTIONS, EntailmentProbe
 from qclm.probes.entailment.material import PLACEMENT, load_entailment
@@ -45,8 +45,8 @@ def _spec(path):
 def test_p_true_and_the_item_score_equal_a_hand_computation(tmp_path, tiny_llama_dir, form):
     path = _write(tmp_path, SMALL)
     model, tok = load_dir(tiny_llama_dir)
-    cell = Cell("small", "entailment", "vanilla", {"instrument": str(path), "form": form}, (str(path),))
-    raw, meta = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, Protocol())
+    cell = CellSpec("small", "entailment", "vanilla", {"instrument": str(path), "form": form}, (str(path),))
+    raw, meta = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, ContextSettings())
     assert len(raw) == (3 + 3) * 4 and meta["form"] == form and meta["options"] == list(OPTIONS)
     _check_by_hand(raw, SMALL, form, model, tok)
 
@@ -68,12 +68,12 @@ def test_an_item_with_the_intensifier_in_the_premise_scores_by_the_same_math(tmp
     assert all(v.hypothesis == f"I am {v.cterm}." for v in a3)
     model, tok = load_dir(tiny_llama_dir)
     spec = _spec(tiny_llama_dir)
-    cell = Cell("mixed", "entailment", "vanilla", {"instrument": str(path), "form": "qclm"}, (str(path),))
-    raw, _ = score_cell(loaded_model(spec, model, tok), cell, Protocol())
+    cell = CellSpec("mixed", "entailment", "vanilla", {"instrument": str(path), "form": "qclm"}, (str(path),))
+    raw, _ = score_cell(loaded_model(spec, model, tok), cell, ContextSettings())
     _check_by_hand(raw, MIXED, "qclm", model, tok, rows=raw[raw["item_id"] == "A3"].sample(4, random_state=0))
     small = _write(tmp_path, SMALL)
-    cell = Cell("mixed", "entailment", "vanilla", {"instrument": str(small), "form": "qclm"}, (str(small),))
-    before, _ = score_cell(loaded_model(spec, model, tok), cell, Protocol())
+    cell = CellSpec("mixed", "entailment", "vanilla", {"instrument": str(small), "form": "qclm"}, (str(small),))
+    before, _ = score_cell(loaded_model(spec, model, tok), cell, ContextSettings())
     keep = raw[raw["item_id"] != "A3"].reset_index(drop=True)
     cols = ["item_id", "cterm", "intensifier", "logp_true", "logp_false", "logp_neither", "p_raw"]
     import pandas as pd
@@ -235,7 +235,7 @@ def test_a_model_with_an_nli_head_scores_by_its_entailment_label(tmp_path, smoll
     time by hand; any other probe is refused with one line."""
     import torch
 
-    from qclm.jobs.score_model import load
+    from qclm.jobs.backends import load
     from qclm.stimuli import load_stimuli
 
     model_dir = _tiny_nli(smollm2_tokenizer_dir, tmp_path / "nli")
@@ -245,10 +245,10 @@ def test_a_model_with_an_nli_head_scores_by_its_entailment_label(tmp_path, smoll
     loaded = load(spec, None, {"device": "cpu", "batch_size": 5})
     path = _write(tmp_path, SMALL)
     stress = ROOT / "resources/stimuli/stress.yaml"
-    cell = Cell("small", "entailment", "stress", {"instrument": str(path)}, (str(path),), (str(stress),))
-    raw, meta = score_cell(loaded, cell, Protocol(limit_stimuli=1))
+    cell = CellSpec("small", "entailment", "stress", {"instrument": str(path)}, (str(path),), (str(stress),))
+    raw, meta = score_cell(loaded, cell, ContextSettings(limit_stimuli=1))
     assert len(raw) == 24 and meta["head"] == "nli" and meta["scoring_method"] == "nli-head"
-    lead = Protocol(limit_stimuli=1)  # the context's lead: the stimulus text and the separator
+    lead = ContextSettings(limit_stimuli=1)  # the context's lead: the stimulus text and the separator
     from qclm.contexts import condition_contexts
 
     ctx = condition_contexts("stress", [load_stimuli(stress, expected_class="stress")], lead)[0]

@@ -161,10 +161,10 @@ def tokenizer(request):
 
 @pytest.fixture(scope="module")
 def stimulus_lead() -> str:
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.stimuli import load_stimuli
 
-    protocol = Protocol()
+    protocol = ContextSettings()
     return load_stimuli(ROOT / "resources" / "stimuli" / "stress.yaml").stimuli[0].text(protocol.version) \
         + protocol.separator
 

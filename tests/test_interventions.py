@@ -210,14 +210,14 @@ def _g01_score(model_dir: Path) -> float:
     """GAD-7 item G01's score (eq. 2) under vanilla, through the scoring job's functions."""
     from conftest import load_dir
 
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.jobs.score_model import score_cell
     from qclm.probes import kind_class
     from qclm.probes.base import Instance
     from qclm.settings import section
 
     model, tok = load_dir(model_dir)
-    raw, _ = score_cell(loaded_model(_spec(model_dir), model, tok), likert_cell(GAD7), Protocol(limit_items=1))
+    raw, _ = score_cell(loaded_model(_spec(model_dir), model, tok), likert_cell(GAD7), ContextSettings(limit_items=1))
     probe = kind_class("likert")(Instance("gad7", "likert", {"questionnaire": str(GAD7)}))
     items = probe.cell_scores(raw, {"scoring": section({}, "scoring")})["items"]
     return float(items.loc[items["template"] == "default", "score"].iloc[0])

@@ -18,12 +18,12 @@ import pytest
 import yaml
 from conftest import ROOT, load_dir, loaded_model
 
-from qclm.contexts import Context, Protocol
+from qclm.contexts import Context, ContextSettings
 from qclm.errors import InputError
 from qclm.instruments import load_instrument
-from qclm.jobs.score_model import Cell, score_cell
+from qclm.jobs.score_model import CellSpec, score_cell
 from qclm.models.table import parse_model_row
-from qclm.probes.base import Instance
+from qclm.probes.base import Asking, Instance
 from qclm.probes.memorization import metrics as m
 from qclm.probes.memorization.analysis import FALLBACK_NOTE, memorization_table
 from qclm.probes.memorization.kind import CLOZE, DIMENSION, NEIGHBOUR, RECALL, TARGETS, MemorizationProbe
@@ -52,8 +52,8 @@ def _split_decoy(tmp_path, groups: dict[str, list[int]], decoy_of: str) -> dict[
 def _exposure(model, tok, spec, files: dict[str, str], decoy: str) -> pd.DataFrame:
     settings = {"instruments": [f for k, f in files.items() if k != decoy], "decoy": files[decoy],
                 "tasks": ["exposure"], "inventories": {}, "mode": "logprob", "max_new_tokens": 8}
-    cell = Cell("memorization", "memorization", "vanilla", settings, tuple(files.values()))
-    raw, _ = score_cell(loaded_model(spec, model, tok), cell, Protocol())
+    cell = CellSpec("memorization", "memorization", "vanilla", settings, tuple(files.values()))
+    raw, _ = score_cell(loaded_model(spec, model, tok), cell, ContextSettings())
     return raw
 
 
@@ -325,9 +325,9 @@ def test_recall_on_a_model_that_learned_the_item_numbers(tmp_path, tiny_llama_di
     files = _split_decoy(tmp_path, {"known": list(range(10)), "null": list(range(10, 20))}, decoy_of="null")
     known = load_instrument(files["known"])
     settings = {"instruments": [files["known"]], "decoy": files["null"], "tasks": ["recall"]}
-    cell = Cell("memorization", "memorization", "vanilla", settings, tuple(files.values()))
+    cell = CellSpec("memorization", "memorization", "vanilla", settings, tuple(files.values()))
     model, tok = load_dir(tiny_llama_dir)
-    before, _ = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, Protocol())
+    before, _ = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, ContextSettings())
     scores = before[before["instrument"] == "known"].pivot(index="item_id", columns="candidate",
                                                            values="logprob_mean").to_numpy()
     between = np.ptp(scores.mean(axis=0))  # how far apart the candidates' own likelihoods are
@@ -337,7 +337,7 @@ def test_recall_on_a_model_that_learned_the_item_numbers(tmp_path, tiny_llama_di
     assert untrained.loc[("known", "top1"), "p_value"] > 0.05
     _train(model, tok, [RECALL.format(name=known.published_name or known.name, number=it.number) + " " + it.text
                         for it in known.items], steps=15)
-    after, _ = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, Protocol())
+    after, _ = score_cell(loaded_model(_spec(tiny_llama_dir), model, tok), cell, ContextSettings())
     trained = memorization_table(after, NO_NA, "null", n_perm=2000, n_boot=100).set_index(["instrument", "metric"])
     assert trained.loc[("known", "top1"), "value"] >= 0.5 and trained.loc[("known", "top1"), "p_value"] < 0.01
     assert trained.loc[("null", "top1"), "p_value"] > 0.01
@@ -353,13 +353,13 @@ def test_every_forced_choice_stores_log_probabilities(tmp_path, tiny_llama_dir):
     loaded = loaded_model(_spec(tiny_llama_dir, "chat"), model, tok)
     settings = {"instruments": [str(GAD7)], "decoy": str(DECOY), "tasks": ["cloze", "dimension", "option_score",
                                                                         "target"]}
-    raw, _ = score_cell(loaded, Cell("memorization", "memorization", "vanilla", settings, (str(GAD7), str(DECOY))),
-                        Protocol())
+    raw, _ = score_cell(loaded, CellSpec("memorization", "memorization", "vanilla", settings, (str(GAD7), str(DECOY))),
+                        ContextSettings())
     assert set(raw["task"]) == {"cloze", "dimension", "option_score", "target"}
     assert (raw["logprob"] < 0).all()
     np.testing.assert_allclose(raw["logprob"], [sum(t) for t in raw["token_logprobs"]], atol=1e-9)
     probe = _probe(**settings)
-    choices = [x for x in probe.requests(Context("vanilla"), loaded.prompts, Protocol())
+    choices = [x for x in probe.requests(Context("vanilla"), loaded.prompts, Asking())
                if isinstance(x.request, ChoiceRequest)]
     sample = choices[:: max(1, len(choices) // 12)]
     direct = loaded.backend.loglikelihood([LoglikRequest(x.request.context, o) for x in sample
@@ -386,7 +386,7 @@ def test_prompts_name_an_instrument_by_its_published_name(tmp_path, tiny_llama_d
                 "tasks": ["recall", "cloze", "option_score", "target"]}
     model, tok = load_dir(tiny_llama_dir)
     loaded = loaded_model(_spec(tiny_llama_dir, "chat"), model, tok)
-    reqs = _probe(**settings).requests(Context("vanilla"), loaded.prompts, Protocol())
+    reqs = _probe(**settings).requests(Context("vanilla"), loaded.prompts, Asking())
     gad = [x for x in reqs if x.key["instrument"] == "gad7"]
     assert {x.key["task"] for x in gad} == {"recall", "cloze", "option_score", "target"}
     for x in gad:
@@ -396,8 +396,8 @@ def test_prompts_name_an_instrument_by_its_published_name(tmp_path, tiny_llama_d
     own = [x for x in reqs if x.key["instrument"] == "mine"]
     assert own and all("My inventory" in x.request.context and x.key["name_source"] == "name" for x in own)
     settings["tasks"] = ["recall"]
-    raw, meta = score_cell(loaded, Cell("memorization", "memorization", "vanilla", settings,
-                                        (str(GAD7), str(mine), str(DECOY))), Protocol())
+    raw, meta = score_cell(loaded, CellSpec("memorization", "memorization", "vanilla", settings,
+                                        (str(GAD7), str(mine), str(DECOY))), ContextSettings())
     assert meta["asked_names"]["gad7"] == {"name": "GAD-7", "source": "published_name"}
     assert meta["asked_names"]["mine"] == {"name": "My inventory", "source": "name"}
     assert set(zip(raw["instrument"], raw["name_source"])) == {("gad7", "published_name"), ("mine", "name"),
@@ -415,7 +415,7 @@ def test_the_decoy_is_asked_the_way_the_instruments_are(tmp_path, tiny_llama_dir
     probe = _probe(instruments=[str(GAD7)], decoy=str(DECOY))
     decoy = load_instrument(DECOY)
     assert decoy.decoy and "decoy" in decoy.name and "decoy" not in decoy.published_name.lower()
-    reqs = probe.requests(Context("vanilla"), loaded.prompts, Protocol())
+    reqs = probe.requests(Context("vanilla"), loaded.prompts, Asking())
     asked = [x for x in reqs if x.key["instrument"] == "decoy" and x.key["task"] != "exposure"
              and x.key["task"] != NEIGHBOUR]
     assert {x.key["task"] for x in asked} == {"recall", "cloze", "dimension", "option_score", "target"}

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import ROOT, likert_cell, load_dir, loaded_model, spec_for
-from qclm.contexts import Protocol
+from qclm.contexts import ContextSettings
 from qclm.engine.backend import NumericalError
 from qclm.jobs.score_model import score_cell
 
@@ -23,8 +23,8 @@ def test_nan_model_fails_with_the_first_variant(tiny_llama_dir):
         model.model.norm.weight.fill_(float("nan"))
     spec = spec_for(tiny_llama_dir)
     with pytest.raises(NumericalError) as err:
-        score_cell(loaded_model(spec, model, tok, {"method": "full"}), likert_cell(STAI_S),
-                   Protocol(limit_items=1, templates="first"))
+        score_cell(loaded_model(spec, model, tok, {"method": "full"}), likert_cell(STAI_S, templates="first"),
+                   ContextSettings(limit_items=1))
     n = len(tok(" not at all", add_special_tokens=False)["input_ids"])
     assert str(err.value) == (f"non-finite log-probability {[float('nan')] * n} for {STAI_S}: item S01: "
                               "cterm 'agitated', intensifier 'not at all', template question")
@@ -55,7 +55,7 @@ def test_non_finite_logprob_names_its_variant_and_stimulus(tiny_llama_dir, monke
     monkeypatch.setattr(qclm.engine.backend, "make_scorer", Poisoned)
     with pytest.raises(NumericalError) as err:
         score_cell(loaded_model(spec_for(tiny_llama_dir), model, tok, {"method": "full"}),
-                   likert_cell(STAI_S, "stress", [STRESS]), Protocol(limit_items=1, limit_stimuli=3, templates="first"))
+                   likert_cell(STAI_S, "stress", [STRESS], "first"), ContextSettings(limit_items=1, limit_stimuli=3))
     # variant 13 of item S01: S+ term 2 (perturbed; 8 phrases per term), phrase 6 (to a moderate degree)
     assert re.fullmatch(rf"non-finite log-probability \[(-?[0-9.e-]+, )*{bad}\] for {re.escape(str(STAI_S))}: "
                         r"item S01: cterm 'perturbed', intensifier 'to a moderate degree', template question, stimulus stress02",

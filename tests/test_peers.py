@@ -298,16 +298,18 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
     markup, "\\n", geometric mean, first_divergence, epsilon 1e-10, mean_score over S+) through the project's
     own scoring job give the per-variant probabilities and the item scores of qlatent's QCLM.run(mode="chat")
     + QSOFTMAX + mean_score(positive keywords) on the authors' form of the item."""
+    from dataclasses import replace
+
     import yaml
 
     from conftest import likert_cell, loaded_model
 
     from qclm import settings
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.jobs.score_model import score_cell
     from qclm.models.table import load_model_table
     from qclm.probes.likert.equations import condition_tables
-    from qclm.probes.likert.kind import item_contexts
+    from qclm.probes.likert.kind import LikertProbe, Wordings, item_contexts
     from qclm.prompts import PromptBuilder, PromptFormat
     from qclm.stimuli import load_stimuli
 
@@ -317,7 +319,7 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
     engine = settings.section(config, settings.ENGINE)
     spec = load_model_table(ROOT / config["models"])["smollm2-135m-instruct"]
     assert spec.prompt_format == "chat"
-    protocol = Protocol.from_config(config)
+    protocol = ContextSettings.from_config(config)
     q = load_questionnaire(STAI_S)
     stress_file = ROOT / config["stimuli"]["classes"]["stress"]
     stimulus = load_stimuli(stress_file, "stress").stimuli[0].text(protocol.version)
@@ -327,10 +329,12 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
     loaded = loaded_model(spec, model, tok, engine)
 
     for condition, files, pre_text in (("vanilla", [], None), ("stress", [stress_file], stimulus)):
-        tokens, _ = score_cell(loaded, likert_cell(STAI_S, condition, files), protocol)
+        cell = replace(likert_cell(STAI_S, condition, files), config=LikertProbe.scoring_config(config))
+        tokens, _ = score_cell(loaded, cell, protocol)
         variants, items = condition_tables(tokens, scoring["aggregation"], scoring["item_score"],
                                            scoring["normalization_epsilon"])
-        [ctx] = item_contexts(q, condition, [load_stimuli(f, "stress") for f in files] or None, protocol)
+        [ctx] = item_contexts(q, condition, [load_stimuli(f, "stress") for f in files] or None, protocol,
+                              Wordings.from_config(config))
         texts, continuations = builder.build(ctx.stimulus, ctx.variants)
 
         item = q.items[0]

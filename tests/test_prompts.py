@@ -14,11 +14,12 @@ from transformers import AutoTokenizer
 
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
 from qclm.parquet import read_metadata, write_parquet
-from qclm.jobs.score_model import load, score_cell
+from qclm.jobs.backends import load
+from qclm.jobs.score_model import score_cell
 from qclm.models.table import parse_model_row
 from qclm.prompts import ChatTemplateError, PromptBuilder, PromptFormat
-from qclm.contexts import Protocol
-from qclm.probes.likert.kind import item_contexts
+from qclm.contexts import ContextSettings
+from qclm.probes.likert.kind import Wordings, item_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.commands.render import render
 from qclm.stimuli import load_stimuli
@@ -46,8 +47,8 @@ def gemma_chat_tok(gemma3_tokenizer_dir):
 
 def _contexts(limit_stimuli=1):
     q = load_questionnaire(STAI_S)
-    stress = item_contexts(q, "stress", [load_stimuli(STRESS)], Protocol(limit_items=2, limit_stimuli=limit_stimuli,
-                                                                              templates="first"))
+    stress = item_contexts(q, "stress", [load_stimuli(STRESS)],
+                           ContextSettings(limit_items=2, limit_stimuli=limit_stimuli), Wordings("first"))
     return q, stress
 
 
@@ -112,8 +113,8 @@ def test_scoring_records_the_prompt_format_in_the_provenance(tmp_path, tiny_llam
                             "type": "instruct", "family": "t", "dtype": "float32", "prompt_format": "chat_preamble"},
                            "test", 0)
     engine = {"method": "auto", "stimulus_placement": "prefix", "answer_preamble": "I'd say"}
-    df, meta = score_cell(load(spec, None, engine), likert_cell(STAI_S, "stress", [STRESS]),
-                          Protocol(limit_items=1, limit_stimuli=1, templates="first"))
+    df, meta = score_cell(load(spec, None, engine), likert_cell(STAI_S, "stress", [STRESS], "first"),
+                          ContextSettings(limit_items=1, limit_stimuli=1))
     write_parquet(df, tmp_path / "x.parquet", meta)
     back = read_metadata(tmp_path / "x.parquet")
     assert (back["prompt_format"], back["stimulus_placement"], back["answer_preamble"]) == ("chat_preamble",
@@ -197,12 +198,12 @@ def test_template_settings_are_validated(tmp_path, tiny_llama_dir, templates, ex
 def test_extra_templates_are_scored_on_vanilla_and_the_first_stimuli_only():
     q = load_questionnaire(STAI_S)
     stress = load_stimuli(STRESS)
-    protocol = Protocol(limit_items=1, limit_stimuli=3, templates="all", extra_limit_stimuli=1)
-    [vanilla] = item_contexts(q, "vanilla", None, protocol)
-    contexts = item_contexts(q, "stress", [stress], protocol)
+    run, wordings = ContextSettings(limit_items=1, limit_stimuli=3), Wordings("all", extra_limit_stimuli=1)
+    [vanilla] = item_contexts(q, "vanilla", None, run, wordings)
+    contexts = item_contexts(q, "stress", [stress], run, wordings)
     assert sorted({v.template for v in vanilla.variants}) == ["interview", "question", "statement"]
     assert [sorted({v.template for v in c.variants}) for c in contexts] == [
         ["interview", "question", "statement"], ["question"], ["question"]]
     assert len(vanilla.variants) == 3 * 6 * 8
-    ids = Protocol(templates=("interview",)).template_ids(q)
+    ids = Wordings(("interview",)).template_ids(q)
     assert ids == ["question", "interview"]  # the first template is always scored

@@ -14,8 +14,8 @@ from qclm.probes.likert.kind import COLUMNS
 from qclm.models.loading import load_model
 from qclm.models.table import parse_model_row
 from conftest import likert_cell, loaded_model
-from qclm.contexts import Protocol
-from qclm.probes.likert.kind import item_contexts
+from qclm.contexts import ContextSettings
+from qclm.probes.likert.kind import Wordings, item_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.probes.likert.equations import condition_tables
 from qclm.stimuli import load_stimuli
@@ -36,7 +36,7 @@ def test_engine_equals_full_sequences_on_the_real_model(smollm2):
     model, tok, _ = smollm2
     q = load_questionnaire(ROOT / "resources/questionnaires/stai_t.yaml")
     stress = load_stimuli(ROOT / "resources/stimuli/stress.yaml")
-    [ctx] = item_contexts(q, "stress", stress, Protocol(limit_items=2, limit_stimuli=1, templates="first"))
+    [ctx] = item_contexts(q, "stress", stress, ContextSettings(limit_items=2, limit_stimuli=1), Wordings("first"))
     reqs = tokenize_requests(tok, ctx.texts, [v.continuation for v in ctx.variants])
     assert len(reqs) == 2 * 6 * 8 and len(reqs[0].context) > 200
     assert any(len(r.continuation) > 1 for r in reqs)
@@ -57,7 +57,8 @@ def test_scoring_job_writes_tokens_with_provenance(smollm2, tmp_path, smollm2_pr
     model, tok, provenance = smollm2
     df, meta = score_cell(loaded_model(spec, model, tok, {"method": "auto"}, provenance),
                           likert_cell(ROOT / "resources/questionnaires/stai_s.yaml", "neutral",
-                                      [ROOT / "resources/stimuli/neutral.yaml"]), Protocol(limit_items=2, limit_stimuli=2))
+                                      [ROOT / "resources/stimuli/neutral.yaml"]),
+                          ContextSettings(limit_items=2, limit_stimuli=2))
     out = tmp_path / "neutral.parquet"
     write_parquet(df, out, meta)
     back = pd.read_parquet(out)

@@ -7,8 +7,8 @@ import pandas as pd
 
 from qclm.jobs import score_model as scoring_job
 from qclm.models.table import parse_model_row
-from qclm.contexts import Protocol
-from qclm.jobs.score_model import Cell, run_scoring_job
+from qclm.contexts import ContextSettings
+from qclm.jobs.score_model import CellSpec, run_scoring_job
 from conftest import ROOT, likert_cell
 
 
@@ -23,7 +23,7 @@ def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llam
              likert_cell(ROOT / "resources/questionnaires/stai_s.yaml", "stress", [ROOT / "resources/stimuli/stress.yaml"])]
     outputs = [str(tmp_path / "out" / f"{c.condition}.parquet") for c in cells]
     logs = [str(tmp_path / f"{c.condition}.log") for c in cells]
-    protocol = Protocol(limit_items=1, limit_stimuli=1)
+    protocol = ContextSettings(limit_items=1, limit_stimuli=1)
     args = (spec, cells, outputs, logs, protocol, {"method": "auto"}, tmp_path / "models", tmp_path / "cache")
     assert run_scoring_job(*args) == 0
     first = [pd.read_parquet(p) for p in outputs]
@@ -45,15 +45,39 @@ def test_cached_cells_are_reused_and_the_model_is_not_loaded(tmp_path, tiny_llam
 def test_a_changed_setting_invalidates_the_cache(tmp_path, tiny_llama_dir):
     spec = _spec(tiny_llama_dir)
     cell = likert_cell(ROOT / "resources/questionnaires/stai_t.yaml")
-    a = scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 1})
-    assert a == scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "auto", "threads": 8})
-    assert a != scoring_job.cell_key(spec, cell, Protocol(limit_items=2), {"method": "auto"})
-    assert a != scoring_job.cell_key(spec, cell, Protocol(limit_items=1), {"method": "full"})
+    a = scoring_job.cell_key(spec, cell, ContextSettings(limit_items=1), {"method": "auto", "threads": 1})
+    assert a == scoring_job.cell_key(spec, cell, ContextSettings(limit_items=1), {"method": "auto", "threads": 8})
+    assert a != scoring_job.cell_key(spec, cell, ContextSettings(limit_items=2), {"method": "auto"})
+    assert a != scoring_job.cell_key(spec, cell, ContextSettings(limit_items=1), {"method": "full"})
     # a probe's scoring settings are in the key; another probe id is another cell
-    assert a != scoring_job.cell_key(spec, Cell(**{**cell.__dict__, "settings": {"questionnaire": "x"}}),
-                                     Protocol(limit_items=1), {"method": "auto"})
-    assert a != scoring_job.cell_key(spec, Cell(**{**cell.__dict__, "probe": "other"}), Protocol(limit_items=1),
-                                     {"method": "auto"})
+    assert a != scoring_job.cell_key(spec, CellSpec(**{**cell.__dict__, "settings": {"questionnaire": "x"}}),
+                                     ContextSettings(limit_items=1), {"method": "auto"})
+    assert a != scoring_job.cell_key(spec, CellSpec(**{**cell.__dict__, "probe": "other"}),
+                                     ContextSettings(limit_items=1), {"method": "auto"})
+
+
+def test_a_wording_setting_is_in_the_likert_cells_keys_only(tmp_path, tiny_llama_dir):
+    """The Likert wordings (config templates.score, extra_limit_stimuli) reach the Likert kind's cells only
+    (ProbeKind.scoring_sections): changing one changes the Likert cells' keys and no other kind's, so no other kind's
+    cached cell is scored again; templates.select (the analysis') changes no key."""
+    from qclm import probes
+
+    spec = _spec(tiny_llama_dir)
+
+    def keys(**templates) -> dict[str, str]:
+        config = {"templates": templates}
+        out = {}
+        for kind in probes.KINDS:
+            cls = probes.kind_class(kind)
+            cell = CellSpec("p", kind, "vanilla", {}, (), (), cls.version, cls.scoring_config(config))
+            out[kind] = scoring_job.cell_key(spec, cell, ContextSettings(), {"method": "auto"})
+        return out
+
+    before = keys(score="all", select="first")
+    assert len(before) >= 5
+    for changed in (keys(score="first", select="first"), keys(score="all", select="first", extra_limit_stimuli=1)):
+        assert {k for k in before if before[k] != changed[k]} == {"likert"}
+    assert keys(score="all", select="all") == before
 
 
 def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd, monkeypatch):
@@ -66,7 +90,7 @@ def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd, monkeypat
     (broken / "config.json").write_text("{not json")
     cell = likert_cell(ROOT / "resources/questionnaires/stai_t.yaml")
     code = run_scoring_job(_spec(broken), [cell], [str(tmp_path / "o.parquet")], [str(tmp_path / "c.log")],
-                           Protocol(limit_items=1), {}, tmp_path, tmp_path / "cache")
+                           ContextSettings(limit_items=1), {}, tmp_path, tmp_path / "cache")
     assert code == 1
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("model tiny: cannot load: ")

@@ -17,11 +17,11 @@ import pytest
 import yaml
 from conftest import ROOT, load_dir, loaded_model, run_snakemake, workflow_env, write_workflow_config
 
-from qclm.contexts import Context, Protocol
+from qclm.contexts import Context, ContextSettings
 from qclm.engine.requests import LoglikRequest
 from qclm.errors import InputError
 from qclm.instruments import load_instrument
-from qclm.probes.base import Instance, ScoringCell
+from qclm.probes.base import Asking, Instance, ScoringCell
 from qclm.probes.survey.judge import STATUSES, clean, json_answer, judge, process, refusal, validator
 from qclm.probes.survey.kind import RAW_COLUMNS, SurveyProbe
 from qclm.probes.survey.material import (
@@ -323,8 +323,8 @@ def _loaded(tiny_llama_dir, prompt_format="chat"):
 
 def _score(loaded, settings: dict, contexts=(Context("vanilla"),), seed: int = 0):
     probe = SurveyProbe(Instance("s", "survey", {**SurveyProbe.defaults(), **settings}))
-    cell = ScoringCell(loaded.spec.name, contexts[0].condition, list(contexts), loaded.backend, loaded.prompts,
-                       Protocol(limit_items=2), seed)
+    cell = ScoringCell(contexts[0].condition, list(contexts), loaded.backend, loaded.prompts,
+                       Asking(loaded.spec.name, seed=seed, run=ContextSettings(limit_items=2)))
     return probe, *probe.score(cell)
 
 
@@ -421,7 +421,7 @@ def test_each_stimulus_gets_its_own_draws_and_a_stimulus_the_same_under_every_co
 
     def seeds(ctx):
         return {(r.key["item_id"], r.key["variant"], r.key["order"], r.key["seed"]): r.key["request_seed"]
-                for r in probe.requests(ctx, loaded.prompts, Protocol(limit_items=2), "m", 7)
+                for r in probe.requests(ctx, loaded.prompts, Asking("m", seed=7, run=ContextSettings(limit_items=2)))
                 if r.key["request"] == "generate"}
 
     vanilla = seeds(Context("vanilla"))

@@ -169,12 +169,22 @@ def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_pa
     settings are."""
     out = _dry_run(shared_run, tmp_path, lambda c: c["scoring"].update(aggregation="geometric"))
     math = _jobs(out)
-    assert "score" not in math and {"cells_likert", "collect_likert", "analyze"} <= math, math
+    assert not {j for j in math if j.startswith("score")}, math
+    assert {"cells_likert", "collect_likert", "analyze"} <= math, math
     assert "collect_yesno_probe" not in math, out  # its tables do not depend on the scoring math
     engine = _jobs(_dry_run(shared_run, tmp_path, lambda c: c["engine"].update(boundary="split")))
     assert "score" in engine, engine
     nothing = _dry_run(shared_run, tmp_path, lambda c: c["engine"].update(threads=1))
     assert "Nothing to be done" in nothing, nothing[-2000:]
+
+
+def test_a_changed_wording_setting_rescores_only_the_likert_cells(shared_run, tmp_path):
+    """The Likert wordings (templates.score) are in the Likert cells' params only, scored by a job of their own
+    (score_likert): changing them schedules no scoring job of another kind, nor its tables or analysis."""
+    jobs = _jobs(_dry_run(shared_run, tmp_path, lambda c: c["templates"].update(score="first")))
+    assert {"score_likert", "cells_likert", "collect_likert", "analyze"} <= jobs, jobs
+    assert not {j for j in jobs if j.startswith(("score", "cells_", "collect_", "analyze_"))} - {
+        "score_likert", "cells_likert", "collect_likert"}, jobs
 
 
 def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):

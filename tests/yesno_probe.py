@@ -32,9 +32,10 @@ class YesNoProbe(ProbeKind):
     score_tables = {"items": "yesno_items.parquet"}
     item_table = "items"
 
-    def requests(self, context, prompts, protocol):
+    def requests(self, context, prompts, asking):
         q = load_questionnaire(self.settings["instrument"])
-        items = q.items[: protocol.limit_items] if protocol.limit_items else q.items
+        limit = asking.run.limit_items
+        items = q.items[:limit] if limit else q.items
         out = []
         for item in items:
             prefix = item.prefix(item.plus[0])
@@ -47,7 +48,7 @@ class YesNoProbe(ProbeKind):
     def score(self, cell):
         rows = []
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.protocol)
+            labelled = self.requests(ctx, cell.prompts, cell.asking)
             results = cell.backend.choose([r.request for r in labelled], describe=lambda i: labelled[i].describe)
             for item, res in zip(labelled, results):
                 rows.append({"model": cell.model, "probe": self.instance.id, "condition": cell.condition,

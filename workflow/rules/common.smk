@@ -8,7 +8,7 @@ import sys
 from qclm import calibration, interventions, probes, settings
 from qclm.config import config_file_problems, validate_config
 from qclm.errors import format_problems
-from qclm.experiment import Experiment, output_dirs, template_settings
+from qclm.experiment import Experiment, output_dirs
 from qclm.models.table import load_model_table
 
 # Input validation before the DAG is built: the same checks as `qclm validate` (config schema,
@@ -30,7 +30,6 @@ ENGINE = settings.section(config, settings.ENGINE)
 SCORING = settings.section(config, settings.SCORING)
 EXPERIMENT = Experiment.from_config(config)
 CONDITIONS = list(EXPERIMENT.conditions)
-TEMPLATES = template_settings(config)
 MODELS_DIR = config["models_dir"]
 RESULTS, LOGS = output_dirs(config)
 SCORES = f"{RESULTS}/scores"
@@ -110,12 +109,13 @@ def engine_settings(wildcards):
     return settings.engine_numbers(config)
 
 
-def protocol_settings(wildcards):
+def context_settings(wildcards):
+    """The run's context settings (qclm.contexts.ContextSettings), shared by every kind; a kind's own config
+    sections are in its cells (scoring_cells)."""
     return {
         "stimuli": {k: settings.section(config, "stimuli")[k] for k in ("version", "separator")},
         "limit_items": settings.value(config, "limit_items"),
         "limit_stimuli": settings.value(config, "limit_stimuli"),
-        "templates": TEMPLATES,
     }
 
 
@@ -133,7 +133,8 @@ def score_targets():
 
 
 def scoring_cells(ids):
-    """The cells of a scoring job whose model the instances ``ids`` score (scoring.smk)."""
+    """The cells of a scoring job whose model the instances ``ids`` score (scoring.smk;
+    qclm.jobs.score_model.CellSpec), each with the config sections its kind's scoring reads."""
     return [
         {
             "probe": i,
@@ -143,6 +144,7 @@ def scoring_cells(ids):
             "settings": probes.kind_class(INSTANCES[i].kind).scoring_settings(INSTANCES[i].settings),
             "files": probes.probe(INSTANCES[i]).files(),
             "stimuli_files": EXPERIMENT.files_of(c),
+            "config": probes.kind_class(INSTANCES[i].kind).scoring_config(config),
         }
         for i in ids
         for c in INSTANCE_CONDITIONS[i]

@@ -13,17 +13,17 @@ gpu_locks = bind_gpus(str(snakemake.params.engine["device"]), spec.job_gpus)  # 
 
 import torch  # noqa: E402
 
-from qclm.contexts import Protocol  # noqa: E402
-from qclm.jobs.score_model import Cell, run_scoring_job  # noqa: E402
+from qclm.contexts import ContextSettings  # noqa: E402
+from qclm.jobs.score_model import CellSpec, run_scoring_job  # noqa: E402
 from qclm.settings import run_only  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 sys.exit(run_scoring_job(
     spec,
-    [Cell(**cell) for cell in snakemake.params.cells],
+    [CellSpec(**cell) for cell in snakemake.params.cells],
     list(snakemake.output),
     list(snakemake.log.cells),
-    Protocol.from_config(snakemake.params.protocol),
+    ContextSettings.from_config(snakemake.params.contexts),
     # the settings that change no number (server backends' concurrency, timeouts...) come from the config, not
     # the params: changing them reruns no job
     {**snakemake.params.engine, **run_only(snakemake.config)},

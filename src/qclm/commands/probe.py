@@ -65,9 +65,10 @@ def kind_parser(cls) -> argparse.ArgumentParser:
 
 
 def probe_run(kind_name: str, argv: list[str]) -> int:
-    from qclm.contexts import Protocol
+    from qclm.contexts import ContextSettings
     from qclm.experiment import Experiment
-    from qclm.jobs.score_model import RESPONSES, load
+    from qclm.jobs.backends import load
+    from qclm.jobs.score_model import RESPONSES
     from qclm.models.loading import ensure_prepared
 
     if kind_name in ("-h", "--help"):
@@ -93,7 +94,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     engine = settings.section(config, settings.ENGINE)
     if args.device:
         engine["device"] = args.device
-    protocol = Protocol.from_config(config)
+    run_settings = ContextSettings.from_config(config)
     out = Path(args.out)
 
     spec = kind_model(args, args.dtype)
@@ -112,16 +113,16 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0,
              loaded.provenance.get("dtype"), loaded.provenance.get("device", loaded.provenance.get("backend")))
     try:
-        return _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, protocol, engine, spec,
+        return _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, run_settings, engine, spec,
                                   loaded, out)
     finally:  # a vLLM server this command started stops with it
         loaded.close()
 
 
-def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, protocol, engine, spec, loaded,
+def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, run_settings, engine, spec, loaded,
                        out) -> int:
     from qclm.jobs import stages
-    from qclm.jobs.score_model import Cell, score_cell
+    from qclm.jobs.score_model import CellSpec, score_cell
     from qclm.parquet import write_parquet
 
     cells: dict[tuple[str, str, str], dict[str, Path]] = {}
@@ -129,9 +130,10 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
     for instance in instances:
         ident, obj = instance.id, cls(instance)
         for condition in conditions:
-            cell = Cell(ident, kind_name, condition, cls.scoring_settings(instance.settings), tuple(obj.files()),
-                        tuple(experiment.files_of(condition)), cls.version)
-            df, meta = score_cell(loaded, cell, protocol, engine["seed"])
+            cell = CellSpec(ident, kind_name, condition, cls.scoring_settings(instance.settings),
+                            tuple(obj.files()), tuple(experiment.files_of(condition)), cls.version,
+                            cls.scoring_config(config))
+            df, meta = score_cell(loaded, cell, run_settings, engine["seed"])
             raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
             write_parquet(df, raw, meta)
             files = {"raw": raw}

@@ -95,10 +95,11 @@ def render(config_file: str | None, model: str | None, probe: str | None, condit
 
 def _show(target: Target, condition: str, item: str | None, stimulus: str | None, limit: int | None, out) -> int:
     from qclm import probes
-    from qclm.contexts import Protocol, condition_contexts
+    from qclm.contexts import condition_contexts
     from qclm.engine.requests import tokenize_requests
     from qclm.experiment import Experiment, classes_of
     from qclm.models.loading import load_tokenizer
+    from qclm.probes.base import Asking
     from qclm.prompts import PromptBuilder, PromptFormat
     from qclm.stimuli import load_stimuli
 
@@ -114,8 +115,8 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
     builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine))
     kind = probes.probe(target.instance)
     sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition), classes_of(condition))]
-    protocol = Protocol.from_config(config)
-    contexts = condition_contexts(condition, sets, protocol)
+    asking = Asking.from_config(config, spec.name, spec.type, type(kind))  # as the scoring job asks: its seed
+    contexts = condition_contexts(condition, sets, asking.run)
     if stimulus is not None:
         contexts = [c for c in contexts if c.stimulus_id == stimulus]
         if not contexts:
@@ -127,7 +128,7 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
 
     shown = 0
     for ctx in contexts:
-        for labelled in kind.requests(ctx, builder, protocol):
+        for labelled in kind.requests(ctx, builder, asking):
             if item is not None and labelled.key.get("item_id") != item:
                 continue
             if limit is not None and shown >= limit:

@@ -26,6 +26,17 @@ class NumericalError(RuntimeError):
     """A log-probability that is NaN or infinite."""
 
 
+class BackendStats(Protocol):
+    """The work a backend did so far, as the scoring job records it in each cell's provenance."""
+
+    #: tokens run through the model (a server's: what it was given and produced)
+    tokens_computed: int
+    #: how it scored (the engine's scorer, ``nli-head``, a server's method)
+    method: str
+    #: what the provenance should say about how it scored (one line each)
+    notes: list[str]
+
+
 class Backend(Protocol):
     """What every backend answers; results come back in request order.
 
@@ -34,12 +45,14 @@ class Backend(Protocol):
     are those of the model's own distribution (temperature 1, no filtering); ``choose`` with ``full=False`` may
     leave the first position's log-sum-exp out (``ChoiceResult.normalized``).
 
-    The backends (docs/scaling.md, "Backends"; the model table's ``backend`` column): :class:`LocalBackend`,
-    :class:`qclm.engine.vllm.VllmBackend` (a vLLM server), :class:`qclm.engine.openai_api.OpenAIBackend` (an
-    OpenAI-compatible API: generation and single-token forced choices only, qclm.engine.capabilities)."""
+    The backends (docs/scaling.md, "Backends"; the model table's ``backend`` and ``head`` columns choose one through
+    the registry :data:`qclm.jobs.backends.BACKENDS`): :class:`LocalBackend`, :class:`qclm.engine.vllm.VllmBackend`
+    (a vLLM server), :class:`qclm.engine.openai_api.OpenAIBackend` (an OpenAI-compatible API: generation and
+    single-token forced choices only, qclm.engine.capabilities), :class:`qclm.engine.nli.NliBackend` (a sequence
+    classifier: it refuses every request kind; the entailment probe asks its ``classify``)."""
 
-    #: the work done so far (``tokens_computed``, ``method``, ``notes``: the scoring job's provenance)
-    stats: Any
+    #: the work done so far (the scoring job's provenance)
+    stats: BackendStats
     #: the model's tokenizer where this process has it (the Likert kind names the scored tokens), else None (an API)
     tokenizer: Any
 

@@ -3,8 +3,9 @@ condition of any probe kind; each cell is one Parquet table (the kind's raw tabl
 
 Cells already computed survive a killed job: each finished cell is first written to a cache (outside the job's
 declared outputs, which Snakemake deletes when it reruns an incomplete job) under a key of everything that
-determines its numbers (:func:`cell_key`: the model row, the probe kind and its scoring settings, the contents of
-its material and stimulus files, the protocol, the engine settings that change numbers, the package version), and
+determines its numbers (:func:`cell_key`: the model row, the probe kind, its scoring settings and the config sections
+its scoring reads, the contents of its material and stimulus files, the run's context settings, the engine settings
+that change numbers, the package version), and
 a rerun links a cell whose key matches instead of scoring it again. A job whose cells are all cached does not load
 the model at all.
 
@@ -28,26 +29,30 @@ from pathlib import Path
 from typing import Any
 
 import qclm
-from qclm.contexts import Protocol, condition_contexts
+from qclm.contexts import ContextSettings, condition_contexts
 from qclm.errors import InputError
 from qclm.experiment import classes_of
 from qclm.inputs import sha256_file
 from qclm.interventions import checkpoint_provenance
+from qclm.jobs.backends import Loaded, load
 from qclm.logs import formatter
 from qclm.models.table import ModelSpec
 from qclm.parquet import read_metadata, write_parquet
 from qclm.probes import kind_class
-from qclm.probes.base import Instance, ScoringCell
-from qclm.settings import ENGINE, RUN_ONLY, defaults
+from qclm.probes.base import Asking, Instance, ScoringCell
+from qclm.settings import RUN_ONLY
 from qclm.stimuli import load_stimuli
 
 log = logging.getLogger("qclm.jobs")
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One cell of a model's job: a probe instance (id, kind, the settings that change its numbers, its material
-    files) under one condition (the stimulus file of each of its classes, in order; none for vanilla)."""
+class CellSpec:
+    """What one cell of a model's job is, as the scoring rule's params declare it: a probe instance (id, kind, the
+    settings that change its numbers, its material files) under one condition (the stimulus file of each of its
+    classes, in order; none for vanilla), and the config sections the kind's scoring reads
+    (:meth:`qclm.probes.base.ProbeKind.scoring_config`). Scoring it gives the kind a
+    :class:`~qclm.probes.base.ScoringCell` (the contexts, the backend, the model asked)."""
 
     probe: str
     kind: str
@@ -56,6 +61,7 @@ class Cell:
     files: tuple[str, ...] = ()
     stimuli_files: tuple[str, ...] = ()
     version: int = 1  # the kind's version (ProbeKind.version)
+    config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "files", tuple(self.files))
@@ -66,7 +72,7 @@ class Cell:
         return f"{self.probe}/{self.condition}"
 
 
-def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> str:
+def cell_key(spec: ModelSpec, cell: CellSpec, run: ContextSettings, engine: dict) -> str:
     """Hash of everything that determines a cell's numbers."""
     parts = {
         "model": spec.as_row(),
@@ -75,9 +81,10 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> s
         "kind_version": cell.version,
         "condition": cell.condition,
         "settings": cell.settings,
+        "config": cell.config,
         "files_sha256": [sha256_file(Path(f)) for f in cell.files],
         "stimuli_sha256": [sha256_file(Path(f)) for f in cell.stimuli_files],
-        "protocol": protocol.__dict__,
+        "contexts": run.__dict__,
         "engine": {k: v for k, v in sorted(engine.items()) if k not in RUN_ONLY},
         "qclm": qclm.__version__,
     }
@@ -87,125 +94,9 @@ def cell_key(spec: ModelSpec, cell: Cell, protocol: Protocol, engine: dict) -> s
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class Loaded:
-    """A model ready for a whole job: its backend (the weights loaded once, or a server started once), the
-    tokenizer, their provenance and the prompt builder (the engine's self-check runs once per job). ``close()``
-    stops what the job started (a vLLM server)."""
-
-    def __init__(self, spec: ModelSpec, model, tokenizer, provenance: dict, engine: dict, backend=None,
-                 resources=()):
-        from qclm.prompts import PromptBuilder, PromptFormat
-
-        self.spec = spec
-        self.model = model
-        self.tokenizer = tokenizer
-        self.provenance = provenance
-        self.engine = engine = {**defaults(ENGINE), **engine}
-        self.resources = list(resources)
-        if backend is not None:
-            self.backend = backend
-        elif spec.head == "nli":  # a sequence classifier: only the entailment probe scores it
-            from qclm.probes.entailment.nli import NliBackend
-
-            self.backend = NliBackend(model, tokenizer, engine, spec.name)
-        else:
-            from qclm.engine.backend import LocalBackend
-
-            self.backend = LocalBackend(model, tokenizer, engine)
-        self.format = PromptFormat.from_settings(spec.prompt_format, engine)
-        self.prompts = PromptBuilder(tokenizer, self.format)
-
-    def close(self) -> None:
-        while self.resources:
-            self.resources.pop().__exit__(None, None, None)
-
-
-def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict,
-         responses_dir: str | Path | None = None) -> Loaded:
-    """The model of one row as its backend serves it (``backend`` column): loaded here (local), through a vLLM
-    server (started here unless the row names one) or through an OpenAI-compatible API. ``responses_dir``: the
-    server backends' response cache (``engine.response_cache``)."""
-    engine = {**defaults(ENGINE), **engine}
-    if spec.backend != "local":
-        return _load_remote(spec, prepared_dir, engine, responses_dir)
-    from qclm.models.loading import load_model
-
-    model, tokenizer, provenance = load_model(spec, prepared_dir, engine["device"])
-    return Loaded(spec, model, tokenizer, provenance, engine)
-
-
-def _load_remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> Loaded:
-    """A ``vllm`` or ``openai`` row: the tokenizer here (an API row's renders chat prompts as messages), the client
-    with the response cache, and for a ``vllm`` row without ``server`` the server, started now and stopped by
-    :meth:`Loaded.close` (or here, if anything after its start fails)."""
-    from qclm.engine.remote import CompletionsClient, api_key
-    from qclm.models.loading import load_tokenizer
-
-    identity = {k: v for k, v in spec.as_row().items() if k != "server" or spec.backend == "openai"}
-    if spec.kind == "local":
-        checkpoint = checkpoint_provenance(spec.source)
-        if checkpoint:
-            identity["checkpoint"] = checkpoint
-    common = {"cache_dir": responses_dir if engine["response_cache"] else None,
-              "concurrency": engine["api_concurrency"], "timeout": engine["api_timeout"],
-              "retries": engine["api_retries"], "name": spec.name}
-    provenance = {"model": spec.name, "source": spec.source, "revision": spec.revision, "backend": spec.backend,
-                  "dtype": spec.dtype, "quantization": spec.quantization or "none"}
-    tokenizer = load_tokenizer(spec, prepared_dir)
-    if spec.backend == "openai":
-        from qclm.engine.openai_api import OpenAIBackend
-
-        client = CompletionsClient(spec.server, spec.source, identity, key=api_key(spec.api_key_env, spec.name),
-                                   **common)
-        return Loaded(spec, None, tokenizer, {**provenance, "server": spec.server}, engine, OpenAIBackend(client))
-    from qclm.engine.vllm import VLLM_BATCH, VllmBackend, VllmServer
-
-    resources = []
-    if spec.server:
-        url, served = spec.server, spec.source
-    else:
-        where = str(prepared_dir) if spec.needs_preparation else (
-            str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source)
-        log_path = Path(responses_dir).parent / f"{spec.name}.vllm.log" if responses_dir else None
-        server = VllmServer(where, gpus=spec.gpus, dtype=spec.dtype, start_timeout=engine["server_start_timeout"],
-                            served_name=spec.name, log_path=log_path, extra_args=vllm_args())
-        resources.append(server.__enter__())
-        url, served = server.url, spec.name
-    try:
-        client = CompletionsClient(url, served, identity, key=api_key(spec.api_key_env, spec.name),
-                                   batch=VLLM_BATCH, **common)
-        provenance.update({"server": spec.server or "started by the scoring job", "gpus": spec.job_gpus,
-                           "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
-                           "vllm": server_version(url)})
-        return Loaded(spec, None, tokenizer, provenance, engine, VllmBackend(tokenizer, client, engine), resources)
-    except BaseException:
-        for r in resources:
-            r.__exit__(None, None, None)
-        raise
-
-
-def vllm_args() -> list[str]:
-    """Extra arguments of a server the job starts: on a machine without a GPU, vLLM's CPU build needs eager mode and
-    a block size its CPU attention takes."""
-    import shutil
-
-    return [] if shutil.which("nvidia-smi") else ["--enforce-eager", "--block-size", "32"]
-
-
-def server_version(url: str) -> str:
-    """The server's software version (vLLM's /version), or empty."""
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url.rstrip("/").removesuffix("/v1") + "/version", timeout=10) as r:
-            return str(json.loads(r.read()).get("version", ""))
-    except (OSError, ValueError):
-        return ""
-
-
-def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) -> tuple[Any, dict]:
+def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings, seed: int = 0) -> tuple[Any, dict]:
     """The raw table of one cell and its provenance: the shared part (model, engine, prompt format, condition and
-    stimuli, protocol, work done) and the kind's own."""
+    stimuli, context settings, work done) and the kind's own; ``seed``: the run seed (``engine.seed``)."""
     from tqdm import tqdm
 
     spec = loaded.spec
@@ -213,14 +104,14 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
     probe = kind(Instance(cell.probe, cell.kind, {**kind.defaults(), **cell.settings}))
     stimuli = [load_stimuli(path, expected_class=cls)
                for path, cls in zip(cell.stimuli_files, classes_of(cell.condition), strict=True)]
-    contexts = condition_contexts(cell.condition, stimuli, protocol)
+    contexts = condition_contexts(cell.condition, stimuli, run)
     stats = loaded.backend.stats
     client = getattr(loaded.backend, "client", None)
     usage_before = client.usage.as_dict() if client is not None else None
     tokens_before, t0 = stats.tokens_computed, time.perf_counter()
     with tqdm(desc=f"{spec.name}/{cell.label}", unit="request", mininterval=5) as bar:
-        df, own = probe.score(ScoringCell(spec.name, cell.condition, contexts, loaded.backend, loaded.prompts,
-                                          protocol, seed, bar.update, spec.type))
+        df, own = probe.score(ScoringCell(cell.condition, contexts, loaded.backend, loaded.prompts,
+                                          Asking(spec.name, spec.type, seed, run, cell.config), bar.update))
     seconds = time.perf_counter() - t0
     tokens = stats.tokens_computed - tokens_before
     log.info("%s/%s: %d rows, %d contexts, %d tokens computed, %.1f s (%s)", spec.name, cell.label, len(df),
@@ -231,9 +122,9 @@ def score_cell(loaded: Loaded, cell: Cell, protocol: Protocol, seed: int = 0) ->
         "probe_settings": cell.settings, "probe_files": list(cell.files),
         "probe_files_sha256": [sha256_file(Path(f)) for f in cell.files],
         "condition": cell.condition, "stimuli_files": [str(p) for p in cell.stimuli_files],
-        "stimuli_sha256": [s.sha256 for s in stimuli], "stimulus_version": protocol.version,
-        "separator": protocol.separator, "limit_items": protocol.limit_items,
-        "limit_stimuli": protocol.limit_stimuli, **loaded.format.provenance(),
+        "stimuli_sha256": [s.sha256 for s in stimuli], "stimulus_version": run.version,
+        "separator": run.separator, "limit_items": run.limit_items,
+        "limit_stimuli": run.limit_stimuli, **loaded.format.provenance(),
         "scoring_method": stats.method, "scoring_notes": list(stats.notes),
         "boundary": loaded.engine["boundary"], "params_b": spec.params_b, "model_type": spec.type,
         "family": spec.family, "tokens_computed": tokens, "seconds": round(seconds, 3), **own,
@@ -288,8 +179,8 @@ def _cell_errors() -> tuple[type[BaseException], ...]:
     return NumericalError, BoundaryError, ChatTemplateError, InputError, RemoteError, ServerError
 
 
-def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell_logs: list[str],
-                    protocol: Protocol, engine: dict, prepared_dir: Path, cache_dir: Path, seed: int = 0) -> int:
+def run_scoring_job(spec: ModelSpec, cells: list[CellSpec], outputs: list[str], cell_logs: list[str],
+                    run: ContextSettings, engine: dict, prepared_dir: Path, cache_dir: Path, seed: int = 0) -> int:
     """Score every cell of one model; returns the process exit code (0, or 1 after one line)."""
     for output in map(Path, outputs):
         # write_parquet writes .NAME.PID.tmp and renames it; a killed job may leave one behind
@@ -297,20 +188,20 @@ def run_scoring_job(spec: ModelSpec, cells: list[Cell], outputs: list[str], cell
             stale.unlink(missing_ok=True)
     opened: list[Loaded] = []
     try:
-        return _score_cells(spec, cells, outputs, cell_logs, protocol, engine, prepared_dir, cache_dir, seed, opened)
+        return _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cache_dir, seed, opened)
     finally:  # whatever happens: a vLLM server the job started is stopped
         for loaded in opened:
             loaded.close()
 
 
-def _score_cells(spec, cells, outputs, cell_logs, protocol, engine, prepared_dir, cache_dir, seed,
+def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cache_dir, seed,
                  opened: list[Loaded]) -> int:
     from qclm.engine.remote import CredentialsError
 
     loaded = None
     root = logging.getLogger()
     for cell, output, cell_log in zip(cells, map(Path, outputs), cell_logs, strict=True):
-        key = cell_key(spec, cell, protocol, engine)
+        key = cell_key(spec, cell, run, engine)
         cached = cache_dir / spec.name / cell.probe / f"{cell.condition}.parquet"
         if cached.exists() and read_metadata(cached).get("cell_key") == key:
             log.info("%s: computed before (cache %s), not scored again", cell.label, cached)
@@ -329,7 +220,7 @@ def _score_cells(spec, cells, outputs, cell_logs, protocol, engine, prepared_dir
         handler.setFormatter(formatter())
         root.addHandler(handler)
         try:
-            df, metadata = score_cell(loaded, cell, protocol, seed)
+            df, metadata = score_cell(loaded, cell, run, seed)
         except CredentialsError as err:
             return _fail(_one_line(err), CREDENTIALS_EXIT)
         except _cell_errors() as err:

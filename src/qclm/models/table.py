@@ -31,7 +31,7 @@ REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", 
 OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "backend", "server",
                     "api_key_env", "gpus", "notes")
 #: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
-#: entailment probe scores through; qclm.probes.entailment.nli)
+#: entailment probe scores through; qclm.engine.nli)
 HEADS = ("", "nli")
 #: a hub id, org/name (each part a safe name: qclm.inputs.SAFE_NAME_PATTERN)
 HUB_ID_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}/[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}\Z")

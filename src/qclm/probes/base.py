@@ -5,9 +5,10 @@ A **probe kind** (a subclass of :class:`ProbeKind`) declares
 - its **settings** (``schema``: a JSON Schema of the keys of its config entry, with defaults) and which of them
   change what the scoring job computes (``scoring_keys``; the others only change the CPU stages after it);
 - the **material** it reads (``files``, checked by ``problems`` at DAG time as ``FILE: LOCATION: PROBLEM``);
-- the **requests** it needs in one context, a condition x stimulus (``requests``: log-likelihoods, forced
-  choices, chains of forced choices, generations, all built through the prompt builder), and how the backend's
-  results become its raw per-cell table (``score``);
+- the **requests** it needs in one context, a condition x stimulus, asking one model under the run's seed and
+  settings (``requests(context, prompts, asking)``, :class:`Asking`: log-likelihoods, forced choices, chains of
+  forced choices, generations, all built through the prompt builder), and how the backend's results become its
+  raw per-cell table (``score``, which asks the same requests: ``qclm render`` shows what is scored);
 - the CPU stages after scoring: per-cell tables (``cell_scores``), the tables across models and conditions
   (``collect``), and its analysis (``analyze``).
 
@@ -27,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from qclm.contexts import ContextSettings
 from qclm.errors import Problem
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from qclm.contexts import Context, Protocol
+    from qclm.contexts import Context
     from qclm.engine.backend import Backend
     from qclm.prompts import PromptBuilder
 
@@ -55,22 +57,48 @@ class Instance:
     models: tuple[str, ...] | None = None
 
 
+@dataclass(frozen=True)
+class Asking:
+    """Whom a kind's requests ask and under what: the model (its name in the model table; ``model_type``: its type,
+    ``base`` or ``instruct``, for requests that only make sense for one type), the run seed (``engine.seed``: the
+    seeds of shuffles and generations derive from it), the run's context settings (``limit_items`` ...) and the
+    config sections the kind's scoring reads (:attr:`ProbeKind.scoring_sections`, :meth:`ProbeKind.scoring_config`).
+    The scoring job and ``qclm render`` build it the same way, so render shows what is scored."""
+
+    model: str = ""
+    model_type: str = ""
+    seed: int = 0
+    run: ContextSettings = ContextSettings()
+    config: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @classmethod
+    def from_config(cls, config: dict, model: str = "", model_type: str = "",
+                    kind: type[ProbeKind] | None = None) -> Asking:
+        """How the scoring job asks ``model`` (its name and type) under a config: its run seed (``engine.seed``),
+        its context settings and the sections ``kind``'s scoring reads (``qclm render`` builds it here; the scoring
+        job, in the workflow and under ``qclm probe``, from the same values: the engine seed, ContextSettings and
+        the cell's ``config``, qclm.jobs.score_model.score_cell)."""
+        from qclm import settings
+
+        return cls(model, model_type, settings.section(config, settings.ENGINE)["seed"],
+                   ContextSettings.from_config(config), kind.scoring_config(config) if kind else {})
+
+
 @dataclass
 class ScoringCell:
-    """What a kind's :meth:`ProbeKind.score` works with: one model, one condition and its contexts, the backend
-    (the loaded model) and the prompt builder of the model's prompt format; ``model_type``: the model table's
-    type (``base``, ``instruct``), for requests that only make sense for one type (generation from an
-    instruction)."""
+    """What a kind's :meth:`ProbeKind.score` works with: one condition and its contexts, asked of one model
+    (``asking``), the backend (the loaded model) and the prompt builder of the model's prompt format."""
 
-    model: str
     condition: str
     contexts: list[Context]
     backend: Backend
     prompts: PromptBuilder
-    protocol: Protocol
-    seed: int = 0
+    asking: Asking
     progress: Callable[[int], None] | None = None
-    model_type: str = ""
+
+    @property
+    def model(self) -> str:
+        return self.asking.model
 
 
 @dataclass(frozen=True)
@@ -140,6 +168,10 @@ class ProbeKind:
     #: the settings that change the scoring job's numbers (its params and cell-cache key); the rest are CPU-stage
     #: settings, and changing them reruns no scoring job
     scoring_keys: ClassVar[tuple[str, ...]] = ()
+    #: the config sections (name -> keys) the kind's scoring reads beyond its instance's settings (the Likert kind:
+    #: ``templates.score``): they reach ``requests`` as :attr:`Asking.config` and are in the kind's cells' keys and
+    #: its scoring jobs' params only, so changing one rescores this kind's cells and no other kind's
+    scoring_sections: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: the settings that name material files (checked to exist, hashed into the cell-cache key, inputs of the job)
     file_keys: ClassVar[tuple[str, ...]] = ()
     #: the per-cell tables ``cell_scores`` derives from the raw table (file suffixes under scores/MODEL/ID/)
@@ -201,13 +233,16 @@ class ProbeKind:
         return {}
 
     # -- scoring (the per-model job; the backend holds the model) ----------------------------------------------
-    def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol) -> list[Labelled]:
-        """The requests of one context, as the model will see them (``qclm render`` prints them); ``protocol``:
-        the run's limits (``limit_items``) and wordings."""
+    def requests(self, context: Context, prompts: PromptBuilder, asking: Asking) -> list[Labelled]:
+        """The requests of one context, as the model will see them (``qclm render`` prints them); ``asking``: the
+        model asked, the run seed, the run's context settings (``limit_items``) and the config sections the kind's
+        scoring reads. Everything that decides a request comes from here or the instance: :meth:`score` sends
+        exactly these requests."""
         raise NotImplementedError
 
     def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
-        """The raw table of one cell (every context of the condition) and the kind's own provenance."""
+        """The raw table of one cell (every context of the condition; the requests of :meth:`requests` with
+        ``cell.asking``) and the kind's own provenance."""
         raise NotImplementedError
 
     # -- CPU stages after scoring (no torch) -------------------------------------------------------------------
@@ -266,6 +301,15 @@ class ProbeKind:
     def scoring_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
         """The settings that change the scoring job's numbers."""
         return {k: settings[k] for k in sorted(cls.scoring_keys) if k in settings}
+
+    @classmethod
+    def scoring_config(cls, config: dict) -> dict[str, Any]:
+        """The config sections the kind's scoring reads (:attr:`scoring_sections`), only the keys it reads, defaults
+        filled in."""
+        from qclm import settings
+
+        return {name: {k: settings.section(config, name)[k] for k in keys}
+                for name, keys in sorted(cls.scoring_sections.items())}
 
     @classmethod
     def stage_config(cls, config: dict) -> dict[str, Any]:

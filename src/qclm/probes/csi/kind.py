@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from qclm.errors import Problem
 from qclm.experiment import VANILLA
 from qclm.inputs import SAME_TEXT, identity, show, size, text_problem
-from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
 from qclm.probes.csi.words import WordList, load_words, word_problems
@@ -33,7 +33,7 @@ from qclm.probes.csi.words import WordList, load_words, word_problems
 if TYPE_CHECKING:
     import pandas as pd
 
-    from qclm.contexts import Context, Protocol
+    from qclm.contexts import Context
 
 class CSIProbe(ProbeKind):
     name = "csi"
@@ -173,8 +173,10 @@ class CSIProbe(ProbeKind):
         return (("choose_chain",) if settings["mode"] == "list" else ("choose",)) + (
             ("generate", "choose") if settings["story_test"] else ())
 
-    def requests(self, context: Context, prompts, protocol: Protocol, seed: int = 0) -> list[Labelled]:
+    def requests(self, context: Context, prompts, asking: Asking) -> list[Labelled]:
+        """The word lists of the run seed (``asking.seed``), shuffled as :meth:`lists` says."""
         s = self.settings
+        seed = asking.seed
         labels, other, named = s["labels"], s["other"], s["name_other"]
         out = []
         if s["mode"] == "list":
@@ -206,7 +208,7 @@ class CSIProbe(ProbeKind):
         info = {part: {w.word: w for w in words} for part, words in self.parts()}
         frames, stories = [], []
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.protocol, cell.seed)
+            labelled = self.requests(ctx, cell.prompts, cell.asking)
             describe = lambda i: labelled[i].describe  # noqa: E731
             rows = []
             if s["mode"] == "list":
@@ -220,7 +222,7 @@ class CSIProbe(ProbeKind):
             else:
                 results = cell.backend.choose([r.request for r in labelled], describe=describe)
                 by_prompt = {r.key["prompt_id"]: res for r, res in zip(labelled, results)}
-                for wl in self.lists(cell.seed):
+                for wl in self.lists(cell.asking.seed):
                     rows.append(self._row(cell, ctx, wl, 1, wl.words[0], by_prompt[wl.prompt_id], info))
                 if cell.progress:
                     cell.progress(len(results))
@@ -320,7 +322,7 @@ def instruction_sha256(instructions: list[str]) -> str:
 
 
 def _instruct(cell: ScoringCell) -> bool:
-    return cell.model_type == "instruct"
+    return cell.asking.model_type == "instruct"
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:

@@ -54,7 +54,8 @@ def story_test(probe, cell, ctx, answers: pd.DataFrame) -> pd.DataFrame:
     plans = []
     for k in range(STORY_WORDS + 1):
         for sample in range(1, s["story_samples"] + 1):
-            rng = np.random.default_rng(derive_seed(cell.seed, cell.model, probe.instance.id, "story words", k, sample))
+            rng = np.random.default_rng(derive_seed(cell.asking.seed, cell.model, probe.instance.id, "story words", k,
+                                                    sample))
             words = list(rng.choice(tragedy, k, replace=False)) + list(rng.choice(comedy, STORY_WORDS - k, replace=False))
             rng.shuffle(words)
             plans.append((k, sample, [str(w) for w in words]))
@@ -62,7 +63,7 @@ def story_test(probe, cell, ctx, answers: pd.DataFrame) -> pd.DataFrame:
                                   stop=("\n\n",))
     generated = cell.backend.generate(
         [GenerateRequest(P.story_context(cell.prompts, ctx.lead, words),
-                         derive_seed(cell.seed, cell.model, probe.instance.id, "story", k, sample), settings)
+                         derive_seed(cell.asking.seed, cell.model, probe.instance.id, "story", k, sample), settings)
          for k, sample, words in plans],
         describe=lambda i: f"story test: k={plans[i][0]}, sample {plans[i][1]}")
     ratings = cell.backend.choose([P.rating_request(cell.prompts, ctx.lead, g.text) for g in generated],

@@ -52,7 +52,7 @@ class EntailmentProbe(ProbeKind):
     name = "entailment"
     needs = ("choose",)
     calibration = "qclm.probes.entailment.calibration:units"
-    #: a causal LM, or a sequence classifier with an entailment label (qclm.probes.entailment.nli)
+    #: a causal LM, or a sequence classifier with an entailment label (qclm.engine.nli)
     heads = ("", "nli")
     summary = "questionnaire items as premise/hypothesis pairs, scored by P(True) of a forced choice (Reuben et al.)"
     version = 1
@@ -98,7 +98,7 @@ class EntailmentProbe(ProbeKind):
         return {self.instance.id: construct_terms(self.material.items)}  # the tables name it by the instance
 
     # -- scoring ----------------------------------------------------------------------------------------------
-    def requests(self, context, prompts, protocol) -> list[Labelled]:
+    def requests(self, context, prompts, asking) -> list[Labelled]:
         from qclm.engine.requests import ChoiceRequest
 
         inst, form = self.material, FORMS[self.settings["form"]]
@@ -109,7 +109,7 @@ class EntailmentProbe(ProbeKind):
                          describe_variant(inst, v, context.stimulus_id),
                          f"item {v.item_id}, cterm {v.cterm!r} (S{v.polarity}), intensifier {v.intensifier!r} "
                          f"(level {v.level}, weight {v.weight:g})")
-                for v in inst.variants(protocol.limit_items)]
+                for v in inst.variants(asking.run.limit_items)]
 
     def score(self, cell) -> tuple[pd.DataFrame, dict]:
         import pandas as pd
@@ -118,7 +118,7 @@ class EntailmentProbe(ProbeKind):
             return self._score_nli(cell)
         rows = []
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.protocol)
+            labelled = self.requests(ctx, cell.prompts, cell.asking)
             results = cell.backend.choose([x.request for x in labelled], describe=lambda i, m=labelled: m[i].describe)
             if cell.progress:
                 cell.progress(len(labelled))
@@ -133,14 +133,14 @@ class EntailmentProbe(ProbeKind):
                     "prompt": FORMS[self.settings["form"]], "options": list(OPTIONS)}
 
     def _score_nli(self, cell) -> tuple[pd.DataFrame, dict]:
-        """A model with an NLI head (qclm.probes.entailment.nli): each variant is a (stimulus + premise,
+        """A model with an NLI head (qclm.engine.nli): each variant is a (stimulus + premise,
         hypothesis) pair, p_raw the head's entailment probability."""
         import pandas as pd
 
         rows = []
         inst = self.material
         for ctx in cell.contexts:
-            variants = inst.variants(cell.protocol.limit_items)
+            variants = inst.variants(cell.asking.run.limit_items)
             probs = cell.backend.classify([(ctx.lead + v.premise, v.hypothesis) for v in variants], cell.progress)
             logs = cell.backend.log_answers(probs)
             for v, lp, p in zip(variants, logs, probs[:, cell.backend.index["true"]]):

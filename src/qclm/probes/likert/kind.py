@@ -8,7 +8,8 @@ scores (eq. 2) per cell, then the score tables of results/scores/ (questionnaire
 5, silhouettes), which ``qclm analyze`` reads.
 
 Config: ``questionnaires: {ID: FILE}`` (the shorthand) or ``probes: {ID: {kind: likert, questionnaire: FILE}}``;
-the wordings scored are the config's ``templates`` section, the items ``limit_items`` (the protocol).
+the wordings scored are the config's ``templates`` section (:class:`Wordings`: its ``score`` and
+``extra_limit_stimuli``, the config section the kind's scoring reads), the items ``limit_items``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qclm import settings
-from qclm.contexts import Context, Protocol, condition_contexts
+from qclm.contexts import Context, ContextSettings, condition_contexts
 from qclm.errors import InputError, Problem
-from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
+from qclm.experiment import TEMPLATE_DEFAULTS
+from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
 from qclm.questionnaire import Questionnaire, Variant, load_questionnaire
 
 if TYPE_CHECKING:
@@ -54,15 +56,53 @@ class ItemContext:
         return [self.context.lead + v.prefix for v in self.variants]
 
 
-def item_contexts(q: Questionnaire, condition: str, stimuli, protocol: Protocol) -> list[ItemContext]:
+@dataclass(frozen=True)
+class Wordings:
+    """Which templates (wordings) of a questionnaire are scored (method.md section 1b): ``score`` (config
+    ``templates.score``): all, the first, or a list of ids (the first is always scored); with
+    ``extra_limit_stimuli`` N, the templates after the first are scored on vanilla and on the first N stimuli of
+    each class only."""
+
+    score: str | tuple[str, ...] = TEMPLATE_DEFAULTS["score"]  # all | first | template ids
+    extra_limit_stimuli: int | None = TEMPLATE_DEFAULTS["extra_limit_stimuli"]
+
+    @classmethod
+    def from_config(cls, config: dict) -> Wordings:
+        """From a config's (or :attr:`Asking.config`'s) ``templates`` section, defaults filled in."""
+        wording = settings.section(config, settings.TEMPLATES)
+        score = wording["score"]
+        return cls(score if isinstance(score, str) else tuple(score), wording["extra_limit_stimuli"])
+
+    def template_ids(self, q: Questionnaire) -> list[str]:
+        """The templates of ``q`` scored, the first (default) one always first."""
+        if self.score == "all":
+            return list(q.templates)
+        if self.score == "first":
+            return [q.templates[0]]
+        unknown = [t for t in self.score if t not in q.templates]
+        if unknown:
+            raise InputError.one(q.path, "templates", f"unknown template id(s) {unknown} (config templates.score); "
+                                 f"this questionnaire has {', '.join(q.templates)}")
+        return [q.templates[0]] + [t for t in q.templates[1:] if t in self.score]
+
+    def templates_at(self, q: Questionnaire, position: int | None) -> list[str]:
+        """The templates scored under the stimulus at ``position`` (0-based; None: vanilla)."""
+        ids = self.template_ids(q)
+        if position is None or self.extra_limit_stimuli is None or position < self.extra_limit_stimuli:
+            return ids
+        return ids[:1]
+
+
+def item_contexts(q: Questionnaire, condition: str, stimuli, run: ContextSettings,
+                  wordings: Wordings = Wordings()) -> list[ItemContext]:
     """The contexts of a condition (:func:`qclm.contexts.condition_contexts`) with the questionnaire's variants in
-    each: the first ``limit_items`` items, the templates the protocol scores at that stimulus position."""
-    return [variants_in(q, ctx, protocol) for ctx in condition_contexts(condition, stimuli, protocol)]
+    each: the first ``limit_items`` items, the templates ``wordings`` scores at that stimulus position."""
+    return [variants_in(q, ctx, run, wordings) for ctx in condition_contexts(condition, stimuli, run)]
 
 
-def variants_in(q: Questionnaire, ctx: Context, protocol: Protocol) -> ItemContext:
-    items = [i.id for i in q.items][: protocol.limit_items] if protocol.limit_items else None
-    return ItemContext(ctx, q.variants(items, protocol.templates_at(q, ctx.position)))
+def variants_in(q: Questionnaire, ctx: Context, run: ContextSettings, wordings: Wordings) -> ItemContext:
+    items = [i.id for i in q.items][: run.limit_items] if run.limit_items else None
+    return ItemContext(ctx, q.variants(items, wordings.templates_at(q, ctx.position)))
 
 
 def describe_variant(q: Questionnaire, v: Variant, stimulus_id: str) -> str:
@@ -85,6 +125,7 @@ class LikertProbe(ProbeKind):
         "additionalProperties": False,
     }
     scoring_keys = ("questionnaire",)
+    scoring_sections = {settings.TEMPLATES: ("score", "extra_limit_stimuli")}
     file_keys = ("questionnaire",)
     cell_tables = ("variants", "items")
     config_sections = (settings.SCORING, settings.TEMPLATES)
@@ -118,11 +159,11 @@ class LikertProbe(ProbeKind):
         return {self.questionnaire.id: construct_terms(self.questionnaire.items)}
 
     # -- scoring ----------------------------------------------------------------------------------------------
-    def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol) -> list[Labelled]:
+    def requests(self, context: Context, prompts: PromptBuilder, asking: Asking) -> list[Labelled]:
         from qclm.engine.requests import LoglikRequest
 
         q = self.questionnaire
-        ictx = variants_in(q, context, protocol)
+        ictx = variants_in(q, context, asking.run, Wordings.from_config(asking.config))
         texts, continuations = prompts.build(context.lead, ictx.variants)
         return [Labelled({"variant": v, "item_id": v.item_id}, LoglikRequest(t, c),
                          describe_variant(q, v, context.stimulus_id),
@@ -137,7 +178,7 @@ class LikertProbe(ProbeKind):
         q = self.questionnaire
         frames = []
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.protocol)
+            labelled = self.requests(ctx, cell.prompts, cell.asking)
             results = cell.backend.loglikelihood([r.request for r in labelled],
                                                  describe=lambda i: labelled[i].describe, progress=cell.progress)
             cols: dict[str, list] = {c: [] for c in COLUMNS}
@@ -158,10 +199,10 @@ class LikertProbe(ProbeKind):
                                                       "weight": "float64", "logprob": "float64"}))
         df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
         assert np.isfinite(df["logprob"]).all()  # the backend raises naming the request first
-        protocol = cell.protocol
+        wordings = Wordings.from_config(cell.asking.config)
         return df, {"questionnaire": q.id, "questionnaire_sha256": q.sha256, "templates": list(q.templates),
-                    "templates_scored": protocol.template_ids(q),
-                    "templates_extra_limit_stimuli": protocol.extra_limit_stimuli}
+                    "templates_scored": wordings.template_ids(q),
+                    "templates_extra_limit_stimuli": wordings.extra_limit_stimuli}
 
     # -- CPU stages -------------------------------------------------------------------------------------------
     def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:

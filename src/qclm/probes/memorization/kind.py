@@ -282,8 +282,10 @@ class MemorizationProbe(ProbeKind):
                 + (("choose",) if tasks - {"exposure"} else ())
                 + (("generate",) if "recall" in tasks and settings["mode"] == "generate" else ()))
 
-    def requests(self, context, prompts, protocol) -> list[Labelled]:
-        from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, LoglikRequest
+    def requests(self, context, prompts, asking) -> list[Labelled]:
+        """Every task's requests of one context; a recall generation's seed derives from the run seed, the model,
+        the probe, the item, the condition and the stimulus (``asking``, ``context``)."""
+        from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, LoglikRequest, derive_seed
 
         tasks = self.settings["tasks"]
         chat = prompts.fmt.is_chat
@@ -327,7 +329,9 @@ class MemorizationProbe(ProbeKind):
                                                       temperature=0.0, stop=("\n",))
                         out.append(Labelled({"task": "recall_generated", "instrument": inst.id, "item_id": it.id,
                                              **named},
-                                            GenerateRequest(ask(user), 0, settings),
+                                            GenerateRequest(ask(user), derive_seed(
+                                                asking.seed, asking.model, self.instance.id, inst.id, it.id,
+                                                context.condition, context.stimulus_id), settings),
                                             f"{inst.path}: item {it.id}: recall (generated)",
                                             f"recall by generation, {inst.id} item {it.number}"))
             if "cloze" in tasks and not self.applicable(inst, "cloze", chat):
@@ -396,24 +400,18 @@ class MemorizationProbe(ProbeKind):
     def score(self, cell) -> tuple[pd.DataFrame, dict]:
         import pandas as pd
 
-        from qclm.engine.requests import (
-            ChoiceRequest, GenerateRequest, LoglikRequest, derive_seed,
-        )
+        from qclm.engine.requests import ChoiceRequest, GenerateRequest, LoglikRequest
 
         rows: list[dict[str, Any]] = []
         base = {"model": cell.model, "probe": self.instance.id, "condition": cell.condition}
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.protocol)
+            labelled = self.requests(ctx, cell.prompts, cell.asking)
             common = {**base, "stimulus_id": ctx.stimulus_id}
             for kind, call in ((LoglikRequest, cell.backend.loglikelihood), (ChoiceRequest, cell.backend.choose),
                                (GenerateRequest, cell.backend.generate)):
                 mine = [x for x in labelled if isinstance(x.request, kind)]
                 if not mine:
                     continue
-                if kind is GenerateRequest:
-                    mine = [Labelled(x.key, GenerateRequest(x.request.context, derive_seed(
-                        cell.seed, cell.model, self.instance.id, x.key["instrument"], x.key["item_id"],
-                        cell.condition, ctx.stimulus_id), x.request.settings), x.describe, x.label) for x in mine]
                 results = call([x.request for x in mine], describe=lambda i, m=mine: m[i].describe)
                 if cell.progress:
                     cell.progress(len(mine))

@@ -32,10 +32,10 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from qclm.contexts import Context, Protocol
+from qclm.contexts import Context, ContextSettings
 from qclm.errors import InputError, Problem
 from qclm.inputs import duplicate_problems, identity, size, text_problem
-from qclm.probes.base import CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
     FORCED_CHOICES, OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, dimension_of, display_options, load_survey_instrument,
     user_message,
@@ -184,11 +184,11 @@ class SurveyProbe(ProbeKind):
                                         remedy="each persona is its own prompt: give it once")
 
     # -- scoring ----------------------------------------------------------------------------------------------
-    def prompts_of(self, context: Context, prompts: PromptBuilder, protocol: Protocol):
+    def prompts_of(self, context: Context, prompts: PromptBuilder, run: ContextSettings):
         """Every prompt of a context: (key, the prompt, the options shown, the forced choice's context, and per
         forced choice (:data:`~qclm.probes.survey.material.FORCED_CHOICES`) its option continuations)."""
         instrument = self.instrument
-        items = instrument.items[: protocol.limit_items] if protocol.limit_items else instrument.items
+        items = instrument.items[: run.limit_items] if run.limit_items else instrument.items
         for item in items:
             for variant in self.settings["variants"]:
                 for persona in self.settings["personas"] or [""]:
@@ -204,17 +204,15 @@ class SurveyProbe(ProbeKind):
                                "dimension": dimension_of(instrument, item), "item_text": item.text}
                         yield key, prompt, shown, fc_context, options
 
-    def requests(self, context: Context, prompts: PromptBuilder, protocol: Protocol, model: str = "",
-                 run_seed: int = 0) -> list[Labelled]:
-        """The forced choices and the generations of every prompt of a context. ``model`` and ``run_seed`` enter
-        the generations' seeds with the context's stimulus (:data:`SEED_PARTS`; the scoring job passes them;
-        ``qclm render`` shows the seeds of model "" and run seed 0)."""
+    def requests(self, context: Context, prompts: PromptBuilder, asking: Asking) -> list[Labelled]:
+        """The forced choices and the generations of every prompt of a context. The model and the run seed
+        (``asking``) enter the generations' seeds with the context's stimulus (:data:`SEED_PARTS`)."""
         from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, derive_seed
 
         gen = GenerationSettings(**generation_settings(self.settings))
         path = self.instrument.path
         out = []
-        for key, prompt, shown, fc_context, options in self.prompts_of(context, prompts, protocol):
+        for key, prompt, shown, fc_context, options in self.prompts_of(context, prompts, asking.run):
             what = (f"{path}: item {key['item_id']}: variant {key['variant']}, order {key['order']}"
                     + (f", persona {key['persona']!r}" if key["persona"] else "")
                     + (f", stimulus {context.stimulus_id}" if context.stimulus_id else ""))
@@ -227,14 +225,12 @@ class SurveyProbe(ProbeKind):
                                     f"{label}: forced choice over the options' {FORCED_LABELS[kind]}"))
             for seed in self.settings["seeds"]:
                 for rep in range(int(self.settings["repetitions"])):
-                    s = derive_seed(run_seed, model, self.instance.id, key["item_id"], key["variant"], key["persona"],
-                                    key["order"], seed, rep, context.stimulus_id)
+                    s = derive_seed(asking.seed, asking.model, self.instance.id, key["item_id"], key["variant"],
+                                    key["persona"], key["order"], seed, rep, context.stimulus_id)
                     out.append(Labelled({**key, "request": "generate", "seed": seed, "repetition": rep,
                                          "request_seed": s},
                                         GenerateRequest(prompt, s, gen), f"{what}: seed {seed}, repetition {rep}",
-                                        f"{label}: generation, seed {seed}, repetition {rep}" + (
-                                            "" if model else " (the request seed below is for model '' and run "
-                                            "seed 0; the scoring job derives it with its model and engine.seed)")))
+                                        f"{label}: generation, seed {seed}, repetition {rep}"))
         return out
 
     def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
@@ -248,7 +244,7 @@ class SurveyProbe(ProbeKind):
         rows: list[dict] = []
         hashes: dict[str, str] = {}
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.protocol, model=cell.model, run_seed=cell.seed)
+            labelled = self.requests(ctx, cell.prompts, cell.asking)
             choices = [r for r in labelled if r.key["request"] == "choice"]
             gens = [r for r in labelled if r.key["request"] == "generate"]
             generated = cell.backend.generate([r.request for r in gens], describe=lambda i: gens[i].describe)
@@ -292,7 +288,7 @@ class SurveyProbe(ProbeKind):
         return df, {"instrument": instrument.id, "instrument_sha256": instrument.sha256,
                     "variants": list(self.settings["variants"]), "orders": list(self.settings["orders"]),
                     "personas": list(self.settings["personas"]), "seeds": list(self.settings["seeds"]),
-                    "repetitions": int(self.settings["repetitions"]), "run_seed": cell.seed,
+                    "repetitions": int(self.settings["repetitions"]), "run_seed": cell.asking.seed,
                     "seed_parts": f"derive_seed({', '.join(SEED_PARTS)})",
                     "forced_choices": list(FORCED_CHOICES),
                     "generation": generation_settings(self.settings), "prompt_texts_sha256": texts_sha256(),

@@ -1,9 +1,9 @@
-"""The NLI-head path of the entailment probe (scoring side: imports torch): a model whose model-table row says
-``head: nli`` is loaded as ``AutoModelForSequenceClassification`` (qclm.models.loading), and the scoring job gives
-it this backend instead of the causal-LM engine. Each variant is one (premise, hypothesis) pair, the condition's
-stimulus before the premise; p_raw is the head's probability of its entailment label (softmax over the head's
-labels), the columns ``logp_true``, ``logp_false`` and ``logp_neither`` the log-probabilities of its entailment,
-contradiction and neutral labels.
+"""The NLI-head backend (imports torch): a model whose model-table row says ``head: nli`` is loaded as
+``AutoModelForSequenceClassification`` (qclm.models.loading), and the backend registry (:mod:`qclm.jobs.backends`)
+gives it this backend instead of the causal-LM engine; the entailment probe asks it. Each variant is one (premise,
+hypothesis) pair, the condition's stimulus before the premise; p_raw is the head's probability of its entailment
+label (softmax over the head's labels), the columns ``logp_true``, ``logp_false`` and ``logp_neither`` the
+log-probabilities of its entailment, contradiction and neutral labels.
 
 Only the entailment probe scores such a model: every other request kind is refused with one line naming it."""
 
