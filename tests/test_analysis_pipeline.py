@@ -13,14 +13,19 @@ from scipy import stats as sps
 from statsmodels.stats.anova import AnovaRM
 from statsmodels.stats.multitest import multipletests
 
-from qclm.analysis import InputError, analyze, registry
+from qclm.analysis import registry
 from qclm.analysis.synthetic import synthetic_item_scores, synthetic_variant_probs
 from qclm.analysis.table_files import to_markdown
 from qclm.commands import main
+from qclm.errors import InputError
+from qclm.probes.likert.analysis import analyze
+from qclm.probes.likert.kind import LikertProbe
+
+LIKERT_OUTPUTS = LikertProbe.analysis_outputs()
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
-TABLES = registry.names(registry.LIKERT, registry.TABLE)
-FIGURES = registry.names(registry.LIKERT, registry.FIGURE)
+TABLES = registry.names(LIKERT_OUTPUTS, registry.TABLE)
+FIGURES = registry.names(LIKERT_OUTPUTS, registry.FIGURE)
 N = 35  # models in the paper run
 
 

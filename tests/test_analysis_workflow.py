@@ -1,4 +1,4 @@
-"""workflow/rules/analysis.smk: the analyze rule runs on scoring-stage files and feeds `snakemake --report`."""
+"""workflow/rules/analysis.smk: the Likert kind's analyze_likert rule runs on scoring-stage files and feeds `snakemake --report`."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def test_analyze_rule_and_report(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([SNAKEMAKE, "--cores", "1", "--quiet"], cwd=tmp_path, env=env, capture_output=True,
                          text=True)
-    assert run.returncode == 0, run.stderr + (tmp_path / "logs" / "analyze.log").read_text()
-    log = (tmp_path / "logs" / "analyze.log").read_text()
+    assert run.returncode == 0, run.stderr + (tmp_path / "logs" / "analyze_likert.log").read_text()
+    log = (tmp_path / "logs" / "analyze_likert.log").read_text()
     assert "tables written" in log and "figures written" in log
     assert '"seed": 3' in (tmp_path / "results" / "analysis" / "run_info.json").read_text()
     report = subprocess.run([SNAKEMAKE, "--cores", "1", "--report", "report.html"], cwd=tmp_path, env=env,
@@ -44,5 +44,6 @@ def test_analyze_rule_and_report(tmp_path):
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "report.html").read_text()
     for text in ("Condition x questionnaire interaction", "Figure 5. Variance decomposition", "200 resamples",
+                 "boundaries 1,8",
                  "Single-model state-trait decomposition", "What this run measured"):
         assert text in html

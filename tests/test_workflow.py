@@ -211,7 +211,7 @@ def test_the_csi_kind_runs_under_every_condition(shared_run):
     context), its score tables, and its analysis: O + P + N = 1 and consistency >= O + P per model and condition,
     the valence control, the condition contrasts paired over words, and the state-trait decomposition with words
     as subjects."""
-    from qclm.analysis import registry
+    from qclm.probes import kind_class
 
     res = shared_run.results
     for model in shared_run.models:
@@ -224,7 +224,7 @@ def test_the_csi_kind_runs_under_every_condition(shared_run):
     assert len(words) == 2 * len(SHARED_CONDITIONS) * (12 + 12)
     items = pd.read_parquet(res / "scores" / "csi_items.parquet")
     assert len(items) == 2 * 12 * CONTEXTS and set(items["instrument"]) == {"csi"}
-    for output in registry.outputs("csi"):
+    for output in kind_class("csi").analysis_outputs():
         for name in output.files:
             assert (res / "analysis" / name).exists(), name
     scores = pd.read_csv(res / "analysis" / "csi_scores.csv")

@@ -13,19 +13,19 @@ The machinery (light modules, no numpy or pandas, are marked *light*: the workfl
 
 The Likert questionnaire analysis (the paper's):
 
-- :mod:`qclm.analysis.stage`: :func:`analyze` (``qclm analyze``): the inputs read into a
-  :class:`~qclm.analysis.stage.LikertContext`, then the Likert outputs
-- :mod:`qclm.analysis.inputs`: reading and checking the scoring stage's tables (questionnaire and condition
+- :mod:`qclm.probes.likert.analysis.stage`: :func:`analyze` (``qclm analyze``): the inputs read into a
+  :class:`~qclm.probes.likert.analysis.stage.LikertContext`, then the Likert outputs
+- :mod:`qclm.probes.likert.analysis.inputs`: reading and checking the scoring stage's tables (questionnaire and condition
   scores, eqs. 3 and 5, are in :mod:`qclm.probes.likert.equations`, shared with the workflow)
 - :mod:`qclm.analysis.stats`: one function per statistic, on numpy arrays (sections 6-7)
-- tables: :mod:`qclm.analysis.permodel` (each model alone, section 6b), :mod:`qclm.analysis.across_models`
-  (z-scores, t-tests, decompositions, section 6), :mod:`qclm.analysis.validation` (section 7),
-  :mod:`qclm.analysis.wording` (section 7b), :mod:`qclm.analysis.library` and :mod:`qclm.analysis.constructs`
+- tables: :mod:`qclm.analysis.permodel` (each model alone, section 6b), :mod:`qclm.probes.likert.analysis.across_models`
+  (z-scores, t-tests, decompositions, section 6), :mod:`qclm.probes.likert.analysis.validation` (section 7),
+  :mod:`qclm.probes.likert.analysis.wording` (section 7b), :mod:`qclm.probes.likert.analysis.library` and :mod:`qclm.probes.likert.analysis.constructs`
   (the instrument library, section 7c)
-- figures: :mod:`qclm.analysis.permodel_figures`, :mod:`qclm.analysis.across_figures` (figures 3-6 of the
-  paper), :mod:`qclm.analysis.item_heatmap`, :mod:`qclm.analysis.library_figures`,
-  :mod:`qclm.analysis.wording_figures`
-- :mod:`qclm.analysis.likert_overview`: the Likert section of the report's first page
+- figures: :mod:`qclm.analysis.permodel_figures`, :mod:`qclm.probes.likert.analysis.across_figures` (figures 3-6 of the
+  paper), :mod:`qclm.probes.likert.analysis.item_heatmap`, :mod:`qclm.probes.likert.analysis.library_figures`,
+  :mod:`qclm.probes.likert.analysis.wording_figures`
+- :mod:`qclm.probes.likert.analysis.overview`: the Likert section of the report's first page
 - :mod:`qclm.analysis.synthetic`: synthetic tables with planted effects (tests, benchmarks)
 
 Importing this package is light; ``analyze`` and ``InputError`` are loaded on first use.
@@ -38,7 +38,7 @@ __all__ = ["InputError", "analyze"]
 
 def __getattr__(name: str):
     if name == "analyze":
-        from qclm.analysis.stage import analyze
+        from qclm.probes.likert.analysis.stage import analyze
 
         return analyze
     if name == "InputError":

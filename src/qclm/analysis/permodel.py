@@ -279,3 +279,29 @@ def per_model_state_trait(ctx) -> pd.DataFrame:
 
 def per_model_interaction(ctx) -> pd.DataFrame:
     return interaction_table(ctx.items, ctx.contrasts, ctx.min_stimuli, ctx.per_model_groups)
+
+
+# --------------------------------------------------------------------------- the decomposition of any kind's items
+
+def state_trait(items: pd.DataFrame | str, config: dict) -> pd.DataFrame:
+    """The per-model state-trait table of an item-score table in the shape of :data:`qclm.probes.items.ITEM_COLUMNS`
+    under the config's contrasts (those whose two conditions the table has), with the config's analysis settings
+    (bootstrap, seed, min_stimuli)."""
+    from qclm import settings
+    from qclm.experiment import config_contrasts
+
+    frame = pd.read_parquet(items) if not isinstance(items, pd.DataFrame) else items.copy()
+    frame = frame.rename(columns={"instrument": "questionnaire"})
+    frame["stimulus_id"] = frame["stimulus_id"].fillna("")
+    analysis = settings.section(config, settings.ANALYSIS)
+    present = set(frame["condition"])
+    contrasts = [c for c in config_contrasts(config) or [] if c[0] in present and c[1] in present]
+    out = state_trait_table(frame, contrasts, analysis["bootstrap"], analysis["seed"], analysis["min_stimuli"])
+    return out.rename(columns={"questionnaire": "instrument"})
+
+
+def state_trait_output(context) -> pd.DataFrame:
+    """The table ``KIND_state_trait`` (:func:`qclm.analysis.registry.state_trait`): the decomposition of the
+    kind's item table (the analysis context's, :class:`qclm.probes.base.ProbeAnalysis`)."""
+    return state_trait(context.table(context.item_table), context.config)
+

@@ -412,7 +412,7 @@ def memorization_output(context) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def overview_section(table: pd.DataFrame) -> str:
+def overview(table: pd.DataFrame) -> str:
     """The report's line per model: above the decoy on X of Y instruments."""
     lines = ["## Memorization: does the model know the test?", ""]
     auc = table[(table["metric"] == "auc_min_k_gap") & table["value"].notna()]
