@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import ROOT, SHARED_CONDITIONS, SHARED_QUESTIONNAIRES, workflow_env
+from conftest import ROOT, SHARED_CONDITIONS, SHARED_QUESTIONNAIRES, run_snakemake, workflow_env
 
 from qclm.parquet import read_metadata
 from qclm.probes.likert.kind import COLUMNS
@@ -120,6 +120,25 @@ def test_a_probe_kind_written_in_the_tests_runs_under_every_condition(shared_run
     st = pd.read_csv(res / "analysis" / "yesno_state_trait.csv")
     assert len(st) == 2 * 5 and set(st["model"]) == set(shared_run.models)
     assert st["eta2_condition"].between(0, 1).all() and st["underpowered"].all()  # 2 stimuli per condition
+
+
+def test_a_probe_kind_written_in_the_tests_has_its_own_table_figure_and_caption_in_the_report(shared_run, tmp_path):
+    """The test kind declares its own table, figure and caption (tests/yesno_probe.py `outputs`, the caption beside
+    it in tests/report/): the workflow writes them and `snakemake --report` files them under the kind's own category,
+    numbered after the Likert and the run's earlier kinds, with the caption."""
+    res = shared_run.results
+    rates = pd.read_csv(res / "analysis" / "yesno_rates.csv")
+    assert len(rates) == 2 * len(SHARED_CONDITIONS) and (rates["baseline"] == 0.5).all()
+    assert rates["p_yes"].between(0, 1).all()
+    assert (rates["underpowered"] == (rates["condition"] != "vanilla")).all()  # 2 stimuli per condition
+    assert (res / "analysis" / "figures" / "yesno_rates.png").stat().st_size > 5_000
+    run = run_snakemake(shared_run.workdir, shared_run.config, "--report", str(tmp_path / "report.html"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    assert "Yes-no answers (a probe kind written in the tests)" in html  # the caption
+    assert "6. A probe written in the tests" in html  # Likert 1-5, then the run's kinds in config order
+    assert "7. Entailment items" in html and "8. Implicit sentiment" in html
+    assert "yesno_rates.png" in html and "yesno_rates.html" in html
 
 
 def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from qclm.analysis import stats
+from qclm.analysis.permodel import ITEM_COLUMNS, item_scores
 from qclm.interventions import SECTION, interventions, parse_derived
 from qclm.interventions.outputs import OUTPUTS, PROBE
 from qclm.probes.base import ProbeAnalysis
@@ -56,16 +57,14 @@ def item_frame(tables: dict[str, Any]) -> pd.DataFrame:
     stimulus_id, score (the Likert kind's in its default wording)."""
     frames = []
     for probe, table in tables.items():
-        df = table if isinstance(table, pd.DataFrame) else pd.read_parquet(table)
-        if "questionnaire" in df and "instrument" not in df:
-            df = df.rename(columns={"questionnaire": "instrument"})
+        df = item_scores(table if isinstance(table, pd.DataFrame) else pd.read_parquet(table))
         if "default_template" in df:
             df = df[df["default_template"].astype(bool)]
-        df = df[["model", "instrument", "item_id", "condition", "stimulus_id", "score"]].copy()
+        df = df[list(ITEM_COLUMNS)].copy()
         df["stimulus_id"] = df["stimulus_id"].fillna("")
         df.insert(0, "probe", probe)
         frames.append(df)
-    cols = ["probe", "model", "instrument", "item_id", "condition", "stimulus_id", "score"]
+    cols = ["probe", *ITEM_COLUMNS]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
@@ -350,8 +349,8 @@ class InterventionContext(ProbeAnalysis):
 
 
 def analyze(tables: dict[str, Any], out: str | Path, config: dict) -> dict[str, pd.DataFrame]:
-    """Every table and figure of the intervention analysis (:mod:`qclm.interventions.outputs`) in ``out`` and its overview section
-    (``tables``: probe kind -> its item-score table)."""
+    """Every table and figure of the intervention analysis (:mod:`qclm.interventions.outputs`) in ``out`` and its
+    overview section (``tables``: probe kind -> its item-score table)."""
     from qclm.analysis.overview import write_fragment
     from qclm.analysis.runner import run_outputs
 

@@ -27,13 +27,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qclm.analysis.permodel import INSTRUMENT, ITEM_COLUMNS, QUESTIONNAIRE
 from qclm.errors import InputError
 from qclm.experiment import VANILLA
 from qclm.inputs import CONDITION_PATTERN, duplicate_column_problems, load_schema
 
 log = logging.getLogger("qclm.analysis")
 
-ITEM_SCORE_COLUMNS = ("model", "questionnaire", "item_id", "condition", "stimulus_id", "score")
+#: the item-score shape (qclm.analysis.permodel.ITEM_COLUMNS) with the Likert tables' name of the instrument column
+ITEM_SCORE_COLUMNS = tuple(QUESTIONNAIRE if c == INSTRUMENT else c for c in ITEM_COLUMNS)
 SILHOUETTE_COLUMNS = ("model", "questionnaire", "item_id", "silhouette")
 VARIANT_PROB_COLUMNS = (
     "model", "questionnaire", "condition", "stimulus_id", "item_id", "cterm", "polarity",
