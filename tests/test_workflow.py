@@ -188,7 +188,7 @@ def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_pa
     settings are."""
     out = _dry_run(shared_run, tmp_path, lambda c: c["scoring"].update(aggregation="geometric"))
     math = _jobs(out)
-    assert "score" not in math and {"cells_likert", "collect_likert", "analyze"} <= math, math
+    assert "score" not in math and {"cells_likert", "collect_likert", "analyze_likert"} <= math, math
     assert "collect_yesno_probe" not in math, out  # its tables do not depend on the scoring math
     engine = _jobs(_dry_run(shared_run, tmp_path, lambda c: c["engine"].update(boundary="split")))
     assert "score" in engine, engine

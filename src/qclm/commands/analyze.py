@@ -1,4 +1,6 @@
-"""``qclm analyze``: statistics, tables and figures from an item-score table (:mod:`qclm.probes.likert.analysis.stage`)."""
+"""``qclm analyze``: the Likert kind's statistics, tables and figures from an existing item-score table
+(:mod:`qclm.probes.likert.analysis.stage`; the workflow and ``qclm probe likert`` run the same analysis through the
+kind's ``analyze``). Its defaults are the config schema's (``analysis`` and ``templates`` sections)."""
 
 from __future__ import annotations
 
