@@ -1,4 +1,5 @@
-"""workflow/rules/analysis.smk: the Likert kind's analyze_likert rule runs on scoring-stage files and feeds `snakemake --report`."""
+"""workflow/rules/analysis.smk: the Likert kind's analyze_likert rule runs on scoring-stage files and feeds
+`snakemake --report`."""
 
 from __future__ import annotations
 

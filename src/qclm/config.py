@@ -179,7 +179,8 @@ def size_class_problem(bounds: Any) -> str | None:
 
 def _analysis_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:
     """What ``qclm analyze`` would refuse after all scoring, found before it: the size classes, the heatmap
-    item (an item the run scores: ITEM or QUESTIONNAIRE:ITEM, as :func:`qclm.probes.likert.analysis.inputs.select_heatmap_item`
+    item (an item the run scores: ITEM or QUESTIONNAIRE:ITEM, as
+    :func:`qclm.probes.likert.analysis.inputs.select_heatmap_item`
     reads it), and the vanilla condition (the baseline of the z-scores, method.md section 6)."""
     problems: list[Problem] = []
     conditions = config.get("conditions")

@@ -26,7 +26,8 @@ dimension: agreement is per answer, not a scale)
     (the Likert kind's, default wording, mean over the condition's stimuli) where the run scored it, each with a
     permutation p-value.
 ``survey_state_trait.csv``
-    the per-model state-trait decomposition of the survey's item scores (qclm.analysis.permodel.state_trait), where the run has
+    the per-model state-trait decomposition of the survey's item scores (qclm.analysis.permodel.state_trait), where
+    the run has
     contrasts.
 
 Registered in :mod:`qclm.analysis.registry` (probe ``survey``, with the figures ``survey_rates`` and

@@ -1,5 +1,6 @@
 """The across-model figures (method.md section 8: figures 3-6 of the paper, and the state-trait spectrum across
-models), drawn from the across-model tables (:mod:`qclm.probes.likert.analysis.across_models`); each panel carries the mark of
+models), drawn from the across-model tables (:mod:`qclm.probes.likert.analysis.across_models`); each panel carries the
+mark of
 the table rows it shows (:func:`qclm.analysis.plotting.mark_underpowered`)."""
 
 from __future__ import annotations

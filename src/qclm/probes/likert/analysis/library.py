@@ -7,7 +7,8 @@ Three tables (the construct map is :mod:`qclm.probes.likert.analysis.constructs`
   selected templates; mean, SD, share <= 0) and Cronbach's alpha *within the model*: cases = the model's
   contexts (vanilla and every stimulus context of every condition), variables = items. It is high when the
   contexts move the items of an instrument together, as one scale. Per questionnaire with at least
-  :data:`~qclm.probes.likert.analysis.constructs.MIN_MODELS_ACROSS` models, a row ``model = (all models)``: the silhouettes of
+  :data:`~qclm.probes.likert.analysis.constructs.MIN_MODELS_ACROSS` models, a row ``model = (all models)``: the
+  silhouettes of
   all models' items, the mean of the models' within-model alphas and the paper's across-model alpha (models x
   items, vanilla). ``flag`` names what is wrong (:func:`flags`); an empty flag means no problem found.
 - :func:`instrument_spectrum_table` (``instrument_spectrum.csv``): where each instrument falls on the state-trait

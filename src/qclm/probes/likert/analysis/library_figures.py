@@ -1,4 +1,5 @@
-"""Figures of the instrument library (tables: :mod:`qclm.probes.likert.analysis.library`, :mod:`qclm.probes.likert.analysis.constructs`).
+"""Figures of the instrument library (tables: :mod:`qclm.probes.likert.analysis.library`,
+:mod:`qclm.probes.likert.analysis.constructs`).
 
 - ``instrument_validation``: within-model Cronbach's alpha against the mean silhouette of S+ vs S-, per
   instrument and model, flagged instruments ringed in red (and the across-model values where they exist);

@@ -103,7 +103,8 @@ def _md_table(df: pd.DataFrame) -> list[str]:
 
 
 def overview(ctx, result: dict[str, pd.DataFrame], info: dict) -> str:
-    """The Likert section (Markdown) from the context (:class:`qclm.probes.likert.analysis.stage.LikertContext`), the tables
+    """The Likert section (Markdown) from the context (:class:`qclm.probes.likert.analysis.stage.LikertContext`), the
+    tables
     and the run's settings (``run_info.json``)."""
     md = [f"## {SECTION}", ""] + [f"- **{k}**: {v}" for k, v in facts(ctx.items, ctx.qscores, info)] + [""]
     md += [line for sentence in support(info, result) for line in (sentence, "")]

@@ -1,4 +1,5 @@
-"""The wording figure (method.md section 7b), drawn from the ``wording`` table (:mod:`qclm.probes.likert.analysis.wording`)."""
+"""The wording figure (method.md section 7b), drawn from the ``wording`` table
+(:mod:`qclm.probes.likert.analysis.wording`)."""
 
 from __future__ import annotations
 
