@@ -68,12 +68,10 @@ REPORT_DESCRIPTION = (
 
 # Snakemake's report() (a line opening with `report` would be read as the report: keyword)
 snakemake_report = report
-
-
-def analysis_output_files(probe):
-    """Every file of an owner's outputs; the one the report shows (a table's HTML copy, a figure's PNG) with its
-    caption (absolute: it lies in the owner's package) and numbered category."""
-    return [
+# every file of an owner's outputs; the one the report shows (a table's HTML copy, a figure's PNG) with its caption
+# (absolute: it lies in the owner's package) and numbered category
+ANALYSIS_OUTPUT_FILES = {
+    probe: [
         snakemake_report(
             f"{ANALYSIS_DIR}/{path}",
             caption=o.caption,
@@ -82,24 +80,29 @@ def analysis_output_files(probe):
         )
         if path == o.shown
         else f"{ANALYSIS_DIR}/{path}"
-        for o in ANALYSIS_OUTPUTS[probe]
+        for o in outputs
         for path in o.files
     ]
-
-
-def analysis_inputs(cls):
-    """A kind's score tables, and the tables of other kinds it reads where the run has those kinds
-    (ProbeKind.optional_tables: score tables, or their analysis tables); only the score tables present where the
-    Snakefile analyses existing scores."""
-    own = {f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{path}" for t, path in cls.score_tables.items()}
-    if ANALYSIS_SCORES_ONLY:
-        return {k: v for k, v in own.items() if os.path.exists(v)}
-    other = {
-        f"table_{t}": f"{ANALYSIS_RESULTS}/{probes.kind_class(ANALYSIS_KINDS[kind]).table_path(table)}"
-        for t, (kind, table) in cls.optional_tables.items()
-        if kind in ANALYSIS_KINDS
+    for probe, outputs in ANALYSIS_OUTPUTS.items()
+}
+# a kind's inputs: its score tables, and the tables of other kinds it reads where the run has those kinds
+# (ProbeKind.optional_tables: score tables, or their analysis tables); only the score tables present where the
+# Snakefile analyses existing scores
+ANALYSIS_INPUTS = {
+    name: {
+        **{
+            f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{path}"
+            for t, path in probes.kind_class(key).score_tables.items()
+            if not ANALYSIS_SCORES_ONLY or os.path.exists(f"{ANALYSIS_RESULTS}/scores/{path}")
+        },
+        **{
+            f"table_{t}": f"{ANALYSIS_RESULTS}/{probes.kind_class(ANALYSIS_KINDS[kind]).table_path(table)}"
+            for t, (kind, table) in probes.kind_class(key).optional_tables.items()
+            if kind in ANALYSIS_KINDS and not ANALYSIS_SCORES_ONLY
+        },
     }
-    return {**own, **other}
+    for name, key in ANALYSIS_KINDS.items()
+}
 
 
 # Every probe kind: its tables and figures from its score tables (ProbeKind.analyze, through the analysis runner;
@@ -115,15 +118,15 @@ for _name, _key in ANALYSIS_KINDS.items():
         conda:
             "../../environment.yml"
         input:
-            **analysis_inputs(_cls),
+            **ANALYSIS_INPUTS[_name],
         output:
-            analysis_output_files(_name),
+            ANALYSIS_OUTPUT_FILES[_name],
             fragment=ANALYSIS_FRAGMENTS[_name],
         params:
             kind=_key,
             instances=[i for i in globals().get("INSTANCES", {}).values() if i.kind == _key],
             config={**ANALYSIS_PROBE_CONFIG, **_cls.stage_config(config)},
-            out=ANALYSIS_DIR,
+            out=lambda wildcards, output: os.path.dirname(output.fragment),
             # the analysis settings, defaults filled in: the captions quote them ({{ snakemake.params.analysis.seed }})
             analysis=settings.section(config, settings.ANALYSIS),
         log:
@@ -145,7 +148,7 @@ if ANALYSIS_INTERVENTION_ITEMS:
             corpora=sorted({iv.corpus for iv in INTERVENTIONS.values()}),
             material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
         output:
-            analysis_output_files(_interventions.PROBE),
+            ANALYSIS_OUTPUT_FILES[_interventions.PROBE],
             fragment=ANALYSIS_FRAGMENTS[_interventions.PROBE],
         params:
             config={
@@ -154,7 +157,7 @@ if ANALYSIS_INTERVENTION_ITEMS:
                             "probes")
                 if key in config
             },
-            out=ANALYSIS_DIR,
+            out=lambda wildcards, output: os.path.dirname(output.fragment),
         log:
             f"{ANALYSIS_LOGS}/analyze_interventions.log",
         script:
@@ -174,7 +177,7 @@ if ANALYSIS_CALIBRATION_KINDS:
             },
             material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
         output:
-            analysis_output_files(_calibration.PROBE),
+            ANALYSIS_OUTPUT_FILES[_calibration.PROBE],
             fragment=ANALYSIS_FRAGMENTS[_calibration.PROBE],
         params:
             config={
@@ -182,7 +185,7 @@ if ANALYSIS_CALIBRATION_KINDS:
                 for key in ("calibration", "questionnaires", "probes", "analysis", "conditions")
                 if key in config
             },
-            out=ANALYSIS_DIR,
+            out=lambda wildcards, output: os.path.dirname(output.fragment),
         log:
             f"{ANALYSIS_LOGS}/analyze_calibration.log",
         script:
