@@ -48,3 +48,29 @@ def test_analyze_rule_and_report(tmp_path):
                  "boundaries 1,8",
                  "Single-model state-trait decomposition", "What this run measured"):
         assert text in html
+
+
+def test_a_run_with_the_memorization_kind_gives_its_table_to_the_likert_analysis(tmp_path, tiny_llama_dir):
+    """The Likert kind reads the memorization table through optional_tables ('analysis:memorization'), as the
+    survey reads the Likert item scores: analyze_likert waits for analyze_memorization and gets its table; the
+    report numbers the memorization category after Likert's five."""
+    from conftest import write_workflow_config
+
+    cfg = write_workflow_config(
+        tmp_path, {"tiny-llama": tiny_llama_dir},
+        probes={"mem": {"kind": "memorization", "instruments": [str(ROOT / "resources/questionnaires/stai_s.yaml")],
+                        "decoy": str(ROOT / "resources/memorization/decoy.yaml")}})
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+                          str(tmp_path), "--configfile", str(cfg), "--cores", "1", "-n"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout + run.stderr
+    block = out[out.index("rule analyze_likert:"):]
+    block = block[:block.index("\n\n")] if "\n\n" in block else block
+    inputs = next(line for line in block.splitlines() if line.strip().startswith("input:"))
+    assert "results/analysis/memorization.csv" in inputs and "results/scores/item_scores.parquet" in inputs
+    from qclm.probes import kind_class
+
+    assert kind_class("likert").optional_tables["memorization"] == ("memorization", "analysis:memorization")
+    assert kind_class("memorization").table_path("analysis:memorization") == "analysis/memorization.csv"
+    assert kind_class("likert").table_path("items") == "scores/item_scores.parquet"
