@@ -198,13 +198,25 @@ class LikertProbe(ProbeKind):
         """The Likert analysis (method.md sections 6-8; :func:`qclm.probes.likert.analysis.stage.analyze`, as
         ``qclm analyze``) on the collected score tables, with the config's analysis settings and contrasts; the
         memorization kind's table where the run has that kind (:attr:`optional_tables`)."""
-        from qclm.experiment import config_contrasts
+        import logging
+
+        import pandas as pd
+
+        from qclm.experiment import config_contrasts, contrast_label
         from qclm.probes.likert.analysis.stage import analyze
 
         analysis = settings.section(config, settings.ANALYSIS)
+        contrasts = config_contrasts(config)
+        if contrasts is not None:  # the config's contrasts whose two conditions were scored (qclm probe --conditions)
+            scored = set(pd.read_parquet(tables["items"], columns=["condition"])["condition"])
+            left = [c for c in contrasts if not {c[0], c[1]} <= scored]
+            if left:
+                logging.getLogger("qclm.analysis").info(
+                    "contrast(s) %s left out: a condition was not scored", ", ".join(contrast_label(*c) for c in left))
+            contrasts = [c for c in contrasts if c not in left]
         return analyze(tables["items"], out, analysis["bootstrap"], analysis["seed"], analysis["size_classes"],
                        silhouette=tables.get("silhouette"), variant_probs=tables.get("variants"),
-                       heatmap_item=analysis["heatmap_item"], contrasts=config_contrasts(config),
+                       heatmap_item=analysis["heatmap_item"], contrasts=contrasts,
                        min_models=analysis["min_models"], min_stimuli=analysis["min_stimuli"],
                        templates=settings.section(config, settings.TEMPLATES)["select"],
                        instruments=tables.get("instruments"), memorization=tables.get("memorization"))
