@@ -15,8 +15,9 @@ from pathlib import Path
 
 from qclm import bench
 from qclm.analysis import permodel, registry, runner
-from qclm.analysis.stage import read_context
 from qclm.analysis.synthetic import synthetic_item_scores
+from qclm.probes.likert.analysis.stage import read_context
+from qclm.probes.likert.kind import LikertProbe
 
 
 def _best(fn, repeats: int) -> float:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.bootstrap} bootstraps; best of {args.repeats}, seconds")
         ctx = context()
         tables: dict = {}
-        for output in registry.outputs(registry.LIKERT, registry.TABLE):
+        for output in registry.select(LikertProbe.analysis_outputs(), registry.TABLE):
             fn = runner.resolve(output)
 
             def compute(fn=fn, output=output):

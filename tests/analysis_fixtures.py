@@ -6,7 +6,7 @@ synthetic tables and the `qclm analyze` runs that several tests read, built once
 - ``one_model_run``, ``two_models_run``: what one or two models support, with every figure and the marks of
   what they cannot support.
 
-Each run is a :class:`Run`: the item table, the tables :func:`qclm.analysis.analyze` returned, its output
+Each run is a :class:`Run`: the item table, the tables :func:`qclm.probes.likert.analysis.analyze` returned, its output
 directory, and the Likert context of the same inputs (to draw a figure again from changed tables).
 """
 
@@ -33,13 +33,13 @@ class Run:
     @property
     def context(self):
         """The Likert context of the run's inputs and settings (read again: cheap)."""
-        from qclm.analysis.stage import read_context
+        from qclm.probes.likert.analysis.stage import read_context
 
         return read_context(**self.settings)
 
 
 def _run(d: Path, items: pd.DataFrame, silhouette: bool = False, variant_probs: bool = False, **settings) -> Run:
-    from qclm.analysis import analyze
+    from qclm.probes.likert.analysis import analyze
 
     items.to_parquet(d / "items.parquet")
     inputs = {"scores": d / "items.parquet", "silhouette": None, "variant_probs": None}

@@ -101,7 +101,7 @@ def test_adding_a_model_reruns_only_that_model(workstation_run, tiny_llama_dir):
         per_model = [(rule, wc["model"]) for rule, wc in jobs if "model" in wc]
         assert [j for j in per_model if j[1] != "tiny-llama-b"] == [], f"{triggers}: existing model rerun: {jobs}"
         assert sorted(rule for rule, _ in per_model) == ["cells_likert"] * 2 + ["score"], f"{triggers}: {jobs}"
-        assert sorted(rule for rule, wc in jobs if "model" not in wc) == ["all", "analyze", "collect_likert",
+        assert sorted(rule for rule, wc in jobs if "model" not in wc) == ["all", "analyze_likert", "collect_likert",
                                                                                 "overview"], (
             f"{triggers}: {jobs}")
 

@@ -12,13 +12,18 @@ from scipy import stats as sps
 
 from matplotlib.text import Text
 
-from qclm.analysis import InputError, analyze, permodel, plotting, registry, runner
+from qclm.analysis import permodel, plotting, registry, runner
 from qclm.analysis.synthetic import synthetic_item_scores
 from qclm.commands import main
+from qclm.errors import InputError
+from qclm.probes.likert.analysis import analyze
+from qclm.probes.likert.kind import LikertProbe
+
+LIKERT_OUTPUTS = LikertProbe.analysis_outputs()
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
-TABLES = registry.names(registry.LIKERT, registry.TABLE)
-FIGURE_NAMES = registry.names(registry.LIKERT, registry.FIGURE)
+TABLES = registry.names(LIKERT_OUTPUTS, registry.TABLE)
+FIGURE_NAMES = registry.names(LIKERT_OUTPUTS, registry.FIGURE)
 
 QS = ("STAI-S", "STAI-T", "MOOD")
 FOUR = {"relax": {"STAI-S": -0.1, "STAI-T": -0.02, "MOOD": -0.2},
@@ -203,7 +208,7 @@ def test_few_models_are_marked_in_the_tables_and_in_the_figures(two_models_run):
         assert res[name]["underpowered"].all(), name
     ctx = two_models_run.context
     for name in ("fig3_condition_means", "fig4_model_scores", "fig5_variance_decomposition", "state_trait_spectrum"):
-        texts = _draw(two_models_run, registry.get(registry.FIGURE, name), res, ctx)
+        texts = _draw(two_models_run, registry.get(LIKERT_OUTPUTS, registry.FIGURE, name), res, ctx)
         assert "underpowered: 2 models" in texts, name
     assert res["per_model_state_trait"]["underpowered"].all()  # 5 stimuli < 10
     overview = (two_models_run.out / "overview.md").read_text()
@@ -218,7 +223,7 @@ def test_every_figure_marks_what_its_table_marks(two_models_run):
     "underpowered"; none marked, the word appears nowhere in it (whatever the counts)."""
     ctx = two_models_run.context
     checked = []
-    for output in registry.outputs(registry.LIKERT, registry.FIGURE):
+    for output in registry.select(LIKERT_OUTPUTS, registry.FIGURE):
         if output.table is None:
             continue
         for marked in (True, False):
@@ -230,7 +235,7 @@ def test_every_figure_marks_what_its_table_marks(two_models_run):
             assert any("underpowered" in t for t in texts) == marked, (output.name, marked)
             checked.append(output.name)
     # every figure but the wording one (no second template here; test_wording draws it) was drawn both ways
-    assert sorted(set(checked)) == sorted(o.name for o in registry.outputs(registry.LIKERT, registry.FIGURE)
+    assert sorted(set(checked)) == sorted(o.name for o in registry.select(LIKERT_OUTPUTS, registry.FIGURE)
                                           if o.table and o.name != "wording")
     assert len(checked) == 2 * len(set(checked))
 

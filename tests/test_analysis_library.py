@@ -12,12 +12,19 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
-from qclm.analysis import InputError, analyze, constructs, library, registry, stats
-from qclm.analysis.inputs import load_instruments
+from qclm.analysis import registry, stats
 from qclm.analysis.synthetic import synthetic_library_scores, synthetic_silhouette
 from qclm.commands import main
-from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
+from qclm.errors import InputError
+from qclm.probes.likert.analysis import analyze
+from qclm.probes.likert.analysis import constructs, library
+from qclm.probes.likert.analysis.inputs import load_instruments
 from qclm.probes.likert.equations import questionnaire_scores
+from qclm.probes.likert.kind import LikertProbe
+from qclm.probes.likert.outputs import LIBRARY as LIBRARY_CATEGORY
+from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
+
+LIKERT_OUTPUTS = LikertProbe.analysis_outputs()
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
 
@@ -251,8 +258,8 @@ def test_analyze_with_instruments_writes_every_library_table_and_figure(five_ins
     items, d = five_instruments
     out = d / "out"
     for kind in (registry.TABLE, registry.FIGURE):
-        outputs = registry.outputs(registry.LIKERT, kind)
-        assert {o.name for o in outputs if o.category == registry.LIBRARY} == set(LIBRARY)
+        outputs = registry.select(LIKERT_OUTPUTS, kind)
+        assert {o.name for o in outputs if o.category == LIBRARY_CATEGORY} == set(LIBRARY)
     for name in LIBRARY:
         assert (out / f"{name}.csv").stat().st_size > 1000, name
         assert (out / "tables" / f"{name}.md").exists() and (out / "tables" / f"{name}.html").exists()

@@ -13,14 +13,19 @@ from scipy import stats as sps
 from statsmodels.stats.anova import AnovaRM
 from statsmodels.stats.multitest import multipletests
 
-from qclm.analysis import InputError, analyze, registry
+from qclm.analysis import registry
 from qclm.analysis.synthetic import synthetic_item_scores, synthetic_variant_probs
 from qclm.analysis.table_files import to_markdown
 from qclm.commands import main
+from qclm.errors import InputError
+from qclm.probes.likert.analysis import analyze
+from qclm.probes.likert.kind import LikertProbe
+
+LIKERT_OUTPUTS = LikertProbe.analysis_outputs()
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # pingouin 0.7 on pandas 3.1
-TABLES = registry.names(registry.LIKERT, registry.TABLE)
-FIGURES = registry.names(registry.LIKERT, registry.FIGURE)
+TABLES = registry.names(LIKERT_OUTPUTS, registry.TABLE)
+FIGURES = registry.names(LIKERT_OUTPUTS, registry.FIGURE)
 N = 35  # models in the paper run
 
 
@@ -279,3 +284,18 @@ def test_full_size_run_with_10000_bootstraps_draws_all_figures(paper_run):
     assert (oneway["eta2_ci_high"] - oneway["eta2_ci_low"] > 0).all()
     info = json.loads((paper_run.out / "run_info.json").read_text())
     assert info["bootstrap"] == 10_000 and info["n_models"] == N and info["heatmap_item"] == "STAI-T:stai-t-02"
+
+
+def test_the_likert_kind_analyses_the_config_contrasts_whose_conditions_were_scored(tmp_path):
+    """`qclm probe likert --conditions vanilla,stress` with a config whose contrasts name neutral too: the kind's
+    analyze compares what was scored (it failed on the contrasts naming neutral); the workflow, which scores every
+    condition, is unchanged."""
+    from qclm.analysis.synthetic import synthetic_item_scores
+    from qclm.probes.likert.kind import LikertProbe
+
+    items = synthetic_item_scores(n_models=2, n_items=3, n_stimuli=3)
+    items[items["condition"] != "neutral"].to_parquet(tmp_path / "items.parquet")
+    config = {"conditions": ["vanilla", "stress", "neutral"], "analysis": {"bootstrap": 20}}
+    out = LikertProbe.analyze({"items": tmp_path / "items.parquet"}, tmp_path / "out", config)
+    assert set(out["per_model"]["contrast"]) == {"vanilla vs stress"}
+    assert set(out["paired_tests"]["contrast"]) == {"vanilla vs stress"}

@@ -1,4 +1,5 @@
-"""workflow/rules/analysis.smk: the analyze rule runs on scoring-stage files and feeds `snakemake --report`."""
+"""workflow/rules/analysis.smk: the Likert kind's analyze_likert rule runs on scoring-stage files and feeds
+`snakemake --report`."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ def test_analyze_rule_and_report(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run([SNAKEMAKE, "--cores", "1", "--quiet"], cwd=tmp_path, env=env, capture_output=True,
                          text=True)
-    assert run.returncode == 0, run.stderr + (tmp_path / "logs" / "analyze.log").read_text()
-    log = (tmp_path / "logs" / "analyze.log").read_text()
+    assert run.returncode == 0, run.stderr + (tmp_path / "logs" / "analyze_likert.log").read_text()
+    log = (tmp_path / "logs" / "analyze_likert.log").read_text()
     assert "tables written" in log and "figures written" in log
     assert '"seed": 3' in (tmp_path / "results" / "analysis" / "run_info.json").read_text()
     report = subprocess.run([SNAKEMAKE, "--cores", "1", "--report", "report.html"], cwd=tmp_path, env=env,
@@ -44,5 +45,32 @@ def test_analyze_rule_and_report(tmp_path):
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "report.html").read_text()
     for text in ("Condition x questionnaire interaction", "Figure 5. Variance decomposition", "200 resamples",
+                 "boundaries 1,8",
                  "Single-model state-trait decomposition", "What this run measured"):
         assert text in html
+
+
+def test_a_run_with_the_memorization_kind_gives_its_table_to_the_likert_analysis(tmp_path, tiny_llama_dir):
+    """The Likert kind reads the memorization table through optional_tables ('analysis:memorization'), as the
+    survey reads the Likert item scores: analyze_likert waits for analyze_memorization and gets its table; the
+    report numbers the memorization category after Likert's five."""
+    from conftest import write_workflow_config
+
+    cfg = write_workflow_config(
+        tmp_path, {"tiny-llama": tiny_llama_dir},
+        probes={"mem": {"kind": "memorization", "instruments": [str(ROOT / "resources/questionnaires/stai_s.yaml")],
+                        "decoy": str(ROOT / "resources/memorization/decoy.yaml")}})
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+                          str(tmp_path), "--configfile", str(cfg), "--cores", "1", "-n"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout + run.stderr
+    block = out[out.index("rule analyze_likert:"):]
+    block = block[:block.index("\n\n")] if "\n\n" in block else block
+    inputs = next(line for line in block.splitlines() if line.strip().startswith("input:"))
+    assert "results/analysis/memorization.csv" in inputs and "results/scores/item_scores.parquet" in inputs
+    from qclm.probes import kind_class
+
+    assert kind_class("likert").optional_tables["memorization"] == ("memorization", "analysis:memorization")
+    assert kind_class("memorization").table_path("analysis:memorization") == "analysis/memorization.csv"
+    assert kind_class("likert").table_path("items") == "scores/item_scores.parquet"

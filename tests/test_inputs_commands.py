@@ -18,10 +18,10 @@ import torch
 from conftest import MODEL_TABLE_HEADER, load_dir
 
 from qclm import commands
-from qclm.analysis.inputs import load_instruments, load_item_scores
 from qclm.commands import main
 from qclm.errors import InputError
 from qclm.models import loading
+from qclm.probes.likert.analysis.inputs import load_instruments, load_item_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -35,7 +35,7 @@ TEXT_SUFFIXES = {".py", ".smk", ".rst", ".md", ".yaml", ".yml"}
 def source_files() -> list[Path]:
     """Every file that may cite the method: the package, the workflow, the Snakefile, the READMEs, docs/, the
     tests and benchmarks (this file excepted: it holds made-up references on purpose)."""
-    files = sorted((ROOT / "src").rglob("*.py"))
+    files = sorted((ROOT / "src").rglob("*.py")) + sorted((ROOT / "src").rglob("report/*.rst"))  # the captions
     files += sorted(p for p in (ROOT / "workflow").rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES)
     files += [ROOT / "Snakefile", ROOT / "README.md", ROOT / "config" / "README.md"]
     files += sorted((ROOT / "resources").glob("*/README.md")) + sorted((ROOT / "docs").glob("*.md"))
@@ -117,8 +117,8 @@ def test_every_method_reference_points_to_a_section_that_exists():
     cited = {(where.split(":")[0], n) for kind, n, where, _ in refs if kind == "section"}
     assert len([r for r in refs if r[0] == "section"]) >= 50
     for expected in [("src/qclm/contexts.py", "1b"), ("src/qclm/prompts.py", "3b"),
-                     ("src/qclm/analysis/permodel.py", "6b"), ("src/qclm/analysis/wording.py", "7b"),
-                     ("workflow/report/paired_tests.rst", "6"), ("workflow/rules/analysis.smk", "7"),
+                     ("src/qclm/analysis/permodel.py", "6b"), ("src/qclm/probes/likert/analysis/wording.py", "7b"),
+                     ("src/qclm/probes/likert/report/paired_tests.rst", "6"), ("workflow/rules/analysis.smk", "7"),
                      ("src/qclm/probes/likert/equations.py", "4"), ("resources/questionnaires/README.md", "7")]:
         assert expected in cited, expected
 

@@ -137,7 +137,7 @@ def test_slurm_run_equals_local_run(slurm_cluster, tmp_path, tiny_llama_dir, tin
     sbatch = re.findall(r"^sbatch call: (sbatch .*?) --wrap=", out, re.M)
     rules = [re.search(r"--comment rule_(\w+?)(?:_wildcards_(\S+))?\s", s).groups() for s in sbatch]
     assert sorted(r for r, _ in rules) == sorted(["score"] * 2 + ["cells_likert"] * 4
-                                                 + ["collect_likert", "analyze"]), rules
+                                                 + ["collect_likert", "analyze_likert"]), rules
     expected = expected_resources(slurm_dir / "models.tsv")
     for call, (rule, wildcards) in zip(sbatch, rules):
         if rule == "score":

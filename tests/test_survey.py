@@ -582,7 +582,7 @@ tables["likert_items"] = res / "scores" / "item_scores.parquet"
 (out / "analysis").mkdir()
 from qclm.analysis import registry
 written = cls.analyze(tables, out / "analysis", config, [inst])
-assert set(written) == set(registry.names("survey", registry.TABLE)), written
+assert set(written) == set(registry.names(cls.analysis_outputs(), registry.TABLE)), written
 assert (out / "analysis" / "figures" / "survey_agreement.png").exists()
 assert 'torch' not in sys.modules
 """
@@ -684,7 +684,7 @@ def test_a_forced_choice_that_does_not_vary_is_marked_not_tested():
     instruments) makes the agreement permutation test degenerate (p exactly 1 before): the tables and the
     overview say so, and the p-value is left empty; where it varies, the p-value is there."""
     from qclm.probes.survey.analysis import FC_DEGENERATE, agreement, summary
-    from qclm.probes.survey.overview import fragment
+    from qclm.probes.survey.overview import overview
 
     labels = {f"G0{k}": GAD[k % 4] for k in range(1, 8)}  # answers that vary over items
 
@@ -696,14 +696,14 @@ def test_a_forced_choice_that_does_not_vary_is_marked_not_tested():
     assert row["n_answered"] == 84 and not row["answers_degenerate"]
     assert row["fc_degenerate"] and np.isnan(row["agree_p"]) and FC_DEGENERATE in row["note"]
     assert "(regular: 1, reversed: 1)" in row["note"]
-    assert "degenerate" not in fragment(responses, summary(responses, choices, 100, 0).iloc[:0],
+    assert "degenerate" not in overview(responses, summary(responses, choices, 100, 0).iloc[:0],
                                         agreement(responses, choices, None, 0, n_perm=20).iloc[:0])
     # the forced choice's probabilities are the same on every prompt of an order here: that test cannot move either
     assert np.isnan(row["fc_prob_p"]) and "no permutation of the answers changes the forced choice's" in row["note"]
     table = summary(responses, choices, 100, 0)
     assert table["fc_degenerate"].all() and FC_DEGENERATE in table["note"].iloc[0]
     assert not table["underpowered"].any()  # degenerate is its own mark, not underpowered
-    text = fragment(responses, table, agreement(responses, choices, None, 0, n_perm=200))
+    text = overview(responses, table, agreement(responses, choices, None, 0, n_perm=200))
     assert "degenerate: the forced choice gave one option position on every prompt" in text
     # a forced choice that picks another position per item: tested
     responses, choices = _made_up(answer, seeds=range(6),

@@ -10,8 +10,10 @@ from statsmodels.stats.anova import anova_lm
 
 from matplotlib.text import Text
 
-from qclm.analysis import analyze, plotting, wording_figures
-from qclm.analysis.wording import decompose, wording_table
+from qclm.analysis import plotting
+from qclm.probes.likert.analysis import analyze
+from qclm.probes.likert.analysis import wording_figures
+from qclm.probes.likert.analysis.wording import decompose, wording_table
 
 
 def test_decomposition_by_hand():

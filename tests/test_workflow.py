@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import ROOT, SHARED_CONDITIONS, SHARED_QUESTIONNAIRES, workflow_env
+from conftest import ROOT, SHARED_CONDITIONS, SHARED_QUESTIONNAIRES, run_snakemake, workflow_env
 
 from qclm.parquet import read_metadata
 from qclm.probes.likert.kind import COLUMNS
@@ -122,6 +122,25 @@ def test_a_probe_kind_written_in_the_tests_runs_under_every_condition(shared_run
     assert st["eta2_condition"].between(0, 1).all() and st["underpowered"].all()  # 2 stimuli per condition
 
 
+def test_a_probe_kind_written_in_the_tests_has_its_own_table_figure_and_caption_in_the_report(shared_run, tmp_path):
+    """The test kind declares its own table, figure and caption (tests/yesno_probe.py `outputs`, the caption beside
+    it in tests/report/): the workflow writes them and `snakemake --report` files them under the kind's own category,
+    numbered after the Likert and the run's earlier kinds, with the caption."""
+    res = shared_run.results
+    rates = pd.read_csv(res / "analysis" / "yesno_rates.csv")
+    assert len(rates) == 2 * len(SHARED_CONDITIONS) and (rates["baseline"] == 0.5).all()
+    assert rates["p_yes"].between(0, 1).all()
+    assert (rates["underpowered"] == (rates["condition"] != "vanilla")).all()  # 2 stimuli per condition
+    assert (res / "analysis" / "figures" / "yesno_rates.png").stat().st_size > 5_000
+    run = run_snakemake(shared_run.workdir, shared_run.config, "--report", str(tmp_path / "report.html"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    assert "Yes-no answers (a probe kind written in the tests)" in html  # the caption
+    assert "6. A probe written in the tests" in html  # Likert 1-5, then the run's kinds in config order
+    assert "7. Entailment items" in html and "8. Implicit sentiment" in html
+    assert "yesno_rates.png" in html and "yesno_rates.html" in html
+
+
 def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):
     """`qclm probe KIND` on one model: the same raw cells and collected items as the workflow's."""
     out = tmp_path / "probe"
@@ -170,7 +189,7 @@ def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_pa
     out = _dry_run(shared_run, tmp_path, lambda c: c["scoring"].update(aggregation="geometric"))
     math = _jobs(out)
     assert not {j for j in math if j.startswith("score")}, math
-    assert {"cells_likert", "collect_likert", "analyze"} <= math, math
+    assert {"cells_likert", "collect_likert", "analyze_likert"} <= math, math
     assert "collect_yesno_probe" not in math, out  # its tables do not depend on the scoring math
     engine = _jobs(_dry_run(shared_run, tmp_path, lambda c: c["engine"].update(boundary="split")))
     assert "score" in engine, engine
@@ -182,9 +201,9 @@ def test_a_changed_wording_setting_rescores_only_the_likert_cells(shared_run, tm
     """The Likert wordings (templates.score) are in the Likert cells' params only, scored by a job of their own
     (score_likert): changing them schedules no scoring job of another kind, nor its tables or analysis."""
     jobs = _jobs(_dry_run(shared_run, tmp_path, lambda c: c["templates"].update(score="first")))
-    assert {"score_likert", "cells_likert", "collect_likert", "analyze"} <= jobs, jobs
+    assert {"score_likert", "cells_likert", "collect_likert", "analyze_likert"} <= jobs, jobs
     assert not {j for j in jobs if j.startswith(("score", "cells_", "collect_", "analyze_"))} - {
-        "score_likert", "cells_likert", "collect_likert"}, jobs
+        "score_likert", "cells_likert", "collect_likert", "analyze_likert"}, jobs
 
 
 def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):
@@ -221,7 +240,7 @@ def test_the_csi_kind_runs_under_every_condition(shared_run):
     context), its score tables, and its analysis: O + P + N = 1 and consistency >= O + P per model and condition,
     the valence control, the condition contrasts paired over words, and the state-trait decomposition with words
     as subjects."""
-    from qclm.analysis import registry
+    from qclm.probes import kind_class
 
     res = shared_run.results
     for model in shared_run.models:
@@ -234,7 +253,7 @@ def test_the_csi_kind_runs_under_every_condition(shared_run):
     assert len(words) == 2 * len(SHARED_CONDITIONS) * (12 + 12)
     items = pd.read_parquet(res / "scores" / "csi_items.parquet")
     assert len(items) == 2 * 12 * CONTEXTS and set(items["instrument"]) == {"csi"}
-    for output in registry.outputs("csi"):
+    for output in kind_class("csi").analysis_outputs():
         for name in output.files:
             assert (res / "analysis" / name).exists(), name
     scores = pd.read_csv(res / "analysis" / "csi_scores.csv")

@@ -2,8 +2,11 @@
 
 After each item of any Likert instrument (its first template, first S+ term, up to the answer cue) the model
 chooses between " Yes" and " No" (a forced choice); the item's score is P(Yes). It runs under every condition of
-the workflow and through ``qclm probe`` with no code of its own for either, and its per-item numbers get the
-per-model state-trait decomposition."""
+the workflow and through ``qclm probe`` with no code of its own for either. Its analysis is its own too: a table
+(``yesno_rates``: mean P(Yes) per model and condition beside the 0.5 of a model that picks at random), a figure of
+it, their caption (tests/report/yesno_rates.rst, beside this module) and the per-model state-trait decomposition of
+its per-item numbers, all declared in ``outputs``: the workflow runs them and files them in the report under a
+category of their own."""
 
 from __future__ import annotations
 
@@ -11,12 +14,46 @@ import argparse
 
 import pandas as pd
 
+from qclm.analysis.registry import FIGURE, TABLE, Output, state_trait
 from qclm.engine.requests import ChoiceRequest
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
-from qclm.probes.items import register_state_trait
 from qclm.questionnaire import load_questionnaire
 
 COLUMNS = ["model", "probe", "condition", "stimulus_id", "item_id", "logp_yes", "logp_no", "p_yes"]
+CATEGORY = "A probe written in the tests"
+
+
+def rates_table(context) -> pd.DataFrame:
+    """``yesno_rates``: mean P(Yes) per model and condition over its items and stimuli, beside the baseline of a
+    model that picks either option at random (0.5); underpowered with fewer stimuli than ``analysis.min_stimuli``
+    (vanilla, one context, never)."""
+    items = context.table("items")
+    rows = []
+    for (model, condition), sub in items.groupby(["model", "condition"], sort=False):
+        n = sub["stimulus_id"].nunique()
+        rows.append({"model": model, "condition": condition, "p_yes": float(sub["score"].mean()), "baseline": 0.5,
+                     "n_items": sub["item_id"].nunique(), "n": n,
+                     "underpowered": condition != "vanilla" and n < context.settings["min_stimuli"]})
+    return pd.DataFrame(rows)
+
+
+def rates_figure(context, table: pd.DataFrame):
+    """Mean P(Yes) per condition, one panel per model, the random baseline as a line."""
+    import matplotlib.pyplot as plt
+
+    from qclm.analysis.plotting import mark_underpowered
+
+    models = list(pd.unique(table["model"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(3 * len(models), 2.5), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        sub = table[table["model"] == model]
+        ax.bar(sub["condition"], sub["p_yes"])
+        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        ax.set_title(model)
+        ax.set_ylim(0, 1)
+        ax.tick_params(axis="x", rotation=45)
+        mark_underpowered(ax, sub, what="stimuli")
+    return fig
 
 
 class YesNoProbe(ProbeKind):
@@ -31,6 +68,9 @@ class YesNoProbe(ProbeKind):
     file_keys = ("instrument",)
     score_tables = {"items": "yesno_items.parquet"}
     item_table = "items"
+    outputs = (Output("yesno_rates", TABLE, CATEGORY, "yesno_probe:rates_table"),
+               Output("yesno_rates", FIGURE, CATEGORY, "yesno_probe:rates_figure", table="yesno_rates"),
+               state_trait("yesno", CATEGORY))
 
     def requests(self, context, prompts, asking):
         q = load_questionnaire(self.settings["instrument"])
@@ -73,5 +113,3 @@ class YesNoProbe(ProbeKind):
 
 
 KIND = YesNoProbe
-# its per-item numbers get the per-model state-trait decomposition, a table of its own in the report
-register_state_trait(YesNoProbe.name, "7. A probe written in the tests")

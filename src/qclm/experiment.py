@@ -118,6 +118,12 @@ class Experiment:
         return [self.classes[c] for c in classes_of(condition)]
 
 
+def config_contrasts(config: dict) -> list[tuple[str, str]] | None:
+    """The contrasts a config's analyses compare: its own, else the paper's among its conditions; None where the
+    config declares no conditions (an analysis of existing scores: the paper's among the table's conditions)."""
+    return list(Experiment.from_config(config).contrasts) if config.get("conditions") else None
+
+
 def output_dirs(config: dict) -> tuple[str, str]:
     """(results directory, logs directory) of a run."""
     return settings.value(config, "results"), settings.value(config, "logs")

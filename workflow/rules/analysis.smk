@@ -1,66 +1,59 @@
 # Analysis stage (method.md sections 6-8): statistics tables and figures from the scoring stage's tables.
-# The rules only wire files to the package (src/qclm/analysis); the outputs, their report categories and
-# captions come from the registrations in qclm.analysis.registry (one home). Settings: config["analysis"]
-# (bootstrap, seed, size_classes, min_models, min_stimuli, heatmap_item; defaults from the config schema via
-# qclm.settings), the experiment's contrasts, templates.select.
-# The instrument table (constructs and framings of the questionnaires) is an input where the workflow scores
-# questionnaires; a Snakefile that only analyses existing scores runs without it.
+# The rules only wire files to the package: every probe kind's analysis runs through one rule, analyze_KIND
+# (ProbeKind.analyze: workflow/scripts/analyze_probe.py), the intervention and calibration analyses through
+# theirs. The outputs, their captions and report categories come from their owners (a kind's `outputs`, the
+# built-in kinds' in qclm/probes/KIND/outputs.py; qclm/interventions/outputs.py, qclm/calibration/outputs.py);
+# the report numbers the categories in report order (qclm.analysis.registry.report_categories): Likert first,
+# then the run's other kinds in config order, then the interventions and the calibration. Settings: config
+# sections stimuli, conditions, contrasts and analysis (defaults from the config schema via qclm.settings), and
+# the sections each kind's CPU stages read (ProbeKind.config_sections: Likert's templates.select).
+# A Snakefile that only analyses existing Likert scores (no probes declared) reads the score tables present.
 
 import os
-import shlex
 import sys
 
 from qclm import probes, settings
 from qclm.analysis import registry
 from qclm.analysis.overview import OVERVIEW, fragment_name
-from qclm.experiment import Experiment, format_contrast_args, output_dirs, template_settings
+from qclm.experiment import output_dirs
 
 ANALYSIS_RESULTS, ANALYSIS_LOGS = output_dirs(config)
 ANALYSIS_DIR = f"{ANALYSIS_RESULTS}/analysis"
-ANALYSIS_SETTINGS = settings.section(config, settings.ANALYSIS)
-ANALYSIS_CONTRASTS = (
-    format_contrast_args(Experiment.from_config(config).contrasts) if "conditions" in config else ""
-)
-ANALYSIS_INSTRUMENTS = f"{ANALYSIS_RESULTS}/scores/instruments.csv" if globals().get("QUESTIONNAIRES") else []
-# the probe kinds this workflow analyses (the run's kinds; a Snakefile that only analyses existing Likert scores:
-# Likert), each with its rule below; each kind's section of the report's first page (analysis/overview.KIND.md)
-# joins the overview
-ANALYSIS_KINDS = {probes.kind_class(k).name: k for k in KINDS} if "KINDS" in globals() else {registry.LIKERT: ""}
-ANALYSIS_PROBES = list(ANALYSIS_KINDS)
-# the memorization probe's table, where the run has one: instruments whose items a model has seen are flagged in
-# the Likert kind's instrument_validation
-ANALYSIS_MEMORIZATION = (
-    f"{ANALYSIS_DIR}/{registry.get(registry.TABLE, 'memorization').files[0]}"
-    if "memorization" in ANALYSIS_PROBES
-    else []
-)
-# every file of a probe kind's registered tables and figures
-ANALYSIS_FILES = {
-    probe: [f"{ANALYSIS_DIR}/{path}" for o in registry.outputs(probe) for path in o.files]
-    for probe in ANALYSIS_PROBES
+# the probe kinds this workflow analyses, name -> the kind as the config names it (the run's kinds, Likert first;
+# a Snakefile that only analyses existing scores: Likert), each through the analyze_KIND rule below
+ANALYSIS_SCORES_ONLY = "KINDS" not in globals()
+ANALYSIS_KINDS = {
+    probes.kind_class(k).name: k
+    for k in sorted([probes.LIKERT] if ANALYSIS_SCORES_ONLY else KINDS, key=lambda k: k != probes.LIKERT)
 }
-# the intervention analysis (qclm.interventions.analysis) where the config has interventions: the item scores of
-# every kind that has them, base models and checkpoints together
+# every owner's outputs in report order: the kinds', then the intervention analysis (where the config has
+# interventions: the item scores of every kind that has them, base models and checkpoints together), then the
+# planted-signal calibration (where the config has one: the score tables of every kind a plant is read by)
+ANALYSIS_OUTPUTS = {name: probes.kind_class(key).analysis_outputs() for name, key in ANALYSIS_KINDS.items()}
 ANALYSIS_INTERVENTION_ITEMS = {
     _key: f"{ANALYSIS_RESULTS}/scores/{probes.kind_class(_key).score_tables[probes.kind_class(_key).item_table or 'items']}"
     for _key in (KINDS if globals().get("INTERVENTIONS") else [])
-    if probes.kind_class(_key).item_table or _key == registry.LIKERT
+    if probes.kind_class(_key).item_table or _key == probes.LIKERT
 }
 if ANALYSIS_INTERVENTION_ITEMS:
-    ANALYSIS_PROBES.append("interventions")
-    ANALYSIS_FILES["interventions"] = [
-        f"{ANALYSIS_DIR}/{path}" for o in registry.outputs("interventions") for path in o.files
-    ]
-# the planted-signal calibration (qclm.calibration.analysis) where the config has one: the score tables of every
-# kind a plant is read by, base models, controls and planted checkpoints together
+    from qclm.interventions import outputs as _interventions
+
+    ANALYSIS_OUTPUTS[_interventions.PROBE] = _interventions.OUTPUTS
 ANALYSIS_CALIBRATION_KINDS = sorted(
     {INSTANCES[p].kind for job in globals().get("CALIBRATION", {}).values() if job.plant for p in job.plant.probes}
 )
 if ANALYSIS_CALIBRATION_KINDS:
-    ANALYSIS_PROBES.append("calibration")
-    ANALYSIS_FILES["calibration"] = [
-        f"{ANALYSIS_DIR}/{path}" for o in registry.outputs("calibration") for path in o.files
-    ]
+    from qclm.calibration import outputs as _calibration
+
+    ANALYSIS_OUTPUTS[_calibration.PROBE] = _calibration.OUTPUTS
+ANALYSIS_PROBES = list(ANALYSIS_OUTPUTS)
+# (owner, category title) -> "N. title"; refuses two owners writing one file
+ANALYSIS_CATEGORIES = registry.report_categories(list(ANALYSIS_OUTPUTS.values()))
+# every file of an owner's tables and figures
+ANALYSIS_FILES = {
+    probe: [f"{ANALYSIS_DIR}/{path}" for o in outputs for path in o.files] for probe, outputs in ANALYSIS_OUTPUTS.items()
+}
+# each owner's section of the report's first page (analysis/overview.KIND.md) joins the overview
 ANALYSIS_FRAGMENTS = {probe: f"{ANALYSIS_DIR}/{fragment_name(probe)}" for probe in ANALYSIS_PROBES}
 ANALYSIS_TARGETS = [path for probe in ANALYSIS_PROBES for path in ANALYSIS_FILES[probe]] + [
     f"{ANALYSIS_DIR}/{OVERVIEW}.{ext}" for ext in ("md", "rst")
@@ -73,73 +66,50 @@ REPORT_DESCRIPTION = (
 )
 
 
-if registry.LIKERT in ANALYSIS_PROBES:
-
-    rule analyze:
-        conda:
-            "../../environment.yml"
-        input:
-            scores=f"{ANALYSIS_RESULTS}/scores/item_scores.parquet",
-            silhouette=f"{ANALYSIS_RESULTS}/scores/silhouette.csv",
-            variant_probs=f"{ANALYSIS_RESULTS}/scores/variant_probs.parquet",
-            instruments=ANALYSIS_INSTRUMENTS,
-            memorization=ANALYSIS_MEMORIZATION,
-        output:
-            # every registered file; the one the report shows (a table's HTML copy, a figure's PNG) with its
-            # caption and category
-            [
-                report(
-                    f"{ANALYSIS_DIR}/{path}",
-                    caption=f"../report/{o.caption}",
-                    category=o.category,
-                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
-                )
-                if path == o.shown
-                else f"{ANALYSIS_DIR}/{path}"
-                for o in registry.outputs(registry.LIKERT)
-                for path in o.files
-            ],
-            fragment=ANALYSIS_FRAGMENTS[registry.LIKERT],
-            run_info=f"{ANALYSIS_DIR}/run_info.json",
-        params:
-            # the interpreter running Snakemake has the qclm package; a bare `qclm` may not be on PATH
-            python=sys.executable,
-            out=lambda wildcards, output: os.path.dirname(output.run_info),
-            bootstrap=ANALYSIS_SETTINGS["bootstrap"],
-            seed=ANALYSIS_SETTINGS["seed"],
-            size_classes=",".join(str(b) for b in ANALYSIS_SETTINGS["size_classes"]),
-            min_models=ANALYSIS_SETTINGS["min_models"],
-            min_stimuli=ANALYSIS_SETTINGS["min_stimuli"],
-            templates=template_settings(config)["select"],
-            contrasts=ANALYSIS_CONTRASTS,  # empty: the paper's contrasts present in the table
-            instruments=lambda wildcards, input: input.instruments or "",  # empty: no instrument table
-            memorization=lambda wildcards, input: input.memorization or "",  # empty: no memorization probe
-            heatmap=(
-                f"--heatmap-item {shlex.quote(str(ANALYSIS_SETTINGS['heatmap_item']))}"
-                if ANALYSIS_SETTINGS["heatmap_item"]
-                else ""
-            ),
-        log:
-            f"{ANALYSIS_LOGS}/analyze.log",
-        benchmark:
-            f"{ANALYSIS_RESULTS}/benchmarks/analyze.tsv"
-        threads: 1
-        shell:
-            "{params.python:q} -m qclm.commands analyze --scores {input.scores:q} --out {params.out:q}"
-            " --silhouette {input.silhouette:q} --variant-probs {input.variant_probs:q}"
-            " --bootstrap {params.bootstrap} --seed {params.seed} --size-classes {params.size_classes:q}"
-            " --min-models {params.min_models:q} --min-stimuli {params.min_stimuli:q} --templates {params.templates:q}"
-            " --contrasts={params.contrasts:q} {params.heatmap} --instruments={params.instruments:q}"
-            " --memorization={params.memorization:q} 2> {log:q}"
+# Snakemake's report() (a line opening with `report` would be read as the report: keyword)
+snakemake_report = report
+# every file of an owner's outputs; the one the report shows (a table's HTML copy, a figure's PNG) with its caption
+# (absolute: it lies in the owner's package) and numbered category
+ANALYSIS_OUTPUT_FILES = {
+    probe: [
+        snakemake_report(
+            f"{ANALYSIS_DIR}/{path}",
+            caption=o.caption,
+            category=ANALYSIS_CATEGORIES[(o.probe, o.category)],
+            subcategory="Tables" if o.kind == registry.TABLE else "Figures",
+        )
+        if path == o.shown
+        else f"{ANALYSIS_DIR}/{path}"
+        for o in outputs
+        for path in o.files
+    ]
+    for probe, outputs in ANALYSIS_OUTPUTS.items()
+}
+# a kind's inputs: its score tables, and the tables of other kinds it reads where the run has those kinds
+# (ProbeKind.optional_tables: score tables, or their analysis tables); only the score tables present where the
+# Snakefile analyses existing scores
+ANALYSIS_INPUTS = {
+    name: {
+        **{
+            f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{path}"
+            for t, path in probes.kind_class(key).score_tables.items()
+            if not ANALYSIS_SCORES_ONLY or os.path.exists(f"{ANALYSIS_RESULTS}/scores/{path}")
+        },
+        **{
+            f"table_{t}": f"{ANALYSIS_RESULTS}/{probes.kind_class(ANALYSIS_KINDS[kind]).table_path(table)}"
+            for t, (kind, table) in probes.kind_class(key).optional_tables.items()
+            if kind in ANALYSIS_KINDS and not ANALYSIS_SCORES_ONLY
+        },
+    }
+    for name, key in ANALYSIS_KINDS.items()
+}
 
 
-# Every other probe kind: its registered tables and figures from its score tables (ProbeKind.analyze, through the
-# analysis runner), and its section of the first page.
+# Every probe kind: its tables and figures from its score tables (ProbeKind.analyze, through the analysis runner;
+# the Likert kind's is `qclm analyze`'s), and its section of the first page.
 ANALYSIS_PROBE_CONFIG = {key: config[key] for key in ("stimuli", "conditions", "contrasts", "analysis") if key in config}
 
 for _name, _key in ANALYSIS_KINDS.items():
-    if _name == registry.LIKERT:
-        continue
     _cls = probes.kind_class(_key)
 
     rule:
@@ -148,34 +118,21 @@ for _name, _key in ANALYSIS_KINDS.items():
         conda:
             "../../environment.yml"
         input:
-            **{f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{path}" for t, path in _cls.score_tables.items()},
-            # other kinds' score tables the analysis reads, where the run has those kinds
-            **{
-                f"table_{t}": f"{ANALYSIS_RESULTS}/scores/{probes.kind_class(other).score_tables[table]}"
-                for t, (other, table) in _cls.optional_tables.items()
-                if other in ANALYSIS_KINDS
-            },
+            **ANALYSIS_INPUTS[_name],
         output:
-            [
-                report(
-                    f"{ANALYSIS_DIR}/{path}",
-                    caption=f"../report/{o.caption}",
-                    category=o.category,
-                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
-                )
-                if path == o.shown
-                else f"{ANALYSIS_DIR}/{path}"
-                for o in registry.outputs(_name)
-                for path in o.files
-            ],
+            ANALYSIS_OUTPUT_FILES[_name],
             fragment=ANALYSIS_FRAGMENTS[_name],
         params:
             kind=_key,
-            instances=[i for i in INSTANCES.values() if i.kind == _key],
+            instances=[i for i in globals().get("INSTANCES", {}).values() if i.kind == _key],
             config={**ANALYSIS_PROBE_CONFIG, **_cls.stage_config(config)},
-            out=ANALYSIS_DIR,
+            out=lambda wildcards, output: os.path.dirname(output.fragment),
+            # the analysis settings, defaults filled in: the captions quote them ({{ snakemake.params.analysis.seed }})
+            analysis=settings.section(config, settings.ANALYSIS),
         log:
             f"{ANALYSIS_LOGS}/analyze_{_key}.log",
+        benchmark:
+            f"{ANALYSIS_RESULTS}/benchmarks/analyze_{_key}.tsv"
         script:
             "../scripts/analyze_probe.py"
 
@@ -191,19 +148,8 @@ if ANALYSIS_INTERVENTION_ITEMS:
             corpora=sorted({iv.corpus for iv in INTERVENTIONS.values()}),
             material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
         output:
-            [
-                report(
-                    f"{ANALYSIS_DIR}/{path}",
-                    caption=f"../report/{o.caption}",
-                    category=o.category,
-                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
-                )
-                if path == o.shown
-                else f"{ANALYSIS_DIR}/{path}"
-                for o in registry.outputs("interventions")
-                for path in o.files
-            ],
-            fragment=ANALYSIS_FRAGMENTS["interventions"],
+            ANALYSIS_OUTPUT_FILES[_interventions.PROBE],
+            fragment=ANALYSIS_FRAGMENTS[_interventions.PROBE],
         params:
             config={
                 key: config[key]
@@ -211,7 +157,7 @@ if ANALYSIS_INTERVENTION_ITEMS:
                             "probes")
                 if key in config
             },
-            out=ANALYSIS_DIR,
+            out=lambda wildcards, output: os.path.dirname(output.fragment),
         log:
             f"{ANALYSIS_LOGS}/analyze_interventions.log",
         script:
@@ -231,34 +177,23 @@ if ANALYSIS_CALIBRATION_KINDS:
             },
             material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
         output:
-            [
-                report(
-                    f"{ANALYSIS_DIR}/{path}",
-                    caption=f"../report/{o.caption}",
-                    category=o.category,
-                    subcategory="Tables" if o.kind == registry.TABLE else "Figures",
-                )
-                if path == o.shown
-                else f"{ANALYSIS_DIR}/{path}"
-                for o in registry.outputs("calibration")
-                for path in o.files
-            ],
-            fragment=ANALYSIS_FRAGMENTS["calibration"],
+            ANALYSIS_OUTPUT_FILES[_calibration.PROBE],
+            fragment=ANALYSIS_FRAGMENTS[_calibration.PROBE],
         params:
             config={
                 key: config[key]
                 for key in ("calibration", "questionnaires", "probes", "analysis", "conditions")
                 if key in config
             },
-            out=ANALYSIS_DIR,
+            out=lambda wildcards, output: os.path.dirname(output.fragment),
         log:
             f"{ANALYSIS_LOGS}/analyze_calibration.log",
         script:
             "../scripts/analyze_calibration.py"
 
 
-# The report's first page: the sections the probe kinds' analyses wrote, Likert first (qclm.analysis.overview).
-# `qclm analyze` composes the page in its directory too; this rule composes it from every kind's section.
+# The report's first page: the sections the analyses wrote, in report order (qclm.analysis.overview).
+# `qclm analyze` composes the page in its directory too; this rule composes it from every owner's section.
 rule overview:
     conda:
         "../../environment.yml"
@@ -267,11 +202,8 @@ rule overview:
     output:
         md=f"{ANALYSIS_DIR}/{OVERVIEW}.md",
         rst=f"{ANALYSIS_DIR}/{OVERVIEW}.rst",
-    params:
-        python=sys.executable,
-        out=lambda wildcards, output: os.path.dirname(output.md),
     log:
         f"{ANALYSIS_LOGS}/overview.log",
     localrule: True
-    shell:
-        "{params.python:q} -m qclm.analysis.overview --out {params.out:q} {input:q} 2> {log:q}"
+    script:
+        "../scripts/overview.py"

@@ -1,46 +1,31 @@
-"""The analysis stage: tables and figures from the scoring stage's tables (method.md sections 5-8), one registration
-per output (:mod:`qclm.analysis.registry`), run per probe kind (:mod:`qclm.analysis.runner`).
+"""The analysis machinery every probe kind shares (method.md sections 5-8): a kind's tables and figures are
+declared by the kind (:mod:`qclm.analysis.registry`) and run by :mod:`qclm.analysis.runner`.
 
-The machinery (light modules, no numpy or pandas, are marked *light*: the workflow imports them):
+Light modules (no numpy or pandas; the workflow imports them) are marked *light*:
 
-- :mod:`qclm.analysis.registry` (light): every table and figure, with its report category, caption, probe kind
-  and code; how a probe kind adds its outputs
-- :mod:`qclm.analysis.runner`: a probe kind's tables in registration order, written as they are computed, then
-  its figures
+- :mod:`qclm.analysis.registry` (light): what a table or figure is, the checks of a kind's outputs, the report's
+  numbered categories; how a probe kind adds its outputs
+- :mod:`qclm.analysis.runner`: a kind's tables in order, written as they are computed, then its figures
 - :mod:`qclm.analysis.table_files`: a table as CSV plus Markdown and HTML copies
-- :mod:`qclm.analysis.plotting`: the figures' style, palette and underpowered mark; draws a registered figure
-- :mod:`qclm.analysis.overview` (light): the report's first page composed from one section per probe kind
-
-The Likert questionnaire analysis (the paper's):
-
-- :mod:`qclm.analysis.stage`: :func:`analyze` (``qclm analyze``): the inputs read into a
-  :class:`~qclm.analysis.stage.LikertContext`, then the Likert outputs
-- :mod:`qclm.analysis.inputs`: reading and checking the scoring stage's tables (questionnaire and condition
-  scores, eqs. 3 and 5, are in :mod:`qclm.probes.likert.equations`, shared with the workflow)
+- :mod:`qclm.analysis.plotting`: the figures' style, palette and underpowered mark; draws a figure
+- :mod:`qclm.analysis.overview` (light): the report's first page composed from one section per kind
 - :mod:`qclm.analysis.stats`: one function per statistic, on numpy arrays (sections 6-7)
-- tables: :mod:`qclm.analysis.permodel` (each model alone, section 6b), :mod:`qclm.analysis.across_models`
-  (z-scores, t-tests, decompositions, section 6), :mod:`qclm.analysis.validation` (section 7),
-  :mod:`qclm.analysis.wording` (section 7b), :mod:`qclm.analysis.library` and :mod:`qclm.analysis.constructs`
-  (the instrument library, section 7c)
-- figures: :mod:`qclm.analysis.permodel_figures`, :mod:`qclm.analysis.across_figures` (figures 3-6 of the
-  paper), :mod:`qclm.analysis.item_heatmap`, :mod:`qclm.analysis.library_figures`,
-  :mod:`qclm.analysis.wording_figures`
-- :mod:`qclm.analysis.likert_overview`: the Likert section of the report's first page
-- :mod:`qclm.analysis.synthetic`: synthetic tables with planted effects (tests, benchmarks)
+- :mod:`qclm.analysis.permodel` and :mod:`qclm.analysis.permodel_figures`: each model alone (section 6b), among
+  them the per-model state-trait decomposition of any kind's per-item numbers
+- :mod:`qclm.analysis.synthetic`: synthetic item-score tables with planted effects (tests, benchmarks)
 
-Importing this package is light; ``analyze`` and ``InputError`` are loaded on first use.
+Nothing here imports a kind, the config or the interventions: the Likert questionnaire analysis (the paper's) is
+the Likert kind's, :mod:`qclm.probes.likert.analysis`.
+
+Importing this package is light; ``InputError`` is loaded on first use.
 """
 
 from __future__ import annotations
 
-__all__ = ["InputError", "analyze"]
+__all__ = ["InputError"]
 
 
 def __getattr__(name: str):
-    if name == "analyze":
-        from qclm.analysis.stage import analyze
-
-        return analyze
     if name == "InputError":
         from qclm.errors import InputError
 

@@ -2,11 +2,11 @@
 of ``snakemake --report``), composed from one section per probe kind.
 
 Each probe kind's analysis writes its section as a Markdown fragment, ``analysis/overview.KIND.md``
-(:func:`write_fragment`; the Likert section is :mod:`qclm.analysis.likert_overview`); :func:`compose` puts the
-fragments present under one title, the registered probe kinds in registration order (Likert first), then any
-other fragment by name, and writes the Markdown page and its RST twin. The workflow's ``overview`` rule runs it
-(``python -m qclm.analysis.overview --out DIR FRAGMENT...``); ``qclm analyze`` runs it too, so that its output
-directory always holds a complete page.
+(:func:`write_fragment`, from the kind's ``overview`` hook, :meth:`qclm.probes.base.ProbeKind.overview`);
+:func:`compose` puts the fragments under one title, in the order given (the workflow's ``overview`` rule gives
+them in report order: workflow/scripts/overview.py) or, for the fragments present in a directory, the kinds
+named in ``first`` first and then the others by name, and writes the Markdown page and its RST twin.
+``qclm analyze`` composes the page too, so that its output directory always holds a complete page.
 
 A fragment opens with a ``##`` heading (its section) and uses this Markdown, which :func:`markdown_to_rst`
 turns into RST: ``#``-headings, paragraphs, ``- `` bullet lines, pipe tables (a header row, a ``|---|`` row,
@@ -17,13 +17,10 @@ Light on purpose (no numpy or pandas): the workflow's rule imports nothing heavi
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
+from collections.abc import Sequence
 from pathlib import Path
-
-from qclm.analysis import registry
 
 #: the page's file stem in the analysis directory, and its title
 OVERVIEW = "overview"
@@ -43,23 +40,22 @@ def write_fragment(out_dir: str | Path, probe: str, markdown: str) -> Path:
     return path
 
 
-def _page_order(path: Path) -> tuple:
-    """Registered probe kinds first, in registration order (Likert first), then the others by name."""
-    kind = path.name[len(OVERVIEW) + 1:-len(".md")]
-    kinds = registry.probes()
-    return (kinds.index(kind) if kind in kinds else len(kinds), kind)
+def fragments(out_dir: str | Path, first: Sequence[str] = ()) -> list[Path]:
+    """The fragments in ``out_dir``: those of the kinds in ``first`` in that order, then the others by name."""
+
+    def order(path: Path) -> tuple:
+        kind = path.name[len(OVERVIEW) + 1:-len(".md")]
+        return (list(first).index(kind) if kind in first else len(first), kind)
+
+    return sorted(Path(out_dir).glob(fragment_name("*")), key=order)
 
 
-def fragments(out_dir: str | Path) -> list[Path]:
-    """The fragments in ``out_dir``, in page order."""
-    return sorted(Path(out_dir).glob(fragment_name("*")), key=_page_order)
-
-
-def compose(out_dir: str | Path, parts: list[str | Path] | None = None) -> tuple[Path, Path]:
-    """Write ``overview.md`` and ``overview.rst`` in ``out_dir`` from the fragments ``parts`` (default: those
-    present, :func:`fragments`); returns the two paths."""
+def compose(out_dir: str | Path, parts: Sequence[str | Path] | None = None,
+            first: Sequence[str] = ()) -> tuple[Path, Path]:
+    """Write ``overview.md`` and ``overview.rst`` in ``out_dir`` from the fragments ``parts`` in their order
+    (default: those present, :func:`fragments` with ``first``); returns the two paths."""
     out_dir = Path(out_dir)
-    paths = fragments(out_dir) if parts is None else sorted((Path(p) for p in parts), key=_page_order)
+    paths = fragments(out_dir, first) if parts is None else [Path(p) for p in parts]
     body = "\n".join(p.read_text(encoding="utf-8").rstrip("\n") + "\n" for p in paths)
     md = f"# {TITLE}\n\n{body}"
     md_path, rst_path = out_dir / f"{OVERVIEW}.md", out_dir / f"{OVERVIEW}.rst"
@@ -133,21 +129,3 @@ def markdown_to_rst(md: str) -> str:
     while out and out[-1] == "":
         out.pop()
     return "\n".join(out) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m qclm.analysis.overview --out DIR [FRAGMENT ...]`` (the workflow's ``overview`` rule)."""
-    parser = argparse.ArgumentParser(prog="python -m qclm.analysis.overview", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="the analysis directory: writes overview.md and overview.rst")
-    parser.add_argument("fragments", nargs="*", help="the sections (default: every overview.KIND.md in --out)")
-    args = parser.parse_args(argv)
-    missing = [f for f in args.fragments if not Path(f).is_file()]
-    if missing:
-        print(f"{missing[0]}: no such fragment", file=sys.stderr)
-        return 2
-    compose(args.out, args.fragments or None)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -119,11 +119,13 @@ def contrast_data(sub: pd.DataFrame, first: str, second: str) -> ContrastData | 
 Group = tuple[str, str, tuple[str, str], ContrastData]
 
 
-def per_model_groups(items: pd.DataFrame, contrasts: list[tuple[str, str]]) -> list[Group]:
+def per_model_groups(items: pd.DataFrame, contrasts: list[tuple[str, str]],
+                     column: str = "questionnaire") -> list[Group]:
     """Every model x questionnaire x contrast with data, in that order; the three tables share them (the Likert
-    context computes them once)."""
+    context computes them once). ``column``: the table's instrument column (Likert's ``questionnaire``; the
+    item-score shape's :data:`INSTRUMENT`)."""
     out = []
-    for (model, q), sub in items.groupby(["model", "questionnaire"], sort=False):
+    for (model, q), sub in items.groupby(["model", column], sort=False):
         for first, second in contrasts:
             data = contrast_data(sub, first, second)
             if data is None:
@@ -183,12 +185,14 @@ STATE_TRAIT_COLUMNS = ["model", "questionnaire", "contrast", "design", "n_items"
 
 
 def state_trait_table(items: pd.DataFrame, contrasts: list[tuple[str, str]], n_boot: int, seed: int,
-                      min_stimuli: int = MIN_STIMULI, groups: list[Group] | None = None) -> pd.DataFrame:
+                      min_stimuli: int = MIN_STIMULI, groups: list[Group] | None = None,
+                      column: str = "questionnaire") -> pd.DataFrame:
     """The single-model state-trait decomposition (module docstring): items as subjects, the contrast's two
     conditions as the within factor (each item's mean over a condition's stimuli), stimuli resampled for the
-    CI of eta^2_condition."""
+    CI of eta^2_condition. ``column``: the instrument column, of the items and of the table (Likert's
+    ``questionnaire``; the item-score shape's :data:`INSTRUMENT`)."""
     rows = []
-    for model, q, (first, second), data in (per_model_groups(items, contrasts) if groups is None else groups):
+    for model, q, (first, second), data in (per_model_groups(items, contrasts, column) if groups is None else groups):
         y = np.stack([data.first.mean(axis=1), data.second.mean(axis=1)], axis=1)  # items x 2
         res = stats.rm_oneway(y)
         lo = hi = np.nan
@@ -196,13 +200,13 @@ def state_trait_table(items: pd.DataFrame, contrasts: list[tuple[str, str]], n_b
             i1, i2 = data.resample(n_boot, rng_for(seed, "per_model_state_trait", model, q, first, second))
             boot = np.stack([data.first[:, i1].mean(axis=2).T, data.second[:, i2].mean(axis=2).T], axis=2)
             lo, hi = stats.percentile_ci(stats.eta_squared(stats.rm_oneway_ss(boot))["stimuli"])
-        rows.append({"model": model, "questionnaire": q, "contrast": contrast_label(first, second),
+        rows.append({"model": model, column: q, "contrast": contrast_label(first, second),
                      "design": data.design, "n_items": y.shape[0], "n_stimuli": data.n_stimuli,
                      "eta2_condition": res.eta2["stimuli"], "eta2_item": res.eta2["model"],
                      "eta2_residual": res.eta2["residual"], "eta2_condition_ci_low": float(lo),
                      "eta2_condition_ci_high": float(hi), "F": res.F, "df1": res.df["stimuli"],
                      "df2": res.df["residual"], "p": res.p, "underpowered": data.per_side < min_stimuli})
-    return pd.DataFrame(rows, columns=STATE_TRAIT_COLUMNS)
+    return pd.DataFrame(rows, columns=[column if c == "questionnaire" else c for c in STATE_TRAIT_COLUMNS])
 
 
 # --------------------------------------------------------------------------- interaction (standardized)
@@ -279,3 +283,47 @@ def per_model_state_trait(ctx) -> pd.DataFrame:
 
 def per_model_interaction(ctx) -> pd.DataFrame:
     return interaction_table(ctx.items, ctx.contrasts, ctx.min_stimuli, ctx.per_model_groups)
+
+
+# --------------------------------------------------------------------------- the decomposition of any kind's items
+
+#: the item-score shape of every kind with per-item numbers (a kind's ``item_table``): one row per model x
+#: instrument x item x condition x stimulus ("" for vanilla); the instrument column is :data:`INSTRUMENT`
+INSTRUMENT = "instrument"
+ITEM_COLUMNS = ("model", INSTRUMENT, "item_id", "condition", "stimulus_id", "score")
+#: the instrument column of the tables that predate the shape and keep their name (the Likert kind's item scores,
+#: which the default run writes, and the entailment kind's, which follow them)
+QUESTIONNAIRE = "questionnaire"
+
+
+def item_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """A kind's per-item table in the item-score shape (:data:`ITEM_COLUMNS` and any other columns): the one place
+    where a table with a :data:`QUESTIONNAIRE` column (Likert, entailment) is read as one with :data:`INSTRUMENT`
+    (the intervention and calibration analyses read every kind's)."""
+    if QUESTIONNAIRE in frame and INSTRUMENT not in frame:
+        return frame.rename(columns={QUESTIONNAIRE: INSTRUMENT})
+    return frame
+
+
+def state_trait(items: pd.DataFrame | str, config: dict) -> pd.DataFrame:
+    """The per-model state-trait table of an item-score table (:data:`ITEM_COLUMNS`) under the config's contrasts
+    (those whose two conditions the table has), with the config's analysis settings (bootstrap, seed,
+    min_stimuli); its instrument column is :data:`INSTRUMENT` whatever the kind's table calls it
+    (:func:`item_scores`)."""
+    from qclm import settings
+    from qclm.experiment import config_contrasts
+
+    frame = item_scores(pd.read_parquet(items) if not isinstance(items, pd.DataFrame) else items.copy())
+    frame["stimulus_id"] = frame["stimulus_id"].fillna("")
+    analysis = settings.section(config, settings.ANALYSIS)
+    present = set(frame["condition"])
+    contrasts = [c for c in config_contrasts(config) or [] if c[0] in present and c[1] in present]
+    return state_trait_table(frame, contrasts, analysis["bootstrap"], analysis["seed"], analysis["min_stimuli"],
+                             column=INSTRUMENT)
+
+
+def state_trait_output(context) -> pd.DataFrame:
+    """The table ``KIND_state_trait`` (:func:`qclm.analysis.registry.state_trait`): the decomposition of the
+    kind's item table (the analysis context's, :class:`qclm.probes.base.ProbeAnalysis`)."""
+    return state_trait(context.table(context.item_table), context.config)
+

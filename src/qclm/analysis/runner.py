@@ -1,5 +1,5 @@
-"""The analysis of one probe kind, run from its registrations (:mod:`qclm.analysis.registry`): its tables in
-registration order, each written as soon as it exists (CSV, Markdown, HTML: :mod:`qclm.analysis.table_files`),
+"""The analysis of one probe kind, run from its outputs (:mod:`qclm.analysis.registry`): its tables in
+the order it declares them, each written as soon as it exists (CSV, Markdown, HTML: :mod:`qclm.analysis.table_files`),
 then its figures drawn from those tables (:mod:`qclm.analysis.plotting`).
 
 A failure loses nothing already computed: the tables before a failing table are on disk, and a failing figure
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -31,12 +31,12 @@ def resolve(output: registry.Output) -> Callable:
         raise ValueError(f"analysis {output.kind} {output.name!r}: cannot load {output.code!r}: {exc}") from exc
 
 
-def run_tables(probe: str, context: object, out_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """Compute the probe kind's tables in registration order and write each to ``out_dir``; returns them by
-    name. A table function receives the context and the tables it ``uses``."""
+def run_tables(outputs: Sequence[registry.Output], context: object, out_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """Compute the tables of ``outputs`` (a kind's, :func:`qclm.analysis.registry.declare`) in order and write
+    each to ``out_dir``; returns them by name. A table function receives the context and the tables it ``uses``."""
     out_dir = Path(out_dir)
     tables: dict[str, pd.DataFrame] = {}
-    for output in registry.outputs(probe, registry.TABLE):
+    for output in registry.select(outputs, registry.TABLE):
         table = resolve(output)(context, *(tables[name] for name in output.uses))
         if not isinstance(table, pd.DataFrame):
             raise TypeError(f"analysis table {output.name!r}: {output.code} returned {type(table).__name__}, "
@@ -46,8 +46,9 @@ def run_tables(probe: str, context: object, out_dir: str | Path) -> dict[str, pd
     return tables
 
 
-def draw_figures(probe: str, context: object, tables: dict[str, pd.DataFrame], fig_dir: str | Path) -> list[Path]:
-    """Draw the probe kind's figures from its tables into ``fig_dir`` (PNG and PDF each); returns the files.
+def draw_figures(outputs: Sequence[registry.Output], context: object, tables: dict[str, pd.DataFrame],
+                 fig_dir: str | Path) -> list[Path]:
+    """Draw the figures of ``outputs`` from its tables into ``fig_dir`` (PNG and PDF each); returns the files.
 
     A figure function receives the context, its ``table`` and the tables it ``uses``; the named table must have
     an ``underpowered`` column (the figure's mark). When one figure fails the others are still drawn, then the
@@ -57,7 +58,7 @@ def draw_figures(probe: str, context: object, tables: dict[str, pd.DataFrame], f
     fig_dir = Path(fig_dir)
     paths: list[Path] = []
     failed: list[BaseException] = []
-    for output in registry.outputs(probe, registry.FIGURE):
+    for output in registry.select(outputs, registry.FIGURE):
         try:
             if output.table is not None and "underpowered" not in tables[output.table].columns:
                 raise ValueError(f"figure {output.name!r}: its table {output.table!r} has no `underpowered` column")
@@ -71,14 +72,16 @@ def draw_figures(probe: str, context: object, tables: dict[str, pd.DataFrame], f
     return paths
 
 
-def run_outputs(probe: str, context: object, out_dir: str | Path, figures: bool = True) -> dict[str, pd.DataFrame]:
+def run_outputs(outputs: Sequence[registry.Output], context: object, out_dir: str | Path,
+                figures: bool = True) -> dict[str, pd.DataFrame]:
     """The whole analysis of a probe kind: :func:`run_tables` in ``out_dir``, then :func:`draw_figures` in
     ``out_dir/figures`` (unless ``figures`` is false); returns the tables."""
+    probe = outputs[0].probe if outputs else "no outputs"
     t0 = time.perf_counter()
-    tables = run_tables(probe, context, out_dir)
+    tables = run_tables(outputs, context, out_dir)
     log.info("%s: tables written to %s in %.1f s", probe, out_dir, time.perf_counter() - t0)
     if figures:
         t1 = time.perf_counter()
-        draw_figures(probe, context, tables, Path(out_dir) / "figures")
+        draw_figures(outputs, context, tables, Path(out_dir) / "figures")
         log.info("%s: figures written to %s in %.1f s", probe, Path(out_dir) / "figures", time.perf_counter() - t1)
     return tables

@@ -3,7 +3,7 @@
 Conventions: a repeated-measures data set is an array ``y`` of shape (..., n_subjects, k_levels)
 (subjects = models); leading dimensions are independent data sets (bootstrap resamples), so the
 sums of squares of 10,000 resamples are computed in one vectorized call. Missing values are not
-allowed here: the table layer (:mod:`qclm.analysis.across_models`, :mod:`qclm.analysis.permodel`) keeps
+allowed here: the table layer (:mod:`qclm.probes.likert.analysis.across_models`, :mod:`qclm.analysis.permodel`) keeps
 complete cases only.
 """
 

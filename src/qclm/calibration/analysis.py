@@ -45,11 +45,11 @@ import pandas as pd
 from qclm import calibration as cal
 from qclm import settings
 from qclm.analysis import stats
+from qclm.calibration.outputs import OUTPUTS, PROBE
 from qclm.models.checkpoints import parse_derived
 
 log = logging.getLogger("qclm.calibration")
 
-PROBE = "calibration"
 #: the units table every kind's calibration function returns
 UNIT_COLUMNS = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
 KEYS = ["base_model", "plant", "kind", "probe", "instrument", "metric"]
@@ -397,6 +397,6 @@ def analyze(tables: dict[str, dict[str, Any]], out: str | Path, config: dict) ->
     from qclm.analysis.overview import write_fragment
     from qclm.analysis.runner import run_outputs
 
-    results = run_outputs(PROBE, CalibrationContext(tables, config), out)
+    results = run_outputs(OUTPUTS, CalibrationContext(tables, config), out)
     write_fragment(out, PROBE, overview(results))
     return results

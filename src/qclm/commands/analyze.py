@@ -1,17 +1,23 @@
-"""``qclm analyze``: statistics, tables and figures from an item-score table (:mod:`qclm.analysis.stage`)."""
+"""``qclm analyze``: the Likert kind's statistics, tables and figures from an existing item-score table
+(:mod:`qclm.probes.likert.analysis.stage`; the workflow and ``qclm probe likert`` run the same analysis through the
+kind's ``analyze``). Its defaults are the config schema's (``analysis`` and ``templates`` sections)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
+from qclm import settings
 from qclm.commands.args import check_output, non_negative_int, positive_int, sized
 from qclm.config import size_class_problem
 from qclm.errors import InputError
-from qclm.experiment import MIN_MODELS, MIN_STIMULI, TEMPLATE_DEFAULTS, parse_contrast_args
+from qclm.experiment import parse_contrast_args
 from qclm.logs import configure_logging
 
 log = logging.getLogger("qclm.analysis")
+#: the defaults of the options: the config schema's (one home)
+DEFAULTS = settings.defaults(settings.ANALYSIS)
+TEMPLATE_SELECT = settings.defaults(settings.TEMPLATES)["select"]
 
 
 def _size_classes(text: str) -> list[float]:
@@ -45,24 +51,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
     p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--bootstrap", type=sized("resamples"), default=10_000, help="bootstrap iterations (default 10000)")
-    p.add_argument("--seed", type=non_negative_int, default=0)
-    p.add_argument("--size-classes", type=_size_classes, default="3,8",
-                   help="size-class boundaries in billions of parameters, increasing (default 3,8)")
+    p.add_argument("--bootstrap", type=sized("resamples"), default=DEFAULTS["bootstrap"],
+                   help=f"bootstrap iterations (default {DEFAULTS['bootstrap']})")
+    p.add_argument("--seed", type=non_negative_int, default=DEFAULTS["seed"], help=f"default {DEFAULTS['seed']}")
+    size_classes = ",".join(f"{b:g}" for b in DEFAULTS["size_classes"])
+    p.add_argument("--size-classes", type=_size_classes, default=size_classes,
+                   help=f"size-class boundaries in billions of parameters, increasing (default {size_classes})")
     p.add_argument("--contrasts", type=_contrasts, default=None,
                    help="contrasts FIRST:SECOND,... (differences are first minus second; default: the paper's "
                    "vanilla:stress,vanilla:neutral,neutral:stress where their conditions are present)")
-    p.add_argument("--min-models", type=positive_int, default=MIN_MODELS,
-                   help=f"across-model analyses with fewer models are marked underpowered (default {MIN_MODELS})")
-    p.add_argument("--min-stimuli", type=positive_int, default=MIN_STIMULI,
+    p.add_argument("--min-models", type=positive_int, default=DEFAULTS["min_models"],
+                   help="across-model analyses with fewer models are marked underpowered "
+                   f"(default {DEFAULTS['min_models']})")
+    p.add_argument("--min-stimuli", type=positive_int, default=DEFAULTS["min_stimuli"],
                    help=f"per-model analyses with fewer stimuli per condition are marked underpowered "
-                   f"(default {MIN_STIMULI})")
-    p.add_argument("--templates", default=TEMPLATE_DEFAULTS["select"],
-                   help="wordings the questionnaire scores use: first (the default wording), all (their mean; "
-                   f"default {TEMPLATE_DEFAULTS['select']}), or a template id")
+                   f"(default {DEFAULTS['min_stimuli']})")
+    p.add_argument("--templates", default=TEMPLATE_SELECT,
+                   help="wordings the questionnaire scores use: first (the default wording), all (their mean), or "
+                   f"a template id (default {TEMPLATE_SELECT})")
     p.add_argument("--silhouette", default=None, help="optional per-item silhouette table from scoring")
     p.add_argument("--variant-probs", default=None, help="optional variant probability table (heatmap figure)")
-    p.add_argument("--heatmap-item", default=None,
+    p.add_argument("--heatmap-item", default=DEFAULTS["heatmap_item"],
                    help="item of the heatmap figure: ITEM or QUESTIONNAIRE:ITEM (default: first item)")
     p.add_argument("--instruments", default=None,
                    help="optional instrument table (questionnaire, construct, framing): expected signs of the "
@@ -77,7 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``qclm analyze``; exit code 2 on bad input."""
-    from qclm.analysis.stage import analyze
+    from qclm.probes.likert.analysis.stage import analyze
 
     configure_logging()
     try:
@@ -93,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
             heatmap_item=getattr(args, "heatmap_item", None),
             figures=not getattr(args, "no_figures", False),
             contrasts=getattr(args, "contrasts", None),
-            min_models=getattr(args, "min_models", MIN_MODELS),
-            min_stimuli=getattr(args, "min_stimuli", MIN_STIMULI),
-            templates=getattr(args, "templates", TEMPLATE_DEFAULTS["select"]),
+            min_models=getattr(args, "min_models", DEFAULTS["min_models"]),
+            min_stimuli=getattr(args, "min_stimuli", DEFAULTS["min_stimuli"]),
+            templates=getattr(args, "templates", TEMPLATE_SELECT),
             instruments=getattr(args, "instruments", None),
             memorization=getattr(args, "memorization", None),
         )

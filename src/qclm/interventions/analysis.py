@@ -39,22 +39,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qclm import settings
 from qclm.analysis import stats
+from qclm.analysis.permodel import ITEM_COLUMNS, item_scores
 from qclm.experiment import VANILLA
 from qclm.interventions import SECTION, interventions
+from qclm.interventions.outputs import OUTPUTS, PROBE
 from qclm.models.checkpoints import parse_derived
+from qclm.probes.base import ProbeAnalysis
 
 log = logging.getLogger("qclm.interventions")
-
-PROBE = "interventions"
 #: a bootstrap CI over fewer items than this is no CI to read: the map marks the row underpowered
 MIN_ITEMS = 5
-
-
-def _settings(context) -> tuple[int, int, int, int]:
-    analysis = settings.section(context.config, settings.ANALYSIS)
-    return analysis["bootstrap"], analysis["seed"], analysis["min_models"], analysis["min_stimuli"]
 
 
 def item_frame(tables: dict[str, Any]) -> pd.DataFrame:
@@ -62,16 +57,14 @@ def item_frame(tables: dict[str, Any]) -> pd.DataFrame:
     stimulus_id, score (the Likert kind's in its default wording)."""
     frames = []
     for probe, table in tables.items():
-        df = table if isinstance(table, pd.DataFrame) else pd.read_parquet(table)
-        if "questionnaire" in df and "instrument" not in df:
-            df = df.rename(columns={"questionnaire": "instrument"})
+        df = item_scores(table if isinstance(table, pd.DataFrame) else pd.read_parquet(table))
         if "default_template" in df:
             df = df[df["default_template"].astype(bool)]
-        df = df[["model", "instrument", "item_id", "condition", "stimulus_id", "score"]].copy()
+        df = df[list(ITEM_COLUMNS)].copy()
         df["stimulus_id"] = df["stimulus_id"].fillna("")
         df.insert(0, "probe", probe)
         frames.append(df)
-    cols = ["probe", "model", "instrument", "item_id", "condition", "stimulus_id", "score"]
+    cols = ["probe", *ITEM_COLUMNS]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
@@ -189,12 +182,12 @@ def tests_table(table: pd.DataFrame, min_models: int) -> pd.DataFrame:
 def trait_map_table(items: pd.DataFrame, table: pd.DataFrame, config: dict, n_boot: int, seed: int,
                     min_stimuli: int) -> pd.DataFrame:
     """``trait_map.csv`` (module docstring)."""
-    from qclm.experiment import Experiment
+    from qclm.experiment import config_contrasts
 
     means = _item_means(items)
     base_models = sorted({m for m in means["model"].unique() if not parse_derived(m)})
     sd = _vanilla_sd(means)
-    contrasts = list(Experiment.from_config(config).contrasts) if config.get("conditions") else []
+    contrasts = config_contrasts(config) or []
     last = table[table["role"] == "intervention"]
     if len(last):
         last = last[last["condition"] == VANILLA]
@@ -261,18 +254,18 @@ def overlap_output(context) -> pd.DataFrame:
 
 
 def intervention_output(context, overlap: pd.DataFrame) -> pd.DataFrame:
-    n_boot, seed, _, _ = _settings(context)
-    return intervention_table(context.items, context.config, n_boot, seed, overlap)
+    analysis = context.settings
+    return intervention_table(context.items, context.config, analysis["bootstrap"], analysis["seed"], overlap)
 
 
 def tests_output(context, table: pd.DataFrame) -> pd.DataFrame:
-    _, _, min_models, _ = _settings(context)
-    return tests_table(table, min_models)
+    return tests_table(table, context.settings["min_models"])
 
 
 def trait_map_output(context, table: pd.DataFrame) -> pd.DataFrame:
-    n_boot, seed, _, min_stimuli = _settings(context)
-    return trait_map_table(context.items, table, context.config, n_boot, seed, min_stimuli)
+    analysis = context.settings
+    return trait_map_table(context.items, table, context.config, analysis["bootstrap"], analysis["seed"],
+                           analysis["min_stimuli"])
 
 
 def _reach(value: float, lo: float, hi: float) -> tuple[float, float, float]:
@@ -346,22 +339,23 @@ def overview(results: dict[str, pd.DataFrame]) -> str:
     return "\n".join(lines + [""])
 
 
-class InterventionContext:
-    """The registry's context of the intervention analysis: the item scores of every kind, and the config."""
+class InterventionContext(ProbeAnalysis):
+    """The context of the intervention analysis's outputs: the item scores of every kind (``items``), the config
+    and its analysis settings (:class:`qclm.probes.base.ProbeAnalysis`)."""
 
     def __init__(self, tables: dict[str, Any], config: dict):
-        self.config = config
+        super().__init__(PROBE, {}, config)
         self.items = item_frame(tables)
 
 
 def analyze(tables: dict[str, Any], out: str | Path, config: dict) -> dict[str, pd.DataFrame]:
-    """Every registered table and figure of the intervention analysis in ``out`` and its overview section
-    (``tables``: probe kind -> its item-score table)."""
+    """Every table and figure of the intervention analysis (:mod:`qclm.interventions.outputs`) in ``out`` and its
+    overview section (``tables``: probe kind -> its item-score table)."""
     from qclm.analysis.overview import write_fragment
     from qclm.analysis.runner import run_outputs
 
     if not config.get(SECTION):
         log.warning("the config has no interventions: the intervention tables are empty")
-    results = run_outputs(PROBE, InterventionContext(tables, config), out)
+    results = run_outputs(OUTPUTS, InterventionContext(tables, config), out)
     write_fragment(out, PROBE, overview(results))
     return results

@@ -125,6 +125,21 @@ class ProbeAnalysis:
     instances: list[Instance] = field(default_factory=list)
     _frames: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The config's analysis settings (bootstrap, seed, min_models, min_stimuli, ...), defaults filled in."""
+        from qclm import settings
+
+        return settings.section(self.config, settings.ANALYSIS)
+
+    @property
+    def contrasts(self) -> list[tuple[str, str]]:
+        """The contrasts the config's analyses compare (:func:`qclm.experiment.config_contrasts`; none where the
+        config declares no conditions)."""
+        from qclm.experiment import config_contrasts
+
+        return config_contrasts(self.config) or []
+
     def table(self, name: str):
         if name not in self._frames:
             import pandas as pd
@@ -186,8 +201,10 @@ class ProbeKind:
     #: condition, stimulus_id, score): the per-model state-trait decomposition (items as subjects, stimuli as
     #: replications, method.md section 6b) applies to it, as to Likert questionnaires
     item_table: ClassVar[str | None] = None
-    #: score tables of other kinds the analysis reads where the run has those kinds, name -> (kind, score table);
-    #: the workflow passes them as ``context.files[name]`` only then (the survey reads the Likert item scores)
+    #: tables of other kinds the analysis reads where the run has those kinds, name -> (kind, table): a score table's
+    #: name, or ``analysis:NAME`` for one of that kind's analysis tables (:meth:`table_path`); the workflow passes
+    #: them as ``context.files[name]`` only then (the survey reads the Likert item scores, the Likert kind the
+    #: memorization table)
     optional_tables: ClassVar[dict[str, tuple[str, str]]] = {}
     #: the kind asks chat-format models only (``qclm validate`` and ``qclm probe`` name a raw row of the model table)
     chat_only: ClassVar[bool] = False
@@ -198,6 +215,11 @@ class ProbeKind:
     #: "module:function" that reads the kind's score tables as a plant's calibration units (docs/calibration.md,
     #: :mod:`qclm.calibration.analysis`); None: the kind cannot be calibrated yet
     calibration: ClassVar[str | None] = None
+    #: the kind's analysis tables and figures in report order (qclm.analysis.registry.Output; the built-in kinds'
+    #: are in their package's outputs.py), their captions in ``report/`` beside the module that defines the kind;
+    #: :meth:`analysis_outputs` checks them, the default :meth:`analyze` runs them, the workflow files them in the
+    #: report
+    outputs: ClassVar[tuple] = ()
     #: the backend request kinds the kind's scoring asks (qclm.engine.capabilities.REQUEST_KINDS); ``qclm validate``
     #: refuses an instance on a model-table row whose backend does not answer one of them (:meth:`request_kinds`
     #: narrows it by the instance's settings)
@@ -260,16 +282,40 @@ class ProbeKind:
         return {name: pd.concat(frames, ignore_index=True) for name in cls.score_tables}
 
     @classmethod
+    def table_path(cls, table: str) -> str:
+        """Where a table of the kind is, relative to the results directory: a score table (``scores/FILE``), or
+        with ``analysis:NAME`` one of its analysis tables (``analysis/NAME.csv``)."""
+        if table.startswith("analysis:"):
+            from qclm.analysis.registry import TABLE, get
+
+            return f"analysis/{get(cls.analysis_outputs(), TABLE, table.removeprefix('analysis:')).files[0]}"
+        return f"scores/{cls.score_tables[table]}"
+
+    @classmethod
+    def analysis_outputs(cls) -> tuple:
+        """:attr:`outputs`, checked (:func:`qclm.analysis.registry.declare`), with the kind's name and each
+        caption's absolute path (relative ones are in ``report/`` beside the module that defines the kind)."""
+        if cls.__dict__.get("_declared_outputs") is None:
+            import sys
+
+            from qclm.analysis.registry import declare
+
+            module = sys.modules[cls.__module__]
+            caption_dir = Path(module.__file__).resolve().parent / "report"
+            cls._declared_outputs = declare(cls.name, cls.outputs, caption_dir)
+        return cls._declared_outputs
+
+    @classmethod
     def analyze(cls, tables: dict[str, Path], out: Path, config: dict, instances=()) -> dict[str, Any]:
-        """The kind's analysis: its registered tables and figures (qclm.analysis.registry, probe = the kind's
-        name) computed from its score tables (``tables``: name -> file) by the analysis runner, and its section of
-        the report's first page (``analysis/overview.NAME.md``); ``instances``: the run's instances of the kind
+        """The kind's analysis: its tables and figures (:meth:`analysis_outputs`) computed from its score tables
+        (``tables``: name -> file) by the analysis runner, and its section of the report's first page
+        (``analysis/overview.NAME.md``, the :meth:`overview` hook); ``instances``: the run's instances of the kind
         (their settings); returns the tables."""
         from qclm.analysis.overview import write_fragment
         from qclm.analysis.runner import run_outputs
 
         context = ProbeAnalysis(cls.name, dict(tables), config, cls.item_table, list(instances))
-        results = run_outputs(cls.name, context, out)
+        results = run_outputs(cls.analysis_outputs(), context, out)
         write_fragment(out, cls.name, cls.overview(context, results))
         return results
 

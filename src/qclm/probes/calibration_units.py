@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from qclm.analysis.permodel import item_scores
 from qclm.experiment import VANILLA
 from qclm.models.checkpoints import base_of
 
@@ -20,7 +21,7 @@ def item_shift_units(items: pd.DataFrame, probe_of: dict[str, str], planted: set
     df = items[items["condition"] == VANILLA]
     if "default_template" in df:
         df = df[df["default_template"].astype(bool)]
-    df = df.rename(columns={"questionnaire": "instrument"}) if "questionnaire" in df else df
+    df = item_scores(df)
     df = df[df["instrument"].isin(probe_of)]
     if df.empty:
         return pd.DataFrame(columns=cols)

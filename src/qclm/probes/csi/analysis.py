@@ -18,51 +18,38 @@ import logging
 import numpy as np
 import pandas as pd
 
-from qclm import settings
 from qclm.calibration import null_note
 from qclm.probes.csi import scores as S
 
 log = logging.getLogger("qclm.analysis")
 
 
-def _contrasts(config: dict) -> list[tuple[str, str]]:
-    from qclm.experiment import Experiment
-
-    return list(Experiment.from_config(config).contrasts) if config.get("conditions") else []
-
-
-def _settings(context) -> tuple[int, int, int]:
-    analysis = settings.section(context.config, settings.ANALYSIS)
-    return analysis["bootstrap"], analysis["seed"], analysis["min_stimuli"]
-
-
 # -- the registered tables (qclm.analysis.registry; run by ProbeKind.analyze) ------------------------------------------
 
 def validity_output(context) -> pd.DataFrame:
     """``csi_validity``: the valence control (AUC of the per-word bias against the lexicon's valence)."""
-    n_boot, seed, _ = _settings(context)
     words = context.table("words").copy()
     words["stimulus_id"] = ""
-    return S.validity_table(words, n_boot, seed)
+    return S.validity_table(words, context.settings["bootstrap"], context.settings["seed"])
 
 
 def scores_output(context, validity: pd.DataFrame) -> pd.DataFrame:
     """``csi_scores``: O, P, N, consistency, reluctancy, the repeat rate and their baselines, marked (with the
     reason) where the answers or the valence control say O and P cannot be read."""
-    n_boot, seed, _ = _settings(context)
+    n_boot, seed = context.settings["bootstrap"], context.settings["seed"]
     return S.mark_interpretable(S.score_table(context.table("answers"), n_boot, seed), validity)
 
 
 def contrasts_output(context) -> pd.DataFrame:
     """``csi_contrasts``: the condition shifts paired over words."""
-    n_boot, seed, min_stimuli = _settings(context)
-    return S.contrast_table(context.table("answers"), _contrasts(context.config), n_boot, seed, min_stimuli)
+    analysis = context.settings
+    return S.contrast_table(context.table("answers"), context.contrasts, analysis["bootstrap"], analysis["seed"],
+                            analysis["min_stimuli"])
 
 
 def story_output(context) -> pd.DataFrame:
     """``csi_story``: the story test (instruct models)."""
-    n_boot, seed, _ = _settings(context)
-    return S.story_table(context.table("stories"), n_boot, seed)
+    return S.story_table(context.table("stories"), context.settings["bootstrap"], context.settings["seed"])
 
 
 # -- the figure -------------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from qclm.inputs import SAME_TEXT, identity, show, size, text_problem
 from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
+from qclm.probes.csi.outputs import OUTPUTS
 from qclm.probes.csi.words import WordList, load_words, word_problems
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class CSIProbe(ProbeKind):
                     "name_other", "wordings", "swap_labels", "story_test", "story_samples", "story_tokens")
     file_keys = ("words", "control")
     config_sections = ()
+    outputs = OUTPUTS
     score_tables = {"answers": "csi_answers.parquet", "words": "csi_words.csv", "items": "csi_items.parquet",
                     "stories": "csi_stories.csv"}
     item_table = "items"

@@ -141,8 +141,8 @@ def word_table(answers: pd.DataFrame) -> pd.DataFrame:
 
 
 def item_table(answers: pd.DataFrame) -> pd.DataFrame:
-    """The item-score shape (qclm.probes.items): instrument = the instance, item = the word (the word list only),
-    score = the word's mean bias over repetitions under one stimulus."""
+    """The item-score shape (qclm.analysis.permodel.ITEM_COLUMNS): instrument = the instance, item = the word (the
+    word list only), score = the word's mean bias over repetitions under one stimulus."""
     cols = ["model", "instrument", "item_id", "condition", "stimulus_id", "score"]
     a = answers[answers["part"] == "words"]
     if a.empty:

@@ -25,6 +25,7 @@ from qclm import settings
 from qclm.errors import InputError, Problem
 from qclm.probes.base import CollectInput, Labelled, ProbeKind, construct_terms
 from qclm.probes.entailment.material import EntailmentInstrument, Variant, load_entailment
+from qclm.probes.entailment.outputs import OUTPUTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,6 +73,7 @@ class EntailmentProbe(ProbeKind):
     file_keys = ("instrument",)
     cell_tables = ("variants", "items")
     config_sections = (settings.SCORING,)
+    outputs = OUTPUTS
     score_tables = {"items": "entailment_item_scores.parquet", "questionnaires": "entailment_questionnaire_scores.csv",
                     "conditions": "entailment_condition_means.csv", "variants": "entailment_variant_probs.parquet",
                     "silhouette": "entailment_silhouette.csv"}

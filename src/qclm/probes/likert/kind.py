@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qclm import settings
@@ -24,6 +23,7 @@ from qclm.contexts import Context, ContextSettings, condition_contexts
 from qclm.errors import InputError, Problem
 from qclm.experiment import TEMPLATE_DEFAULTS
 from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
+from qclm.probes.likert.outputs import OUTPUTS
 from qclm.questionnaire import Questionnaire, Variant, load_questionnaire
 
 if TYPE_CHECKING:
@@ -129,10 +129,14 @@ class LikertProbe(ProbeKind):
     file_keys = ("questionnaire",)
     cell_tables = ("variants", "items")
     config_sections = (settings.SCORING, settings.TEMPLATES)
+    outputs = OUTPUTS
     score_tables = {"items": "item_scores.parquet", "items_csv": "item_scores.csv",
                     "questionnaires": "questionnaire_scores.csv", "conditions": "condition_means.csv",
                     "variants": "variant_probs.parquet", "silhouette": "silhouette.csv",
                     "instruments": "instruments.csv"}
+    #: the memorization kind's table where the run has that kind: instruments whose items a model has seen are
+    #: flagged in instrument_validation
+    optional_tables = {"memorization": ("memorization", "analysis:memorization")}
 
     def __init__(self, instance):
         super().__init__(instance)
@@ -231,19 +235,32 @@ class LikertProbe(ProbeKind):
         return tables
 
     @classmethod
-    def analyze(cls, tables: dict[str, Any], out, config: dict, instances=()) -> list:
-        """The Likert analysis (``qclm analyze``: method.md sections 6-8) on the collected score tables."""
-        from qclm.analysis.stage import analyze
-        from qclm.experiment import Experiment
+    def analyze(cls, tables: dict[str, Any], out, config: dict, instances=()) -> dict[str, pd.DataFrame]:
+        """The Likert analysis (method.md sections 6-8; :func:`qclm.probes.likert.analysis.stage.analyze`, as
+        ``qclm analyze``) on the collected score tables, with the config's analysis settings and contrasts; the
+        memorization kind's table where the run has that kind (:attr:`optional_tables`)."""
+        import logging
+
+        import pandas as pd
+
+        from qclm.experiment import config_contrasts, contrast_label
+        from qclm.probes.likert.analysis.stage import analyze
 
         analysis = settings.section(config, settings.ANALYSIS)
-        contrasts = list(Experiment.from_config(config).contrasts) if config.get("conditions") else None
-        analyze(tables["items"], out, analysis["bootstrap"], analysis["seed"], analysis["size_classes"],
-                silhouette=tables["silhouette"], variant_probs=tables["variants"],
-                heatmap_item=analysis["heatmap_item"], contrasts=contrasts, min_models=analysis["min_models"],
-                min_stimuli=analysis["min_stimuli"], templates=settings.section(config, settings.TEMPLATES)["select"],
-                instruments=tables["instruments"])
-        return sorted(p for p in Path(out).rglob("*") if p.is_file())
+        contrasts = config_contrasts(config)
+        if contrasts is not None:  # the config's contrasts whose two conditions were scored (qclm probe --conditions)
+            scored = set(pd.read_parquet(tables["items"], columns=["condition"])["condition"])
+            left = [c for c in contrasts if not {c[0], c[1]} <= scored]
+            if left:
+                logging.getLogger("qclm.analysis").info(
+                    "contrast(s) %s left out: a condition was not scored", ", ".join(contrast_label(*c) for c in left))
+            contrasts = [c for c in contrasts if c not in left]
+        return analyze(tables["items"], out, analysis["bootstrap"], analysis["seed"], analysis["size_classes"],
+                       silhouette=tables.get("silhouette"), variant_probs=tables.get("variants"),
+                       heatmap_item=analysis["heatmap_item"], contrasts=contrasts,
+                       min_models=analysis["min_models"], min_stimuli=analysis["min_stimuli"],
+                       templates=settings.section(config, settings.TEMPLATES)["select"],
+                       instruments=tables.get("instruments"), memorization=tables.get("memorization"))
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod

@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from qclm import settings
 from qclm.analysis.stats import holm, rng_for
 from qclm.calibration import null_note
 from qclm.instruments import load_instrument
@@ -399,7 +398,7 @@ def memorization_output(context) -> pd.DataFrame:
     run (its decoy, Min-K% share and permutation count from the instance's settings), with a ``probe`` column."""
     raw = context.table("raw")
     na = context.table("not_applicable")
-    analysis = settings.section(context.config, settings.ANALYSIS)
+    analysis = context.settings
     frames = []
     for inst in context.instances:
         decoy = load_instrument(inst.settings["decoy"]).id
@@ -412,7 +411,7 @@ def memorization_output(context) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def overview_section(table: pd.DataFrame) -> str:
+def overview(table: pd.DataFrame) -> str:
     """The report's line per model: above the decoy on X of Y instruments."""
     lines = ["## Memorization: does the model know the test?", ""]
     auc = table[(table["metric"] == "auc_min_k_gap") & table["value"].notna()]

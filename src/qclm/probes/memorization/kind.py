@@ -37,6 +37,7 @@ from qclm.inputs import duplicate_problems, identity, size
 from qclm.instruments import Instrument, keyed_score, load_instrument
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
 from qclm.probes.memorization import metrics as m
+from qclm.probes.memorization.outputs import OUTPUTS
 from qclm.probes.memorization.perturb import PERTURBATIONS, neighbours
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ class MemorizationProbe(ProbeKind):
     }
     scoring_keys = ("instruments", "decoy", "inventories", "tasks", "mode", "max_new_tokens", "perturbations")
     file_keys = ("instruments", "decoy")
+    outputs = OUTPUTS
     score_tables = {"raw": "memorization_raw.parquet", "items": "memorization_items.parquet",
                     "not_applicable": "memorization_not_applicable.csv"}
     item_table = "items"
@@ -443,9 +445,9 @@ class MemorizationProbe(ProbeKind):
 
     @classmethod
     def overview(cls, context, results) -> str:
-        from qclm.probes.memorization.analysis import overview_section
+        from qclm.probes.memorization.analysis import overview
 
-        return overview_section(results["memorization"])
+        return overview(results["memorization"])
 
     # -- the command line ---------------------------------------------------------------------------------------
     @classmethod

@@ -26,7 +26,8 @@ dimension: agreement is per answer, not a scale)
     (the Likert kind's, default wording, mean over the condition's stimuli) where the run scored it, each with a
     permutation p-value.
 ``survey_state_trait.csv``
-    the per-model state-trait decomposition of the survey's item scores (qclm.probes.items), where the run has
+    the per-model state-trait decomposition of the survey's item scores (qclm.analysis.permodel.state_trait), where
+    the run has
     contrasts.
 
 Registered in :mod:`qclm.analysis.registry` (probe ``survey``, with the figures ``survey_rates`` and
@@ -49,7 +50,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qclm import settings
 from qclm.probes.survey.judge import REJECTED, STATUSES
 from qclm.probes.survey.material import FORCED_CHOICES, PROMPT_KEY, SCORED
 
@@ -344,21 +344,20 @@ def agreement(responses: pd.DataFrame, choices: pd.DataFrame, likert: pd.DataFra
 
 
 # -- the registered tables (qclm.analysis.registry; run by ProbeKind.analyze) ------------------------------------
-def _settings(context) -> tuple[int, int, int]:
-    analysis = settings.section(context.config, settings.ANALYSIS)
-    n_boot, seed = int(analysis["bootstrap"]), int(analysis["seed"])
-    return n_boot, seed, min(PERMUTATIONS, max(n_boot, 1))
+def _permutations(context) -> int:
+    """The agreement's permutations: as many as the bootstrap's resamples, at most :data:`PERMUTATIONS`."""
+    return min(PERMUTATIONS, max(int(context.settings["bootstrap"]), 1))
 
 
 def summary_output(context) -> pd.DataFrame:
     """``survey_summary``: response rates, scale scores, order shift and persona effect per prompt variant."""
-    n_boot, seed, _ = _settings(context)
-    return summary(context.table("responses"), context.table("choices"), n_boot, seed)
+    return summary(context.table("responses"), context.table("choices"), int(context.settings["bootstrap"]),
+                   int(context.settings["seed"]))
 
 
 def agreement_output(context) -> pd.DataFrame:
     """``survey_agreement``: the generated answers against the forced choice and the QCLM item scores (the run's
     Likert item scores, where the workflow passed them as ``likert_items``)."""
-    _, seed, n_perm = _settings(context)
     likert = context.table("likert_items") if context.files.get("likert_items") else None
-    return agreement(context.table("responses"), context.table("choices"), likert, seed, n_perm)
+    return agreement(context.table("responses"), context.table("choices"), likert, int(context.settings["seed"]),
+                     _permutations(context))

@@ -1,4 +1,4 @@
-"""The survey's figures (captions in workflow/report/survey_*.rst; registered in qclm.analysis.registry, drawn by
+"""The survey's figures (captions in report/survey_*.rst; declared in qclm.probes.survey.outputs, drawn by
 the analysis runner in the project's style): the response rates per prompt variant, and the generated answers
 against the forced choice on the identical prompt. An underpowered row or panel says so inside the figure, from its
 table's ``underpowered`` column."""

@@ -40,6 +40,7 @@ from qclm.probes.survey.material import (
     FORCED_CHOICES, OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, dimension_of, display_options, load_survey_instrument,
     user_message,
 )
+from qclm.probes.survey.outputs import OUTPUTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,6 +122,7 @@ class SurveyProbe(ProbeKind):
     scoring_keys = ("instrument", "variants", "orders", "personas", "seeds", "repetitions", "generation")
     file_keys = ("instrument",)
     cell_tables = ("responses", "choices")
+    outputs = OUTPUTS
     score_tables = {"responses": "survey_responses.parquet", "choices": "survey_choices.parquet",
                     "items": "survey_items.parquet"}
     item_table = "items"
@@ -313,9 +315,9 @@ class SurveyProbe(ProbeKind):
 
     @classmethod
     def overview(cls, context, results) -> str:
-        from qclm.probes.survey.overview import fragment
+        from qclm.probes.survey.overview import overview
 
-        return fragment(context.table("responses"), results["survey_summary"], results["survey_agreement"])
+        return overview(context.table("responses"), results["survey_summary"], results["survey_agreement"])
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod

@@ -18,7 +18,7 @@ def _p(x) -> str:
     return "n/a" if x is None or not np.isfinite(float(x)) else f"{float(x):.3f}"
 
 
-def fragment(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataFrame) -> str:
+def overview(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataFrame) -> str:
     lines = ["## Generated survey (R.U.Psycho-style)", ""]
     if responses.empty:
         return "\n".join(lines + ["No survey responses in this run.", ""])

@@ -2,7 +2,7 @@
 every post-processing step, with a status, and the forced choice on the identical prompt beside it) and its
 ``choices`` (one row per option of a prompt, the three forced choices side by side: the option's number, the one
 the analysis reads, then its label alone and the whole option); across cells, the survey's item scores in the
-item-score shape (:data:`qclm.probes.items.ITEM_COLUMNS`, with the item's dimension)."""
+item-score shape (:data:`qclm.analysis.permodel.ITEM_COLUMNS`, with the item's dimension)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,18 @@
+"""The calibration analysis's tables and figure, in report order (:mod:`qclm.analysis.registry`; captions in
+``report/``), declared for :data:`PROBE`. Light: the workflow reads them while building its DAG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qclm.analysis.registry import FIGURE, TABLE, Output, declare
+
+#: the owner's name: the analysis's section of the first page and its place in the report (last)
+PROBE = "calibration"
+CATEGORY = "Calibration"
+_A = "qclm.calibration.analysis"
+OUTPUTS = declare(PROBE, (
+    Output("calibration", TABLE, CATEGORY, f"{_A}:calibration_output"),
+    Output("calibration_floor", TABLE, CATEGORY, f"{_A}:floor_output", uses=("calibration",)),
+    Output("calibration", FIGURE, CATEGORY, f"{_A}:figure_calibration", table="calibration"),
+), Path(__file__).resolve().parent / "report")

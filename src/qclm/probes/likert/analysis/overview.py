@@ -1,0 +1,118 @@
+"""The Likert section of the report's first page (``overview.likert.md``, composed by
+:mod:`qclm.analysis.overview`): what was run and what the run can support.
+
+It states the models, questionnaires, conditions with their stimuli, contrasts and wordings, then whether the
+per-model and across-model analyses have enough stimuli and models (``min_stimuli``, ``min_models``), then the
+headline per-model results (what one or two models support); numbers come from the tables of the same run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from qclm.calibration import null_note
+from qclm.experiment import contrast_label, order_conditions
+from qclm.probes.likert.analysis.library import overview_line
+
+SECTION = "Likert questionnaires"
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _pct(x: float) -> str:
+    return "" if x is None or not np.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def _model_label(model: str, rows: pd.DataFrame) -> str:
+    """``name (0.135B, float32, chat)``: size, the dtype it ran in and its prompt format, where known."""
+    first = rows.iloc[0]
+    parts = [f"{first['params_b']:g}B" if pd.notna(first.get("params_b")) else None,
+             first.get("dtype"), first.get("prompt_format")]
+    parts = [str(p) for p in parts if p is not None and not (isinstance(p, float) and pd.isna(p))]
+    return f"{model} ({', '.join(parts)})" if parts else model
+
+
+def facts(items: pd.DataFrame, qscores: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
+    """(label, text) lines saying what was run."""
+    models = [_model_label(m, g) for m, g in items.groupby("model", sort=False)]
+    n_items = items.groupby("questionnaire", sort=False)["item_id"].nunique()
+    stimuli = qscores.groupby("condition")["stimulus_id"].nunique()
+    conditions = [c if c == "vanilla" else f"{c} ({stimuli[c]} stimuli)" for c in order_conditions(qscores["condition"])]
+    contrasts = [contrast_label(*c) for c in info.get("contrasts", [])]
+    return [
+        (f"Models ({len(models)}; size, dtype, prompt format)", ", ".join(models)),
+        ("Questionnaires", ", ".join(f"{q} ({n} items)" for q, n in n_items.items())),
+        ("Conditions", ", ".join(conditions)),
+        ("Contrasts (first minus second)", ", ".join(contrasts) or "none"),
+        ("Wording (templates)", str(info.get("templates", "first"))),
+    ]
+
+
+def support(info: dict, result: dict[str, pd.DataFrame]) -> list[str]:
+    """Sentences on what the run supports."""
+    n, min_models = info["n_models"], info["min_models"]
+    lines = []
+    weak = result["per_model_state_trait"]["underpowered"].any() if len(result["per_model_state_trait"]) else False
+    lines.append("Per-model analyses (each model alone, stimuli as replications, items as subjects) come first"
+                 + (f"; some rest on fewer than {info['min_stimuli']} stimuli per condition and are marked "
+                    "underpowered." if weak else "."))
+    if n < min_models:
+        lines.append(f"Across-model analyses (z-scores, t-tests, variance decompositions, bootstrap CIs over "
+                     f"models) rest on {n} model{'s' if n != 1 else ''}, fewer than {min_models}: they are "
+                     f"UNDERPOWERED; their tables carry underpowered = yes and their figures say so.")
+    else:
+        lines.append(f"Across-model analyses rest on {n} models (at least {min_models}).")
+    library_line = overview_line(result)
+    if library_line:
+        lines.append(library_line)
+    return lines
+
+
+def headline(result: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per model x questionnaire x contrast: the difference with its CI, Cohen's d over stimuli, and
+    the condition share of the item-score variance with its CI."""
+    shifts = result["per_model"]
+    st = result["per_model_state_trait"]
+    if shifts.empty:
+        return pd.DataFrame()
+    keys = ["model", "questionnaire", "contrast"]
+    merged = shifts.merge(st[keys + ["eta2_condition", "eta2_condition_ci_low", "eta2_condition_ci_high"]],
+                          on=keys, how="left")
+    return pd.DataFrame({
+        "model": merged["model"], "questionnaire": merged["questionnaire"], "contrast": merged["contrast"],
+        "difference [95% CI]": [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" for m, lo, hi in
+                                zip(merged["mean_diff"], merged["ci_low"], merged["ci_high"])],
+        "d": [_fmt(d, 2) for d in merged["cohens_d"]],
+        "condition share [95% CI]": [f"{_pct(e)} [{_pct(lo)}, {_pct(hi)}]" for e, lo, hi in
+                                     zip(merged["eta2_condition"], merged["eta2_condition_ci_low"],
+                                         merged["eta2_condition_ci_high"])],
+        "underpowered": ["yes" if u else "" for u in merged["underpowered"]],
+    })
+
+
+def _md_table(df: pd.DataFrame) -> list[str]:
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|")
+
+    out = ["| " + " | ".join(map(cell, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    out.extend("| " + " | ".join(map(cell, row)) + " |" for row in df.values.tolist())
+    return out + [""]
+
+
+def overview(ctx, result: dict[str, pd.DataFrame], info: dict) -> str:
+    """The Likert section (Markdown) from the context (:class:`qclm.probes.likert.analysis.stage.LikertContext`), the
+    tables
+    and the run's settings (``run_info.json``)."""
+    md = [f"## {SECTION}", ""] + [f"- **{k}**: {v}" for k, v in facts(ctx.items, ctx.qscores, info)] + [""]
+    md += [line for sentence in support(info, result) for line in (sentence, "")]
+    table = headline(result)
+    if not table.empty:
+        head = ("Headline per-model results: the difference of questionnaire scores (first minus second "
+                "condition; mean over stimuli, 95% bootstrap CI over stimuli), Cohen's d over stimuli, and the "
+                "condition share of the item-score variance with items as subjects (the single-model state-trait "
+                "position; per_model_state_trait.csv).")
+        md += ["### Per-model results", "", head, ""] + _md_table(table)
+    return "\n".join(md + [null_note("Likert"), ""])
