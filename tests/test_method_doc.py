@@ -116,7 +116,7 @@ def test_every_method_reference_points_to_a_section_that_exists():
     # the scan itself works: the code cites the method about fifty times, lettered subsections included
     cited = {(where.split(":")[0], n) for kind, n, where, _ in refs if kind == "section"}
     assert len([r for r in refs if r[0] == "section"]) >= 50
-    for expected in [("src/qclm/contexts.py", "1b"), ("src/qclm/prompts.py", "3b"),
+    for expected in [("src/qclm/probes/likert/kind.py", "1b"), ("src/qclm/prompts.py", "3b"),
                      ("src/qclm/analysis/permodel.py", "6b"), ("src/qclm/probes/likert/analysis/wording.py", "7b"),
                      ("src/qclm/probes/likert/report/paired_tests.rst", "6"), ("workflow/rules/analysis.smk", "7"),
                      ("src/qclm/probes/likert/equations.py", "4"), ("resources/questionnaires/README.md", "7")]:
