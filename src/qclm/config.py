@@ -14,7 +14,6 @@ working directory), which for ``qclm validate`` is the current directory.
 from __future__ import annotations
 
 import logging
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -159,21 +158,6 @@ def _device_problems(config: dict, cf: str, table: str | None, models: dict) -> 
             for spec in models.values() if spec.quantization]
 
 
-def size_class_problem(bounds: Any) -> str | None:
-    """Why a list of size-class boundaries (billions of parameters) is unusable, or None: every boundary a
-    finite positive number, strictly increasing (``analysis.size_classes``, ``qclm analyze --size-classes``)."""
-    if not isinstance(bounds, (list, tuple)):
-        return None  # the schema reports it
-    numbers = [b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)]
-    if len(numbers) < len(bounds):
-        return None  # the schema reports it
-    if not all(math.isfinite(b) and b > 0 for b in numbers):
-        return f"boundaries must be positive finite numbers, got {list(bounds)}"
-    if any(b2 <= b1 for b1, b2 in zip(numbers, numbers[1:])):
-        return f"boundaries must be increasing, got {list(bounds)}"
-    return None
-
-
 def _analysis_problems(config: dict, cf: str) -> list[Problem]:
     """What ``qclm analyze`` would refuse after all scoring, found before it: the size classes and the vanilla
     condition (the baseline of the z-scores, method.md section 6); the heatmap item is the Likert kind's check
@@ -186,7 +170,7 @@ def _analysis_problems(config: dict, cf: str) -> list[Problem]:
     analysis = config.get("analysis")
     if not isinstance(analysis, dict):
         return problems
-    problem = size_class_problem(analysis.get("size_classes"))
+    problem = settings.size_class_problem(analysis.get("size_classes"))
     if problem:
         problems.append((cf, "field analysis.size_classes", problem))
     return problems

@@ -15,6 +15,7 @@ Configs written before the split had the engine keys under ``scoring``; :func:`m
 from __future__ import annotations
 
 import copy
+import math
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -105,3 +106,32 @@ STIMULUS_PLACEMENTS = allowed(ENGINE, "stimulus_placement")
 DEFAULT_ANSWER_PREAMBLE = defaults(ENGINE)["answer_preamble"]
 AGGREGATIONS = allowed(SCORING, "aggregation")
 ITEM_SCORES = allowed(SCORING, "item_score")
+
+
+def size_class_problem(bounds: Any) -> str | None:
+    """Why a list of size-class boundaries (billions of parameters) is unusable, or None: every boundary a
+    finite positive number, strictly increasing (``analysis.size_classes``, ``qclm analyze --size-classes``; :func:`qclm.config.validate_config`)."""
+    if not isinstance(bounds, (list, tuple)):
+        return None  # the schema reports it
+    numbers = [b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)]
+    if len(numbers) < len(bounds):
+        return None  # the schema reports it
+    if not all(math.isfinite(b) and b > 0 for b in numbers):
+        return f"boundaries must be positive finite numbers, got {list(bounds)}"
+    if any(b2 <= b1 for b1, b2 in zip(numbers, numbers[1:])):
+        return f"boundaries must be increasing, got {list(bounds)}"
+    return None
+
+
+def parse_size_classes(text: str | list | tuple) -> list[float]:
+    """Size-class boundaries in billions of parameters: "3,8" or [3, 8] -> [3.0, 8.0]; a ValueError says what is
+    wrong (not numbers, or :func:`size_class_problem`)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()] if isinstance(text, str) else list(text)
+    try:
+        bounds = [float(p) for p in parts]
+    except (TypeError, ValueError):
+        raise ValueError(f"expected numbers separated by commas, got {text!r}") from None
+    problem = size_class_problem(bounds)
+    if problem:
+        raise ValueError(problem)
+    return bounds

@@ -41,14 +41,6 @@ MATERIALS: dict[str, dict[str, Any]] = {
 }
 
 
-def null_note(kind: str) -> str:
-    """What a null of a probe kind means, for its overview section: a signal below the probe's measured detection
-    floor, not the absence of one (the one wording every kind's overview uses)."""
-    return (f"A null here means a signal below the {kind} probe's detection floor on that model, not no signal: "
-            "`config/calibration.yaml` measures each probe's floor per model by planting the signal at graded doses "
-            "beside a matched control (docs/calibration.md; the floors of the embedded models are in the README).")
-
-
 def _schema() -> dict:
     return settings.config_schema()["properties"][SECTION]
 

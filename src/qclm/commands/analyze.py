@@ -9,7 +9,6 @@ import logging
 
 from qclm import settings
 from qclm.commands.args import check_output, non_negative_int, positive_int, sized
-from qclm.config import size_class_problem
 from qclm.errors import InputError
 from qclm.experiment import parse_contrast_args
 from qclm.logs import configure_logging
@@ -21,15 +20,11 @@ TEMPLATE_SELECT = settings.defaults(settings.TEMPLATES)["select"]
 
 
 def _size_classes(text: str) -> list[float]:
-    """'3,8' -> [3.0, 8.0]: positive finite numbers, increasing (qclm.config.size_class_problem)."""
+    """'3,8' -> [3.0, 8.0]: positive finite numbers, increasing (qclm.settings.parse_size_classes)."""
     try:
-        bounds = [float(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-    problem = size_class_problem(bounds)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return bounds
+        return settings.parse_size_classes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _contrasts(text: str) -> list[tuple[str, str]] | None:

@@ -18,7 +18,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from qclm.calibration import null_note
+from qclm.analysis.overview import null_note
 from qclm.probes.csi import scores as S
 
 log = logging.getLogger("qclm.analysis")

@@ -84,14 +84,13 @@ def units(tables, plant, config, instances):
     import numpy as np
     import pandas as pd
 
-    from qclm import calibration as cal
-    from qclm import probes
+    from qclm import probes, settings
     from qclm.models.checkpoints import base_of
     from qclm.experiment import VANILLA
 
     cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
     answers = tables["answers"]
-    seed = cal.section(config)["seed"]
+    seed = settings.section(config, "calibration")["seed"]  # the planted words drawn as the corpora drew them
     sign = -1.0 if plant.settings["label"] == "second" else 1.0
     planted_choice = "b" if plant.settings["label"] == "second" else "a"
     frames = []

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from qclm import settings
-from qclm.calibration import null_note
+from qclm.analysis.overview import null_note
 from qclm.experiment import VANILLA
 
 COLUMNS = ["model", "questionnaire", "condition", "score", "score_sd", "n_stimuli", "n_items", "chance_score", "shift",

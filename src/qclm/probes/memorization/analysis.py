@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from qclm.analysis.overview import null_note
 from qclm.analysis.stats import holm, rng_for
-from qclm.calibration import null_note
 from qclm.instruments import load_instrument
 from qclm.probes.memorization import metrics as m
 from qclm.probes.memorization.kind import NEIGHBOUR

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from qclm.calibration import null_note
+from qclm.analysis.overview import null_note
 
 
 def _f(x, digits: int = 2) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from qclm.calibration import null_note
+from qclm.analysis.overview import null_note
 from qclm.experiment import contrast_label, order_conditions
 from qclm.probes.likert.analysis.library import overview_line
 

@@ -30,7 +30,6 @@ import pandas as pd
 
 from qclm import settings
 from qclm.analysis import overview, permodel, runner
-from qclm.config import size_class_problem
 from qclm.errors import InputError
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
 from qclm.models.checkpoints import without_derived
@@ -52,19 +51,12 @@ TEMPLATE_SELECT = settings.defaults(settings.TEMPLATES)["select"]
 
 
 def parse_size_classes(text: str | list | tuple) -> list[float]:
-    """Size-class boundaries in billions of parameters: "3,8" or [3, 8] -> [3.0, 8.0] (strictly increasing)."""
-    if isinstance(text, str):
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-    else:
-        parts = list(text)
+    """Size-class boundaries in billions of parameters: "3,8" or [3, 8] -> [3.0, 8.0] (strictly increasing;
+    :func:`qclm.settings.parse_size_classes`), a problem an InputError naming the option."""
     try:
-        bounds = [float(p) for p in parts]
-    except (TypeError, ValueError):
-        raise InputError(f"--size-classes: expected numbers separated by commas, got {text!r}") from None
-    problem = size_class_problem(bounds)  # positive, finite, increasing (one home: qclm.config)
-    if problem:
-        raise InputError(f"--size-classes: {problem}")
-    return bounds
+        return settings.parse_size_classes(text)
+    except ValueError as err:
+        raise InputError(f"--size-classes: {err}") from None
 
 
 def resolve_contrasts(contrasts: str | list | None, conditions: list[str], source: str) -> list[tuple[str, str]]:
