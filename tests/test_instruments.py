@@ -56,7 +56,7 @@ def test_the_library_is_what_the_readme_and_config_list(monkeypatch):
     assert config["questionnaires"] == {i: f"resources/questionnaires/{i}.yaml" for i in LIBRARY}
     # the paper's three conditions and contrasts, the main config's models, its own results directory
     main = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    for key in ("models", "conditions", "contrasts", "scoring"):
+    for key in ("models", "conditions", "contrasts", "equations"):
         assert config[key] == main[key], key
     assert config["results"] != main.get("results", "results")
     assert validate_config_file(ROOT / "config" / "library.yaml", ROOT / "src/qclm/schemas/config.schema.yaml") == []

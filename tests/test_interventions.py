@@ -219,7 +219,7 @@ def _g01_score(model_dir: Path) -> float:
     model, tok = load_dir(model_dir)
     raw, _ = score_cell(loaded_model(_spec(model_dir), model, tok), likert_cell(GAD7), ContextSettings(limit_items=1))
     probe = kind_class("likert")(Instance("gad7", "likert", {"questionnaire": str(GAD7)}))
-    items = probe.cell_scores(raw, {"scoring": section({}, "scoring")})["items"]
+    items = probe.cell_scores(raw, {"equations": section({}, "equations")})["items"]
     return float(items.loc[items["template"] == "default", "score"].iloc[0])
 
 

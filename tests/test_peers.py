@@ -315,7 +315,7 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
 
     config = yaml.safe_load((ROOT / "config/qlatent.yaml").read_text())
     config.update(limit_items=1, limit_stimuli=1)
-    scoring = settings.section(config, settings.SCORING)
+    scoring = settings.section(config, settings.EQUATIONS)
     engine = settings.section(config, settings.ENGINE)
     spec = load_model_table(ROOT / config["models"])["smollm2-135m-instruct"]
     assert spec.prompt_format == "chat"

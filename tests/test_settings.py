@@ -40,10 +40,12 @@ def test_engine_settings_that_change_numbers():
 def test_a_config_written_before_the_split_is_read_with_a_note_per_key(tmp_path, caplog):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     engine = config.pop("engine")
-    old = {**config, "scoring": {**config["scoring"], **engine}}
+    equations = config.pop("equations")
+    old = {**config, "scoring": {**equations, **engine}}
     migrated, notes = settings.migrate(old)
-    assert migrated["engine"] == engine and set(migrated["scoring"]) == {"aggregation"}
-    assert len(notes) == len(engine) and "engine.method" in notes[0]
+    assert migrated["engine"] == engine and migrated["equations"] == equations and "scoring" not in migrated
+    assert len(notes) == len(engine) + len(equations) and "engine.method" in notes[0]
+    assert "scoring.aggregation is an equations setting (the section was renamed) now" in notes[-1]
     assert validate_config(migrated, "old.yaml") == []
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump(old))
@@ -51,6 +53,7 @@ def test_a_config_written_before_the_split_is_read_with_a_note_per_key(tmp_path,
         assert validate_config_file(path) == []
     assert "scoring.method is an engine setting now" in caplog.text
     # a key given in both places is not moved: validation reports the one left under scoring
-    both = {**config, "engine": {"method": "auto"}, "scoring": {**config["scoring"], "method": "full"}}
-    assert settings.migrate(both)[0]["scoring"]["method"] == "full"
-    assert any(loc == "field scoring.method" for _, loc, _ in validate_config(settings.migrate(both)[0], "both.yaml"))
+    both = {**config, "engine": {"method": "auto"}, "scoring": {**equations, "method": "full"}}
+    assert settings.migrate(both)[0]["scoring"] == {"method": "full"}
+    assert settings.migrate(both)[1][-1] == "scoring.method is given under engine too: remove one"
+    assert any("scoring" in loc + message for _, loc, message in validate_config(settings.migrate(both)[0], "both.yaml"))

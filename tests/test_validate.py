@@ -469,8 +469,8 @@ def test_valid_config(tmp_path, monkeypatch):
       "('worry1: q/worry1.yaml')"]),
     (lambda c: c.update(questionnaires={}), ["config.yaml: field questionnaires: must not be empty"]),
     # numbers are finite where a number is expected (JSON Schema's minimum lets NaN and infinity through)
-    (lambda c: c["scoring"].update(normalization_epsilon=float("nan")),
-     ["config.yaml: field scoring.normalization_epsilon: must be a finite number, got nan"]),
+    (lambda c: c["equations"].update(normalization_epsilon=float("nan")),
+     ["config.yaml: field equations.normalization_epsilon: must be a finite number, got nan"]),
     (lambda c: c["engine"].update(batch_size=float("inf")),
      ["config.yaml: field engine.batch_size: must be a finite number, got inf"]),
     (lambda c: c["analysis"].update(size_classes=[3, float("-inf")]),
@@ -588,7 +588,7 @@ def test_all_problems_of_all_files_in_one_run(tmp_path, monkeypatch):
 def test_config_not_a_mapping():
     assert validate_config(["a"], "c.yaml", {}) == [
         ("c.yaml", "top level", "expected a mapping (key: value) with models, stimuli, conditions, "
-         "questionnaires or probes, engine, scoring; got list")]
+         "questionnaires or probes, engine, equations; got list")]
 
 
 # -- the command line ----------------------------------------------------------------------------
@@ -608,7 +608,7 @@ def test_cli_default_config_of_the_repository(monkeypatch, capsys):
 
 def test_cli_problems_exit_2_one_line_each(tmp_path):
     config = make_config(tmp_path)
-    config["scoring"]["aggregation"] = "mean"
+    config["equations"]["aggregation"] = "mean"
     (tmp_path / "models.tsv").write_text(HEADER + "m;rm -rf\torg/model\t\t1\tbase\tf\tauto\n")
     write_yaml(tmp_path / "c.yaml", config)
     run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", "c.yaml", "--schema",
@@ -616,7 +616,7 @@ def test_cli_problems_exit_2_one_line_each(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stdout.splitlines() == [
-        "c.yaml: field scoring.aggregation: must be one of harmonic, geometric, product; got 'mean'",
+        "c.yaml: field equations.aggregation: must be one of harmonic, geometric, product; got 'mean'",
         "models.tsv: line 2 (model m;rm -rf): column name: 'm;rm -rf' is not filesystem-safe: use letters, "
         "digits, '_', '.', '-', starting with a letter or digit",
     ]

@@ -186,7 +186,7 @@ def _jobs(dry_run_output: str) -> set[str]:
 def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_path):
     """Settings by stage: the scoring math (config `scoring`) is not in the scoring jobs' params, the engine
     settings are."""
-    out = _dry_run(shared_run, tmp_path, lambda c: c["scoring"].update(aggregation="geometric"))
+    out = _dry_run(shared_run, tmp_path, lambda c: c["equations"].update(aggregation="geometric"))
     math = _jobs(out)
     assert not {j for j in math if j.startswith("score")}, math
     assert {"cells_likert", "collect_likert", "analyze_likert"} <= math, math

@@ -78,7 +78,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     cf = str(config_file)
     if not isinstance(config, dict):
         return [(cf, "top level", "expected a mapping (key: value) with models, stimuli, conditions, "
-                 f"questionnaires or probes, engine, scoring; got {type(config).__name__}")]
+                 f"questionnaires or probes, engine, equations; got {type(config).__name__}")]
     problems: list[Problem] = []
     try:
         schema = _load_schema(schema)

@@ -22,7 +22,9 @@ from typing import Any
 
 import yaml
 
-ENGINE, SCORING, ANALYSIS, TEMPLATES = "engine", "scoring", "analysis", "templates"
+ENGINE, EQUATIONS, ANALYSIS, TEMPLATES = "engine", "equations", "analysis", "templates"
+#: the section that held the equations and the engine keys in configs written before both moved out of it
+OLD_SCORING = "scoring"
 #: engine settings that change no number (left out of the scoring jobs' params and cache key)
 RUN_ONLY = ("threads", "api_concurrency", "api_timeout", "api_retries", "response_cache", "server_start_timeout")
 
@@ -77,26 +79,35 @@ def run_only(config: dict) -> dict[str, Any]:
 
 #: keys that configs written before the split of settings had under ``scoring`` and that now live under ``engine``
 MOVED_TO_ENGINE = tuple(_k for _k in config_schema()["properties"][ENGINE]["properties"])
+#: keys of the old ``scoring`` section that now live under ``equations`` (the scoring jobs never read them)
+MOVED_TO_EQUATIONS = tuple(_k for _k in config_schema()["properties"][EQUATIONS]["properties"])
 
 
 def migrate(config: Any) -> tuple[Any, list[str]]:
-    """A config with the engine keys found under ``scoring`` moved to ``engine``, and one note per key moved
-    (configs written before the split). A key given in both places is left for validation to report."""
-    if not isinstance(config, dict) or not isinstance(config.get(SCORING), dict):
+    """A config written before the settings moved out of ``scoring``: its engine keys read as ``engine.*``, its
+    equations as ``equations.*``, one note per key moved. A key given in both places is left under ``scoring``,
+    for validation to report."""
+    if not isinstance(config, dict) or not isinstance(config.get(OLD_SCORING), dict):
         return config, []
-    scoring = dict(config[SCORING])
-    engine = dict(config[ENGINE]) if isinstance(config.get(ENGINE), dict) else {}
+    old = dict(config[OLD_SCORING])
+    out = dict(config)
     notes = []
-    for key in MOVED_TO_ENGINE:
-        if key in scoring and key not in engine:
-            engine[key] = scoring.pop(key)
-            notes.append(f"scoring.{key} is an engine setting now: read as engine.{key} (move it there)")
+    for section, keys, what in ((ENGINE, MOVED_TO_ENGINE, "an engine setting"),
+                                (EQUATIONS, MOVED_TO_EQUATIONS, "an equations setting (the section was renamed)")):
+        moved = dict(config[section]) if isinstance(config.get(section), dict) else {}
+        for key in keys:
+            if key in old and key not in moved:
+                moved[key] = old.pop(key)
+                notes.append(f"{OLD_SCORING}.{key} is {what} now: read as {section}.{key} (move it there)")
+        if moved or section in config:
+            out[section] = moved
     if not notes:
         return config, []
-    out = dict(config)
-    out[SCORING], out[ENGINE] = scoring, engine
-    if not scoring:
-        out.pop(SCORING)
+    notes += [f"{OLD_SCORING}.{key} is given under {section} too: remove one" for key in old
+              for section, keys in ((ENGINE, MOVED_TO_ENGINE), (EQUATIONS, MOVED_TO_EQUATIONS)) if key in keys]
+    out[OLD_SCORING] = old
+    if not old:
+        out.pop(OLD_SCORING)
     return out, notes
 
 
@@ -104,8 +115,8 @@ BOUNDARY_MODES = allowed(ENGINE, "boundary")
 METHODS = allowed(ENGINE, "method")
 STIMULUS_PLACEMENTS = allowed(ENGINE, "stimulus_placement")
 DEFAULT_ANSWER_PREAMBLE = defaults(ENGINE)["answer_preamble"]
-AGGREGATIONS = allowed(SCORING, "aggregation")
-ITEM_SCORES = allowed(SCORING, "item_score")
+AGGREGATIONS = allowed(EQUATIONS, "aggregation")
+ITEM_SCORES = allowed(EQUATIONS, "item_score")
 
 
 def size_class_problem(bounds: Any) -> str | None:

@@ -27,7 +27,6 @@ if _PROBLEMS:
     sys.exit("qclm: invalid input (run `qclm validate` to check again)\n" + "\n".join(format_problems(_PROBLEMS)))
 # settings by stage (qclm.settings): the engine's reach the scoring jobs, the scoring math the CPU stages only
 ENGINE = settings.section(config, settings.ENGINE)
-SCORING = settings.section(config, settings.SCORING)
 EXPERIMENT = Experiment.from_config(config)
 CONDITIONS = list(EXPERIMENT.conditions)
 MODELS_DIR = config["models_dir"]

@@ -62,7 +62,7 @@ def entailment_table(conditions: pd.DataFrame, items: pd.DataFrame, variants: pd
 def entailment_output(context) -> pd.DataFrame:
     """The registered table (qclm.analysis.registry)."""
     analysis = context.settings
-    scoring = settings.section(context.config, settings.SCORING)
+    scoring = settings.section(context.config, settings.EQUATIONS)
     return entailment_table(context.table("conditions"), context.table("items"), context.table("variants"),
                             context.table("silhouette"), analysis["min_stimuli"], scoring["item_score"],
                             scoring["normalization_epsilon"])

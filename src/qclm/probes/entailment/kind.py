@@ -72,7 +72,7 @@ class EntailmentProbe(ProbeKind):
     scoring_keys = ("instrument", "form")
     file_keys = ("instrument",)
     cell_tables = ("variants", "items")
-    config_sections = (settings.SCORING,)
+    config_sections = (settings.EQUATIONS,)
     outputs = OUTPUTS
     score_tables = {"items": "entailment_item_scores.parquet", "questionnaires": "entailment_questionnaire_scores.csv",
                     "conditions": "entailment_condition_means.csv", "variants": "entailment_variant_probs.parquet",
@@ -158,7 +158,7 @@ class EntailmentProbe(ProbeKind):
     def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
         from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize
 
-        scoring = config[settings.SCORING]
+        scoring = config[settings.EQUATIONS]
         variants = normalize(raw[VARIANT_KEYS + ["p_raw"]], scoring["normalization_epsilon"])
         return {"variants": variants, "items": item_scores(variants, scoring["item_score"])}
 

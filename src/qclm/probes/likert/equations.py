@@ -84,7 +84,7 @@ def normalize(variants: pd.DataFrame, epsilon: float = 0.0) -> pd.DataFrame:
     template: each intensifier column divided by its sum over cterms (S+ and S-), then each cterm row
     divided by its sum over intensifiers, so that each row sums to 1: P_norm(l | s).
 
-    ``epsilon`` (``scoring.normalization_epsilon``, default 0) is added to every value before each of the
+    ``epsilon`` (``equations.normalization_epsilon``, default 0) is added to every value before each of the
     two steps, as the authors' code does (softmax of log(p + 1e-10) along each axis)."""
     check_complete(variants)
     out = variants.copy()
@@ -100,7 +100,7 @@ def item_scores(normalized: pd.DataFrame, form: str = "eq2") -> pd.DataFrame:
     score = sum_{s in S+} sum_l P_norm(l | s) w(l) / (|S+| |L|), L the intensifier phrases; S- rows
     are not scored (validation only).
 
-    ``form`` (``scoring.item_score``) selects instead the authors' public code's score, the mean over cells of
+    ``form`` (``equations.item_score``) selects instead the authors' public code's score, the mean over cells of
     P_norm w(l) c(s) with cterm weights c = +1/|S+| on S+ and -1/|S-| on S- (their ``dict_pos_neg``):
     ``mean_score_positive`` over the S+ cells (= eq. 2 / |S+|), ``mean_score_all`` over all cells."""
     if form not in ITEM_SCORES:

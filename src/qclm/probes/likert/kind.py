@@ -128,7 +128,7 @@ class LikertProbe(ProbeKind):
     scoring_sections = {settings.TEMPLATES: ("score", "extra_limit_stimuli")}
     file_keys = ("questionnaire",)
     cell_tables = ("variants", "items")
-    config_sections = (settings.SCORING, settings.TEMPLATES)
+    config_sections = (settings.EQUATIONS, settings.TEMPLATES)
     outputs = OUTPUTS
     score_tables = {"items": "item_scores.parquet", "items_csv": "item_scores.csv",
                     "questionnaires": "questionnaire_scores.csv", "conditions": "condition_means.csv",
@@ -212,7 +212,7 @@ class LikertProbe(ProbeKind):
     def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
         from qclm.probes.likert.equations import condition_tables
 
-        scoring = config[settings.SCORING]
+        scoring = config[settings.EQUATIONS]
         variants, items = condition_tables(raw, scoring["aggregation"], scoring["item_score"],
                                            scoring["normalization_epsilon"])
         return {"variants": variants, "items": items}
