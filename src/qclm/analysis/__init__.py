@@ -16,18 +16,4 @@ Light modules (no numpy or pandas; the workflow imports them) are marked *light*
 
 Nothing here imports a kind, the config or the interventions: the Likert questionnaire analysis (the paper's) is
 the Likert kind's, :mod:`qclm.probes.likert.analysis`.
-
-Importing this package is light; ``InputError`` is loaded on first use.
 """
-
-from __future__ import annotations
-
-__all__ = ["InputError"]
-
-
-def __getattr__(name: str):
-    if name == "InputError":
-        from qclm.errors import InputError
-
-        return InputError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
