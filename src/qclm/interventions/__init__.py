@@ -19,7 +19,7 @@ from typing import Any
 
 from qclm import settings
 # a checkpoint's provenance lives with the models (the loader reads it); named here for the fine-tuning that writes it
-from qclm.models.checkpoints import CHECKPOINT_IDENTITY, CHECKPOINT_MARKER, checkpoint_provenance  # noqa: F401
+from qclm.models.checkpoints import CHECKPOINT_MARKER  # noqa: F401
 from qclm.models.checkpoints import derived_name, parse_derived
 from qclm.models.table import ModelSpec
 

@@ -17,7 +17,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from qclm.interventions import checkpoint_provenance
+from qclm.models.checkpoints import checkpoint_provenance
 from qclm.models.table import ModelSpec
 from qclm.settings import ENGINE, defaults
 

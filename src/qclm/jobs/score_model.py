@@ -33,7 +33,7 @@ from qclm.contexts import ContextSettings, condition_contexts
 from qclm.errors import InputError
 from qclm.experiment import classes_of
 from qclm.inputs import sha256_file
-from qclm.interventions import checkpoint_provenance
+from qclm.models.checkpoints import checkpoint_provenance
 from qclm.jobs.backends import Loaded, load
 from qclm.logs import formatter
 from qclm.models.table import ModelSpec
