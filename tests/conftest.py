@@ -4,6 +4,7 @@ helper that writes a workflow config for a temporary directory."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -106,10 +107,21 @@ def tiny_gemma_dir(gemma3_tokenizer_dir) -> Path:
     return _cached("tiny-gemma3", lambda d: _tiny("gemma3", gemma3_tokenizer_dir, d))
 
 
-def load_dir(path: Path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+@functools.cache
+def shared_tokenizer(path: Path):
+    """The tokenizer of a model directory, loaded once per session and shared: Gemma's (262k entries) takes over
+    2 s to load, and nothing in the package changes a causal model's tokenizer. A test that changes one (a chat
+    template) loads its own."""
+    from transformers import AutoTokenizer
 
-    return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
+def load_dir(path: Path):
+    """A fresh model of a directory (tests change weights) with its shared tokenizer."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path).eval(), shared_tokenizer(Path(path))
 
 
 @pytest.fixture(scope="session")

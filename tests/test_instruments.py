@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import shared_tokenizer
 
 from qclm.questionnaire import CONTINUATION_LEAD, ITEM_WORDINGS, load_questionnaire
 from qclm.config import validate_config_file
@@ -154,9 +155,7 @@ def test_state_and_trait_affect_share_items_and_terms(kind):
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def tokenizer(request):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(request.getfixturevalue(f"{request.param}_tokenizer_dir"))
+    return shared_tokenizer(request.getfixturevalue(f"{request.param}_tokenizer_dir"))
 
 
 @pytest.fixture(scope="module")

@@ -96,7 +96,8 @@ def test_a_chat_format_needs_a_chat_template(gemma3_tokenizer_dir):
 @pytest.mark.parametrize("fixture, template", [("tiny_llama_dir", None), ("tiny_gemma_dir", GEMMA_STYLE)])
 def test_engine_equals_full_sequences_in_chat_mode_and_shares_the_chat_header(request, fixture, template):
     model, tok = load_dir(request.getfixturevalue(fixture))
-    if template:
+    if template:  # the test's own tokenizer: the shared one stays as the directory has it
+        tok = AutoTokenizer.from_pretrained(request.getfixturevalue(fixture))
         tok.chat_template = template
     q, [ctx] = _contexts()
     requests = likert_requests(PromptBuilder(tok, PromptFormat("chat")), q, ctx)

@@ -6,7 +6,7 @@ BPE without BOS: SmolLM2; SentencePiece with BOS: Gemma 3), bare and after a sti
 from pathlib import Path
 
 import pytest
-from transformers import AutoTokenizer
+from conftest import shared_tokenizer
 
 from qclm.engine import tokenize_requests
 from qclm.questionnaire import load_questionnaire
@@ -26,8 +26,7 @@ PAPER_TEMPLATE = {
 
 @pytest.fixture(params=["smollm2", "gemma3"])
 def tokenizer(request, smollm2_tokenizer_dir, gemma3_tokenizer_dir):
-    return AutoTokenizer.from_pretrained(smollm2_tokenizer_dir if request.param == "smollm2"
-                                         else gemma3_tokenizer_dir)
+    return shared_tokenizer(smollm2_tokenizer_dir if request.param == "smollm2" else gemma3_tokenizer_dir)
 
 
 @pytest.mark.parametrize("name", STAI)

@@ -4,7 +4,7 @@ without BOS (SmolLM2) and SentencePiece with BOS (Gemma 3)."""
 import logging
 
 import pytest
-from transformers import AutoTokenizer
+from conftest import shared_tokenizer
 
 from qclm.engine import BoundaryError, tokenize_requests
 
@@ -14,7 +14,7 @@ CONTEXT = "Question: Right now, at this moment, do you feel tense?\nAnswer:"
 @pytest.fixture(params=["smollm2", "gemma3"])
 def family(request, smollm2_tokenizer_dir, gemma3_tokenizer_dir):
     path = smollm2_tokenizer_dir if request.param == "smollm2" else gemma3_tokenizer_dir
-    return request.param, AutoTokenizer.from_pretrained(path)
+    return request.param, shared_tokenizer(path)
 
 
 def test_bos_handling_per_family(family):
