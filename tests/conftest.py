@@ -192,10 +192,14 @@ def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -
 
 
 def workflow_env() -> dict[str, str]:
-    """The environment of a workflow run from the tests: the tests' directory importable, so a config can name a
-    probe kind written in the tests (tests/yesno_probe.py)."""
+    """The environment of every local Snakemake run from the tests (and of the commands that start one): the tests'
+    directory importable, so a config can name a probe kind written in the tests (tests/yesno_probe.py); and no SLURM
+    configuration. Whenever Snakemake starts, its SLURM executor plugin runs `scontrol show config`, which waits 9 s
+    for a controller where SLURM's client is installed and no controller runs (this machine once test_slurm's
+    cluster is down: a dry run took 10.5 s, 9.0 s of it in scontrol); an empty configuration makes scontrol fail at
+    once. The SLURM run of test_slurm keeps the machine's configuration."""
     path = os.pathsep.join(p for p in (str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path}
+    return {**os.environ, "PYTHONPATH": path, "SLURM_CONF": os.devnull}
 
 
 def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:

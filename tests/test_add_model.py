@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import FIRST_MODELS, ROOT, run_snakemake
+from conftest import FIRST_MODELS, ROOT, run_snakemake, workflow_env
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def planned_jobs(workdir: Path, config: Path, *args: str) -> list[tuple[str, dic
     """(rule, wildcards) of every job `snakemake -n` would run."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(config), "--cores", "2", "--resources", "gpu=1", "-n", *args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=workflow_env())
     assert r.returncode == 0, r.stderr[-3000:]
     jobs: list[tuple[str, dict[str, str]]] = []
     for line in (r.stdout + "\n" + r.stderr).splitlines():

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import workflow_env
 
 from qclm.analysis.synthetic import synthetic_item_scores, synthetic_silhouette, synthetic_variant_probs
 
@@ -33,7 +33,7 @@ def test_analyze_rule_and_report(tmp_path):
         "report: REPORT_DESCRIPTION\n"
         "rule all:\n    input: ANALYSIS_TARGETS\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = workflow_env()
     run = subprocess.run([SNAKEMAKE, "--cores", "1", "--quiet"], cwd=tmp_path, env=env, capture_output=True,
                          text=True)
     assert run.returncode == 0, run.stderr + (tmp_path / "logs" / "analyze_likert.log").read_text()
@@ -62,7 +62,7 @@ def test_a_run_with_the_memorization_kind_gives_its_table_to_the_likert_analysis
                         "decoy": str(ROOT / "resources/memorization/decoy.yaml")}})
     run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
                           str(tmp_path), "--configfile", str(cfg), "--cores", "1", "-n"], capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=300, env=workflow_env())
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout + run.stderr
     block = out[out.index("rule analyze_likert:"):]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_model, snakemake_cmd, spec_for, write_workflow_config
+from conftest import copy_model, snakemake_cmd, spec_for, workflow_env, write_workflow_config
 from qclm.models.loading import ModelLoadError, load_model
 
 
@@ -102,7 +102,7 @@ def test_model_that_cannot_load_fails_alone(tmp_path, tiny_llama_dir):
     config = write_workflow_config(tmp_path / "run", {"good": tiny_llama_dir, "broken": broken},
                                    conditions=["vanilla", "stress"], limit_items=1, limit_stimuli=1)
     run = subprocess.run(snakemake_cmd(tmp_path / "run", config) + ["--keep-going"],
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=900, env=workflow_env())
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
     line = "model broken: cannot load: SafetensorError: Error while deserializing header: invalid header length"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import snakemake_cmd, write_workflow_config
+from conftest import snakemake_cmd, workflow_env, write_workflow_config
 
 
 def _job_count(output: str, rule: str) -> int:
@@ -36,7 +36,7 @@ def _kill_while_scoring(cmd: list[str], work: Path, log_path: Path, sig: int) ->
 
     before = finished()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=workflow_env())
         try:
             deadline = time.monotonic() + 600
             while True:
@@ -77,9 +77,10 @@ def test_killed_runs_resume_without_recomputing(tmp_path, tiny_llama_dir, tiny_g
     assert _job_count(log2, "score") == 2, log2
     assert len(kept2) == 2 * CELLS_PER_MODEL, "not exactly two models finished before the SIGKILL"
     assert {p: kept2[p] for p in kept} == kept  # the first model untouched by the rerun
-    unlock = subprocess.run(cmd + ["--unlock"], capture_output=True, text=True, timeout=300)
+    unlock = subprocess.run(cmd + ["--unlock"], capture_output=True, text=True, timeout=300, env=workflow_env())
     assert unlock.returncode == 0, unlock.stderr
-    rerun = subprocess.run(cmd + ["--rerun-incomplete"], capture_output=True, text=True, timeout=900)
+    rerun = subprocess.run(cmd + ["--rerun-incomplete"], capture_output=True, text=True, timeout=900,
+                           env=workflow_env())
     out = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, out
     assert _job_count(out, "score") == 1, out  # only the killed model's job

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT, write_workflow_config
+from conftest import ROOT, workflow_env, write_workflow_config
 
 
 #: placeholders allowed bare in shell commands: integers checked by the config schema
@@ -57,7 +57,7 @@ def test_hostile_config_value_stays_one_path(tmp_path, tiny_llama_dir):
                                    analysis={"bootstrap": 10, "seed": 1, "size_classes": [3, 8], "heatmap_item": "S01"})
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "-s", str(ROOT / "Snakefile"), "--directory",
                           str(tmp_path), "--configfile", str(config), "--cores", "1"],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env=workflow_env())
     assert run.returncode == 0, run.stderr
     assert f"{hostile}/analysis/per_model.csv" in run.stdout + run.stderr  # the Likert analysis, planned under it
     assert not (tmp_path / "PWNED").exists()

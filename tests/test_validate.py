@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import workflow_env
 
 from qclm.commands import main
 from qclm.models.table import load_model_table
@@ -647,7 +648,7 @@ def test_snakemake_dry_run_prints_the_problems(tmp_path):
     first = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith("models_dir:"))
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), "--directory",
                           str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=workflow_env())
     assert run.returncode == 1
     out = run.stdout + run.stderr
     assert "Traceback" not in out
