@@ -158,6 +158,28 @@ def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):
     assert (out / "analysis" / "yesno_state_trait.csv").exists()
 
 
+def test_qclm_probe_likert_scores_each_questionnaire_given_as_an_instance_of_its_own(shared_run, tmp_path):
+    """`qclm probe likert --questionnaire A --questionnaire B` (as a config's questionnaires): each file its own
+    instance named by its file, on the one loaded model, with the workflow's raw cells and the state-trait table of
+    the pair."""
+    from qclm.commands import main
+
+    out = tmp_path / "probe"
+    q = ROOT / "resources" / "questionnaires"
+    assert main(["probe", "likert", "--model", "tiny-llama", "--models", str(shared_run.workdir / "models.tsv"),
+                 "--out", str(out), "--config", str(shared_run.config), "--conditions", "vanilla,stress",
+                 "--questionnaire", str(q / "stai_s.yaml"), "--questionnaire", str(q / "stai_t.yaml")]) == 0
+    for name in ("stai_s", "stai_t"):
+        for cond in ("vanilla", "stress"):
+            pd.testing.assert_frame_equal(
+                pd.read_parquet(out / "logprobs" / "tiny-llama" / name / f"{cond}.parquet"),
+                pd.read_parquet(shared_run.results / "logprobs" / "tiny-llama" / name / f"{cond}.parquet"))
+    items = pd.read_parquet(out / "scores" / "item_scores.parquet")
+    assert set(items["questionnaire"]) == {"stai_s", "stai_t"} and set(items["condition"]) == {"vanilla", "stress"}
+    state_trait = pd.read_csv(out / "analysis" / "per_model_state_trait.csv")
+    assert set(state_trait["model"]) == {"tiny-llama"} and len(state_trait) > 0
+
+
 def _dry_run(shared_run, tmp_path, change) -> str:
     config = yaml.safe_load(shared_run.config.read_text())
     change(config)

@@ -13,8 +13,9 @@ defaults. KIND is a built-in kind or an importable module that defines ``KIND``.
 
 The instance id (``--id``) names the tables' instrument (``probe``, ``questionnaire``) and DIR's subdirectories;
 without it, it is the name of the material file given (``--instrument my_scale.yaml``: ``my_scale``), else the
-kind's name. A kind that takes several files in one run (``qclm probe survey --instrument A --instrument B``)
-runs one instance per file, each named by its file, on the one loaded model.
+kind's name. A kind that takes several files in one run (``qclm probe likert --questionnaire stai_s.yaml
+--questionnaire stai_t.yaml``, ``qclm probe survey --instrument A --instrument B``) runs one instance per file, each
+named by its file, on the one loaded model.
 """
 
 from __future__ import annotations

@@ -265,11 +265,14 @@ class LikertProbe(ProbeKind):
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--questionnaire", help="the questionnaire file (resources/questionnaires/*.yaml)")
+        parser.add_argument("--questionnaire", action="append", default=None,
+                            help="a questionnaire file (resources/questionnaires/*.yaml); repeat for several, each "
+                                 "its own instance named by its file (stai_s and stai_t: the state-trait tables)")
 
     @classmethod
-    def settings_from_args(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"questionnaire": args.questionnaire} if args.questionnaire else {}
+    def instances_from_args(cls, args: argparse.Namespace) -> list[dict[str, Any]]:
+        """One instance per ``--questionnaire``, as a config's ``questionnaires:`` declares one per file."""
+        return [{"questionnaire": path} for path in args.questionnaire] if args.questionnaire else [{}]
 
     # -- the run's config -------------------------------------------------------------------------------------
     @classmethod
