@@ -245,7 +245,7 @@ def _versions() -> str:
 
 HEADER = """\
 # Core Sentiment Inventory word list for qclm ({what}), built by
-#   qclm words build --size {size} --out {out}
+#   qclm words build --size {size} --out {out}{control}
 # with {versions}. Columns: word, pos (noun, verb, noun|verb), freq_rank (rank in wordfreq's English list,
 # 1 = most frequent), valence (VADER's mean rating, -4 to +4, where VADER rates the word; empty otherwise).
 #
@@ -286,7 +286,9 @@ def build(size: int, out: Path, control: Path | None, scan: int = 60000) -> tupl
     def write(path: Path, what: str, table, command_size: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", encoding="utf-8") as fh:
-            fh.write(HEADER.format(what=what, size=command_size, out=out, versions=_versions()))
+            fh.write(HEADER.format(what=what, size=command_size, out=out,
+                                   control=f" --control {control}" if control is not None else "",
+                                   versions=_versions()))
             fh.write("\t".join(COLUMNS) + "\n")
             for w, pos, r, v in table:
                 fh.write(f"{w}\t{pos}\t{r}\t{'' if v is None else f'{v:g}'}\n")
