@@ -159,6 +159,17 @@ DEFAULT_MODELS_DIR = "resources/models"
 COMMAND_LINE = "command line"
 
 
+def command_kind(kind_name: str):
+    """The probe kind a command names (``qclm probe KIND``, ``qclm render KIND``); an unknown one is an InputError
+    naming the command line's kind."""
+    from qclm import probes
+
+    try:
+        return probes.kind_class(kind_name)
+    except probes.UnknownKind as err:
+        raise InputError.one(COMMAND_LINE, "kind", str(err)) from None
+
+
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The model options ``qclm probe KIND`` and ``qclm render KIND`` share: a model-table name or any model
     ``qclm loglik`` takes, the table, where prepared models are, and the prompt format."""
@@ -272,12 +283,17 @@ def model_problem(cls, spec, instances) -> str | None:
     return None
 
 
-def kind_model(args: argparse.Namespace, dtype: str | None = None):
+def kind_model(cls, args: argparse.Namespace, instances, dtype: str | None = None):
     """The model spec of ``--model`` (qclm.models.table.resolve_model: a model-table row, embedded:NAME, a .gguf
-    file, a checkpoint directory, a hub id) with ``--prompt-format`` applied."""
+    file, a checkpoint directory, a hub id) with ``--prompt-format`` applied; a model the kind cannot ask for these
+    instances (:func:`model_problem`) is an InputError naming ``--model``."""
     from dataclasses import replace
 
     from qclm.models.table import resolve_model
 
     spec = resolve_model(args.model, args.models, dtype)
-    return replace(spec, prompt_format=args.prompt_format) if args.prompt_format else spec
+    spec = replace(spec, prompt_format=args.prompt_format) if args.prompt_format else spec
+    problem = model_problem(cls, spec, instances)
+    if problem:
+        raise InputError.one(COMMAND_LINE, "--model", problem)
+    return spec

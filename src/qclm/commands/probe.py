@@ -28,9 +28,8 @@ from pathlib import Path
 
 from qclm import probes, settings
 from qclm.commands.args import (
-    COMMAND_LINE, add_instance_arguments, add_model_arguments, conditions as conditions_arg, device, kind_config,
-    kind_instances, kind_model,
-    model_problem, output_dir, threads, usable_device,
+    COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, conditions as conditions_arg, device,
+    kind_config, kind_instances, kind_model, output_dir, threads, usable_device,
 )
 from qclm.errors import InputError
 from qclm.logs import configure_logging
@@ -75,10 +74,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     if kind_name in ("-h", "--help"):
         print(__doc__ + "\nkinds:\n" + "\n".join(f"  {name}: {probes.kind_class(name).summary}" for name in probes.KINDS))
         return 0
-    try:
-        cls = probes.kind_class(kind_name)
-    except probes.UnknownKind as err:
-        raise InputError.one(COMMAND_LINE, "kind", str(err)) from None
+    cls = command_kind(kind_name)
     args = kind_parser(cls).parse_args(argv)
     config = kind_config(args.config)
     experiment = Experiment.from_config(config)
@@ -98,10 +94,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     run_settings = ContextSettings.from_config(config)
     out = Path(args.out)
 
-    spec = kind_model(args, args.dtype)
-    problem = model_problem(cls, spec, instances)
-    if problem:
-        raise InputError.one(COMMAND_LINE, "--model", problem)
+    spec = kind_model(cls, args, instances, args.dtype)
     usable_device(engine["device"])  # a device this torch cannot use: said before the model loads
     if args.threads:
         import torch

@@ -28,7 +28,7 @@ from typing import Any
 
 from qclm import settings
 from qclm.commands.args import (
-    COMMAND_LINE, add_instance_arguments, add_model_arguments, kind_config, kind_instances, kind_model, model_problem,
+    COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
     non_negative_int,
 )
 from qclm.config import DEFAULT_CONFIG, validate_config
@@ -167,12 +167,7 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
 
 def kind_targets(kind_name: str, argv: list[str]) -> tuple[list[Target], argparse.Namespace]:
     """The instances ``qclm render KIND OPTIONS`` gives (the options of ``qclm probe KIND``), with the model."""
-    from qclm import probes
-
-    try:
-        cls = probes.kind_class(kind_name)
-    except probes.UnknownKind as err:
-        raise InputError.one(COMMAND_LINE, "kind", str(err)) from None
+    cls = command_kind(kind_name)
     p = argparse.ArgumentParser(prog=f"qclm render {cls.name}", description=f"{cls.summary}. " + (__doc__ or ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(p)
@@ -181,10 +176,7 @@ def kind_targets(kind_name: str, argv: list[str]) -> tuple[list[Target], argpars
     args = p.parse_args(argv)
     config = kind_config(args.config)
     instances = kind_instances(cls, kind_name, args, config)
-    spec = kind_model(args)
-    problem = model_problem(cls, spec, instances)
-    if problem:
-        raise InputError.one(COMMAND_LINE, "--model", problem)
+    spec = kind_model(cls, args, instances)
     return [Target(config, args.config or COMMAND_LINE, spec, Path(args.models_dir), i) for i in instances], args
 
 
