@@ -49,6 +49,10 @@ def test_the_shipped_lists_load_with_their_attribution():
     signs = [np.sign(w.valence) for w in control.words]
     assert signs.count(1) == signs.count(-1) == 50
     assert "CC BY-SA 4.0" in CONTROL.read_text().split("\nword\t")[0]
+    # each names the command that rebuilds both (qclm words build), as it was run
+    command = ("#   qclm words build --size 5000 --out resources/csi/words.tsv "
+               "--control resources/csi/valence_control.tsv\n")
+    assert command in head and command in CONTROL.read_text().split("\nword\t")[0]
 
 
 def test_a_plain_list_and_a_tsv(tmp_path):
