@@ -129,11 +129,6 @@ def output_dirs(config: dict) -> tuple[str, str]:
     return settings.value(config, "results"), settings.value(config, "logs")
 
 
-def template_settings(config: dict) -> dict:
-    """The config's ``templates`` section with its defaults filled in."""
-    return settings.section(config, settings.TEMPLATES)
-
-
 def parse_contrast_args(text: str) -> list[tuple[str, str]]:
     """``qclm analyze --contrasts vanilla:stress,stress:stress+relaxation`` -> pairs; ValueError
     naming the bad entry."""

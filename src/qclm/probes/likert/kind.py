@@ -221,7 +221,6 @@ class LikertProbe(ProbeKind):
     def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
         import pandas as pd
 
-        from qclm.experiment import template_settings
         from qclm.probes.likert.equations import collect_tables
         from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
 
@@ -229,7 +228,8 @@ class LikertProbe(ProbeKind):
         default_templates = {q: load_questionnaire(path).templates[0] for q, path in files.items()}
         keys = list(data.cells)  # the workflow's order: models as the model table lists them, then instances, conditions
         tables = collect_tables([data.cells[k]["items"] for k in keys], [data.cells[k]["variants"] for k in keys],
-                                data.models, default_templates, template_settings(data.config)["select"])
+                                data.models, default_templates,
+                                settings.section(data.config, settings.TEMPLATES)["select"])
         tables["items_csv"] = tables["items"]
         tables["instruments"] = pd.DataFrame(instrument_rows(files), columns=INSTRUMENT_COLUMNS)
         return tables
