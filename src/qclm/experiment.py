@@ -124,6 +124,14 @@ def config_contrasts(config: dict) -> list[tuple[str, str]] | None:
     return list(Experiment.from_config(config).contrasts) if config.get("conditions") else None
 
 
+def scored_contrasts(contrasts, scored) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The contrasts whose two conditions are among the ``scored`` ones (a run of some conditions only: ``qclm probe
+    --conditions``), and those left out, each in the order given."""
+    scored = set(scored)
+    kept = [c for c in contrasts if c[0] in scored and c[1] in scored]
+    return kept, [c for c in contrasts if c not in kept]
+
+
 def output_dirs(config: dict) -> tuple[str, str]:
     """(results directory, logs directory) of a run."""
     return settings.value(config, "results"), settings.value(config, "logs")

@@ -311,13 +311,12 @@ def state_trait(items: pd.DataFrame | str, config: dict) -> pd.DataFrame:
     min_stimuli); its instrument column is :data:`INSTRUMENT` whatever the kind's table calls it
     (:func:`item_scores`)."""
     from qclm import settings
-    from qclm.experiment import config_contrasts
+    from qclm.experiment import config_contrasts, scored_contrasts
 
     frame = item_scores(pd.read_parquet(items) if not isinstance(items, pd.DataFrame) else items.copy())
     frame["stimulus_id"] = frame["stimulus_id"].fillna("")
     analysis = settings.section(config, settings.ANALYSIS)
-    present = set(frame["condition"])
-    contrasts = [c for c in config_contrasts(config) or [] if c[0] in present and c[1] in present]
+    contrasts, _ = scored_contrasts(config_contrasts(config) or [], frame["condition"])
     return state_trait_table(frame, contrasts, analysis["bootstrap"], analysis["seed"], analysis["min_stimuli"],
                              column=INSTRUMENT)
 

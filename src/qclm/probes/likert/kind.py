@@ -243,18 +243,17 @@ class LikertProbe(ProbeKind):
 
         import pandas as pd
 
-        from qclm.experiment import config_contrasts, contrast_label
+        from qclm.experiment import config_contrasts, contrast_label, scored_contrasts
         from qclm.probes.likert.analysis.stage import analyze
 
         analysis = settings.section(config, settings.ANALYSIS)
         contrasts = config_contrasts(config)
         if contrasts is not None:  # the config's contrasts whose two conditions were scored (qclm probe --conditions)
-            scored = set(pd.read_parquet(tables["items"], columns=["condition"])["condition"])
-            left = [c for c in contrasts if not {c[0], c[1]} <= scored]
+            scored = pd.read_parquet(tables["items"], columns=["condition"])["condition"]
+            contrasts, left = scored_contrasts(contrasts, scored)
             if left:
                 logging.getLogger("qclm.analysis").info(
                     "contrast(s) %s left out: a condition was not scored", ", ".join(contrast_label(*c) for c in left))
-            contrasts = [c for c in contrasts if c not in left]
         return analyze(tables["items"], out, analysis["bootstrap"], analysis["seed"], analysis["size_classes"],
                        silhouette=tables.get("silhouette"), variant_probs=tables.get("variants"),
                        heatmap_item=analysis["heatmap_item"], contrasts=contrasts,
