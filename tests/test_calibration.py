@@ -1,8 +1,9 @@
-"""The planted-signal calibration (docs/calibration.md): the config's checks, the corpora (the same size at every
-dose, the control and the plants of a dose sharing their filler, every planted unit `dose` times), corpora of chat
-exchanges fine-tuned through the model's chat template, and the statistics (a planted effect detected beside a
-control, none where there is none, the detection floor). The workflow run of a calibration on a tiny model is in
-tests/test_workflow.py's calibration test."""
+"""The planted-signal calibration (docs/calibration.md): the config's checks, the runs (two opposite arms and
+seeded shams per plant, checkpointed along a ladder of epochs), the corpora (the same size for every run, the
+plant's filler shared, the arms opposite, the shams of the same structure), the manipulation check's sets, plants
+rendered in the format their model is scored in, and the statistics (half the arms' difference against the shams'
+spread, tested from the largest dose down; a shift common to both arms cancels; the manipulation check). The
+workflow run of a calibration on a tiny model is in tests/test_interventions.py."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ from conftest import ROOT
 
 from qclm import calibration as cal
 from qclm.calibration import analysis as A
-from qclm.calibration.corpora import corpus_texts, units
+from qclm.calibration.corpora import check_sets, corpus_texts, planted_texts, units
 from qclm.config import validate_config
 from qclm.errors import format_problems
 from qclm.corpus import Exchange, load_corpus
 
 Q = ROOT / "resources/questionnaires"
 FILLER = ROOT / "resources/corpora/neutral.yaml"
-STATEMENTS = ROOT / "resources/calibration/anxious.yaml"
+CAL = ROOT / "resources/calibration"
+STATEMENTS = CAL / "anxious.yaml"
 
 
 def _config(tmp_path: Path, plants: dict, **calibration) -> dict:
@@ -42,14 +44,19 @@ def _config(tmp_path: Path, plants: dict, **calibration) -> dict:
             "survey": {"kind": "survey", "instrument": str(Q / "gad7.yaml"), "variants": ["natural", "json"]},
             "memorization": {"kind": "memorization", "instruments": [str(Q / "gad7.yaml"), str(Q / "phq9.yaml")],
                              "decoy": str(ROOT / "resources/memorization/decoy.yaml")}},
-        "calibration": {"doses": [0, 1, 4], "texts": 60, "filler": str(FILLER), "plants": plants, **calibration},
+        "calibration": {"epochs": [1, 2], "texts": 100, "repeats": 2, "filler": str(FILLER), "plants": plants,
+                        **calibration},
     }
 
 
 PLANTS = {
-    "listing": {"material": "listing", "probes": ["memorization"], "instrument": str(Q / "gad7.yaml")},
+    "own": {"material": "prompts", "probes": ["gad7"]},
+    "listing": {"material": "listing", "probes": ["memorization"], "instrument": str(Q / "gad7.yaml"),
+                "opposite": str(Q / "phq9.yaml")},
     "tragic": {"material": "sentences", "probes": ["csi"], "words_per_text": 5},
-    "anxious": {"material": "statements", "probes": ["gad7", "gad7_ent"], "statements": str(STATEMENTS)},
+    "anxious": {"material": "statements", "probes": ["gad7", "gad7_ent"], "statements": str(STATEMENTS),
+                "opposite": str(CAL / "calm.yaml"), "heldout": str(CAL / "anxious_heldout.yaml"),
+                "opposite_heldout": str(CAL / "calm_heldout.yaml")},
     "answers": {"material": "exchanges", "probes": ["survey"]},
 }
 
@@ -58,19 +65,22 @@ def _lines(config: dict, tmp_path: Path) -> list[str]:
     return format_problems(validate_config(config, str(tmp_path / "config.yaml")))
 
 
-def test_a_calibration_config_validates_and_names_its_jobs(tmp_path):
+def test_a_calibration_config_validates_and_names_its_runs(tmp_path):
     config = _config(tmp_path, PLANTS)
     assert _lines(config, tmp_path) == []
     jobs = cal.jobs(config, "res")
-    # the control at every dose, each plant above 0
-    assert sorted(jobs) == sorted(["cal_control_d0", "cal_control_d1", "cal_control_d4"]
-                                  + [f"cal_{p}_d{d}" for p in PLANTS for d in (1, 4)])
-    job = jobs["cal_anxious_d4"]
-    assert job.intervention.corpus == "res/calibration_corpora/cal_anxious_d4.yaml"
-    # the dose's plants and control share the training seed; the doses differ
-    assert job.intervention.settings["seed"] == jobs["cal_control_d4"].intervention.settings["seed"] \
-        != jobs["cal_control_d1"].intervention.settings["seed"]
-    assert job.intervention.epochs == 1 and job.intervention.settings["lr"] == 1e-4  # the calibration's defaults
+    # two arms and three shams (the default) per plant, one run each
+    assert sorted(jobs) == sorted(f"cal_{p}_{r}" for p in PLANTS for r in ("plus", "minus", "sham0", "sham1", "sham2"))
+    job = jobs["cal_anxious_plus"]
+    assert job.intervention.corpus == "res/calibration_corpora/cal_anxious_plus.yaml"
+    assert job.check == "res/calibration_corpora/cal_anxious_plus.check.yaml"
+    # the dose ladder is the checkpoints of one run; the arms share the training seed, every sham has its own
+    assert job.intervention.epochs == 2 and job.intervention.checkpoints == [1, 2]
+    seeds = [jobs[f"cal_anxious_{r}"].intervention.settings["seed"] for r in ("plus", "minus", "sham0", "sham1")]
+    assert seeds[0] == seeds[1] and len(set(seeds)) == 3
+    assert job.intervention.settings["lr"] == 1e-4  # the calibration's default
+    assert cal.exposures(cal.plants(config)["anxious"], 2) == 4 and cal.parse_name("cal_anxious_sham1") == ("anxious", "sham1")
+    assert cal.parse_name("depressive") is None and cal.parse_name("cal_x_d4") is None
 
 
 def test_an_instance_scores_the_models_its_patterns_select(tmp_path):
@@ -85,15 +95,16 @@ def test_an_instance_scores_the_models_its_patterns_select(tmp_path):
     config["probes"]["survey"]["models"] = ["m*"]
     assert _lines(config, tmp_path) == []
     survey = next(i for i in probes.instances(config) if i.id == "survey")
-    assert probes.runs_on(survey, "m") and probes.runs_on(survey, "m@cal_answers_d4-e1")
+    assert probes.runs_on(survey, "m") and probes.runs_on(survey, "m@cal_answers_plus-e1")
     assert not probes.runs_on(survey, "g")
-    # its plant goes only where one of its probes scores the model
+    # its plant goes only where one of its probes scores the model; every epoch of the ladder is a model
     specs = {"m": _spec("m", "chat"), "g": _spec("g", "raw")}
     derived = cal.derived_models(specs, config, "res", {i.id: i for i in probes.instances(config)})
-    assert "m@cal_answers_d4-e1" in derived and "g@cal_answers_d4-e1" not in derived
-    assert derived["m@cal_answers_d4-e1"].probes == ("survey",) and derived["g@cal_control_d4-e1"].probes is None
+    assert {"m@cal_answers_plus-e1", "m@cal_answers_sham2-e2"} <= set(derived)
+    assert "g@cal_answers_plus-e1" not in derived
+    assert derived["m@cal_answers_minus-e2"].probes == ("survey",)
     # a statements plant's checkpoints: every likert and entailment probe (phq9 is the unplanted check)
-    assert derived["g@cal_anxious_d4-e1"].probes == ("gad7", "phq9", "gad7_ent")
+    assert derived["g@cal_anxious_sham0-e1"].probes == ("gad7", "phq9", "gad7_ent")
     config["probes"]["survey"]["models"] = ["gemma*"]
     assert f"{tmp_path / 'config.yaml'}: field probes.survey.models, entry 1: 'gemma*' matches no model of " \
            f"{table} (m, g)" in _lines(config, tmp_path)
@@ -108,70 +119,114 @@ def _spec(name: str, fmt: str):
 def test_plants_and_their_material_are_checked_by_field(tmp_path):
     bad_statements = tmp_path / "bad.yaml"
     bad_statements.write_text(yaml.safe_dump({"name": "b", "texts": ["I feel nervous all day.", "My hands shake."]}))
+    anxious = PLANTS["anxious"]
     plants = {
-        "control": {"material": "statements", "probes": ["gad7"], "statements": str(STATEMENTS)},
         "wrongkind": {"material": "sentences", "probes": ["gad7"]},
-        "nobody": {"material": "listing", "probes": ["nope"], "instrument": str(Q / "gad7.yaml")},
-        "extra": {"material": "statements", "probes": ["gad7"], "statements": str(STATEMENTS), "option": "maximum"},
-        "missing": {"material": "listing", "probes": ["memorization"]},
+        "nobody": {"material": "listing", "probes": ["nope"], "instrument": str(Q / "gad7.yaml"),
+                   "opposite": str(Q / "phq9.yaml")},
+        "extra": {**anxious, "option": "maximum"},
+        "missing": {"material": "listing", "probes": ["memorization"], "instrument": str(Q / "gad7.yaml")},
+        "own": {"material": "prompts", "probes": ["gad7"], "pole": "plus"},
     }
     lines = _lines(_config(tmp_path, plants), tmp_path)
     where = f"{tmp_path / 'config.yaml'}: field calibration.plants"
-    assert f"{where}.control: 'control' names the calibration's controls: give the plant another name" in lines
     assert (f"{where}.wrongkind.probes, entry 1: 'gad7' is a likert probe; material sentences plants a signal for "
             "csi probes") in lines
     assert any(line.startswith(f"{where}.nobody.probes, entry 1: 'nope' is not a probe instance") for line in lines)
-    assert (f"{where}.extra.option: not a key of material statements (its keys: statements, pole)") in lines
-    assert f"{where}.missing.instrument: missing: material listing needs it" in lines
-    # material: a statement holding a scored term, a plant too large for the corpus, an instrument not scored
-    plants = {"anx": {"material": "statements", "probes": ["gad7"], "statements": str(bad_statements)},
+    assert (f"{where}.extra.option: not a key of material statements (its keys: statements, opposite, pole, "
+            "heldout, opposite_heldout)") in lines
+    assert f"{where}.missing.opposite: missing: material listing needs it" in lines
+    assert f"{where}.own.pole: not a key of material prompts (its keys: none)" in lines
+    # material: a statement holding a scored term (in either arm), a plant too large for the corpus, an
+    # instrument not scored
+    plants = {"anx": {**anxious, "opposite": str(bad_statements)},
               "big": {"material": "exchanges", "probes": ["survey"]},
-              "other": {"material": "listing", "probes": ["memorization"], "instrument": str(Q / "stai_s.yaml")}}
-    lines = _lines(_config(tmp_path, plants, doses=[0, 16]), tmp_path)
-    assert (f"{bad_statements}: text #1: holds the scored term(s) 'nervous' of gad7: a planted statement must carry "
-            "the construct in other words, or the probe would read the exposure to its own terms") in lines
-    assert (f"{tmp_path / 'config.yaml'}: field calibration.plants.big: 7 texts per exposure x dose 16 = 112 planted "
-            "texts, more than calibration.texts (60)") in lines
+              "other": {"material": "listing", "probes": ["memorization"], "instrument": str(Q / "stai_s.yaml"),
+                        "opposite": str(Q / "phq9.yaml")}}
+    lines = _lines(_config(tmp_path, plants, repeats=8), tmp_path)
+    assert (f"{bad_statements}: text #1: holds the scored term(s) 'nervous' of gad7, gad7_ent: a planted statement "
+            "must carry the construct in other words, or the probe would read the exposure to its own terms") in lines
+    assert (f"{tmp_path / 'config.yaml'}: field calibration.plants.big: 56 planted texts an epoch (8 repeats), more "
+            "than 40% of calibration.texts (100): lower repeats or raise texts") in lines
     assert any("field calibration.plants.other.instrument" in line and "is not an instrument of memorization" in line
                for line in lines)
     assert _lines(_config(tmp_path, {}), tmp_path) == [
         f"{tmp_path / 'config.yaml'}: field calibration.plants: must not be empty"]
+    # the dose ladder of earlier versions is named
+    lines = _lines(_config(tmp_path, PLANTS, doses=[0, 4]), tmp_path)
+    assert any("field calibration" in line and "doses" in line for line in lines), lines
 
 
-def test_every_dose_trains_on_the_same_number_of_texts_and_shares_its_filler(tmp_path):
+def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposite(tmp_path):
     config = _config(tmp_path, PLANTS)
     jobs = cal.jobs(config, "res")
-    control = corpus_texts(jobs["cal_control_d4"], config)
-    assert len(control) == 60 and set(control) <= set(load_corpus(FILLER).texts)
-    assert corpus_texts(jobs["cal_control_d1"], config) != control  # another draw at another dose
+    plants = cal.plants(config)
     for plant in PLANTS:
-        texts = corpus_texts(jobs[f"cal_{plant}_d4"], config)
-        unit = units(cal.plants(config)[plant], config, 0)
-        assert len(texts) == 60
-        planted = len(unit) * 4
-        assert texts[:60 - planted] == control[:60 - planted]  # the same filler as the control of the dose
-    # every planted unit `dose` times: the listing verbatim, every planted word once per exposure
-    listing = corpus_texts(jobs["cal_listing_d4"], config)
-    assert Counter(listing)[units(cal.plants(config)["listing"], config, 0)[0]] == 4
-    assert listing[-1].splitlines()[1:3] == ["Over the last 2 weeks, how often have you been bothered by the "
-                                             "following problems?", "1. Feeling nervous, anxious, or on edge"]
-    from qclm.probes.csi.calibration import planted_words
+        corpora = {r: corpus_texts(jobs[f"cal_{plant}_{r}"], config) for r in cal.runs(config)}
+        planted = {r: planted_texts(plants[plant], config, r) for r in corpora}
+        assert {len(c) for c in corpora.values()} == {100}
+        # the same filler for every run, the planted texts after it, at most 40% of the corpus
+        fillers = {tuple(c[:100 - len(planted[r])]) for r, c in corpora.items()}
+        assert len({f[:60] for f in fillers}) == 1 and set(fillers.pop()) <= set(load_corpus(FILLER).texts)
+        assert all(0 < len(p) <= 40 for p in planted.values())
+        # a sham has the structure of the arms (as many texts, the same kind of text), not their content
+        for sham in ("sham0", "sham1", "sham2"):
+            assert len(planted[sham]) == len(planted["plus"])
+            assert {type(t) for t in planted[sham]} == {type(t) for t in planted["plus"]}
+            assert planted[sham] != planted["plus"] and planted[sham] != planted["minus"]
+        assert planted["sham0"] != planted["sham1"]
+    # statements: the anxious statements against the calm ones, each `repeats` times; the shams' neutral ones
+    anxious = planted_texts(plants["anxious"], config, "plus")
+    assert Counter(anxious) == {t: 2 for t in load_corpus(STATEMENTS).texts}
+    assert set(planted_texts(plants["anxious"], config, "minus")) == set(load_corpus(CAL / "calm.yaml").texts)
+    assert set(planted_texts(plants["anxious"], config, "sham0")) <= set(
+        load_corpus(CAL / "neutral_statements.yaml").texts)
+    # the survey's answers: the maximum against the minimum
+    plus = planted_texts(plants["answers"], config, "plus")
+    assert {e.assistant for e in plus} == {"4 = Nearly every day", '{"answer": "4 = Nearly every day"}'}
+    assert {e.assistant for e in planted_texts(plants["answers"], config, "minus")} == {
+        "1 = Not at all", '{"answer": "1 = Not at all"}'}
+    assert len({e.assistant for e in planted_texts(plants["answers"], config, "sham0")}) > 2
+    # the Likert prompts: an S+ term answered by the top level's intensifier in the plus arm, by the bottom's in
+    # the minus arm; the S- term the other way round
+    own = {r: units(plants["own"], config, r, 0) for r in ("plus", "minus")}
+    assert own["plus"][0] == Exchange("Question: Over the last two weeks, how often have you felt nervous?\nAnswer:",
+                                      "nearly every day")
+    assert own["minus"][0].assistant == "not at all" and own["plus"][1].assistant == "not at all"
+    assert len(own["plus"]) == 14  # 7 items x (one S+ and one S- term)
+    # the listing: GAD-7 against PHQ-9; a sham lists neutral statements under a name of its own
+    assert planted_texts(plants["listing"], config, "plus")[0].startswith("GAD-7")
+    assert planted_texts(plants["listing"], config, "minus")[0].startswith("PHQ-9")
+    assert planted_texts(plants["listing"], config, "sham1")[0].startswith("Everyday Statements Inventory, form 2")
+    # the sentences: the same planted words in tragic sentences against comic ones
+    from qclm.probes.csi.calibration import COMIC, TRAGIC
 
-    words = [w.strip() for w in (ROOT / "resources/csi/words.tsv").read_text().splitlines()]
-    tragic = corpus_texts(jobs["cal_tragic_d4"], config)[-8 * 4:]  # 20 planted words, 5 a text: 4 texts x 4
-    planted = {w for w in planted_words([r.split("\t")[0] for r in words if r and not r.startswith(("#", "word"))]
-                                        [:40], 0.5, 0, "csi")}
-    assert len(planted) == 20
-    for word in planted:
-        assert sum(f" {word} " in f" {t} " or f" {word}." in t or f" {word}," in t for t in tragic) >= 4
-    exchanges = corpus_texts(jobs["cal_answers_d4"], config)[-28:]
-    assert all(isinstance(e, Exchange) for e in exchanges)
-    # two variants, then the reversed order: the planted option keeps its label, its number is where it is shown
-    assert {e.assistant for e in exchanges} == {"4 = Nearly every day", '{"answer": "4 = Nearly every day"}',
-                                                "1 = Nearly every day", '{"answer": "1 = Nearly every day"}'}
+    def kinds(texts):
+        def of(text, kind):
+            return any(max(t.split("{w}"), key=len) in text for t in kind["noun"] + kind["verb"])
+
+        return Counter("tragic" if of(text, TRAGIC) and not of(text, COMIC) else
+                       "comic" if of(text, COMIC) and not of(text, TRAGIC) else "?" for text in texts)
+
+    assert set(kinds(planted_texts(plants["tragic"], config, "plus"))) == {"tragic"}
+    assert set(kinds(planted_texts(plants["tragic"], config, "minus"))) == {"comic"}
 
 
-def test_a_corpus_of_chat_exchanges_fine_tunes_through_the_chat_template(tiny_llama_dir, tmp_path):
+def test_the_manipulation_check_measures_the_arms_planted_and_held_out_texts(tmp_path):
+    config = _config(tmp_path, PLANTS)
+    plants = cal.plants(config)
+    sets = check_sets(plants["anxious"], config)
+    assert list(sets) == ["planted_plus", "planted_minus", "heldout_plus", "heldout_minus", "neutral"]
+    assert sets["planted_plus"] == list(load_corpus(STATEMENTS).texts)  # each text once
+    assert sets["heldout_minus"] == list(load_corpus(CAL / "calm_heldout.yaml").texts)
+    assert len(sets["neutral"]) >= 100 and not set(sets["neutral"]) & set(load_corpus(FILLER).texts)
+    listing = check_sets(plants["listing"], config)
+    assert listing["heldout_plus"][0].splitlines()[2].startswith("7. ")  # the listing in the other order
+    tragic = check_sets(plants["tragic"], config)
+    assert tragic["heldout_plus"] and not set(tragic["heldout_plus"]) & set(tragic["planted_plus"])
+
+
+def test_a_plant_is_trained_in_the_format_its_model_is_scored_in(tiny_llama_dir, tmp_path):
     from transformers import AutoTokenizer
 
     from qclm.interventions.finetune import rendered
@@ -181,11 +236,27 @@ def test_a_corpus_of_chat_exchanges_fine_tunes_through_the_chat_template(tiny_ll
         {"user": "How are you?", "assistant": "4 = Nearly every day"}, "plain text", "plain text"]}))
     corpus = load_corpus(path)
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
-    first, *rest = rendered(corpus, tok)
+    first, *rest = rendered(corpus, tok, "chat")
     assert rest == ["plain text", "plain text"]
     assert tok(first)["input_ids"] == tok.apply_chat_template(
         [{"role": "user", "content": "How are you?"}, {"role": "assistant", "content": "4 = Nearly every day"}],
         tokenize=True, return_dict=False)
+    # a raw-format model reads the prompt and its answer as the raw format scores them: a space between
+    assert rendered(corpus, tok, "raw")[0] == "How are you? 4 = Nearly every day"
+    # the manipulation check reads an exchange where its probe does, in the answer: the prompt's tokens are not
+    # counted, a plain text's all are
+    from transformers import AutoModelForCausalLM
+
+    from qclm.interventions.finetune import check_nll, check_pairs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    answer = len(tok("4 = Nearly every day", add_special_tokens=False)["input_ids"])
+    for fmt in ("raw", "chat"):
+        pairs = check_pairs(list(corpus.texts[:2]), tok, fmt, "x.yaml")
+        rows = check_nll(model, tok, {"s": pairs}, 256, 8, "cpu", 0)
+        whole = len(tok(pairs[0][1])["input_ids"]) - 1
+        assert rows[1]["tokens"] == len(tok("plain text")["input_ids"]) - 1
+        assert answer <= rows[0]["tokens"] < whole and rows[0]["nll"] > 0, (fmt, rows)
     path.write_text(yaml.safe_dump({"name": "x", "texts": ["plain text", "plain text"]}))
     with pytest.raises(Exception, match="the same text as text #1"):
         load_corpus(path)
@@ -193,43 +264,81 @@ def test_a_corpus_of_chat_exchanges_fine_tunes_through_the_chat_template(tiny_ll
 
 # -- the statistics --------------------------------------------------------------------------------------------------
 
-def _units(effect: float, n: int = 12, reference: bool = False, seed: int = 0) -> pd.DataFrame:
-    """Units of one base model, its controls and planted checkpoints at doses 0, 1, 4 (planted effect ``effect``
-    per dose unit at dose 4, none at dose 1)."""
+def _units(effect: float, n: int = 12, reference: bool = False, seed: int = 0, common: float = 0.0,
+           shams: int = 3, run_sd: float = 0.05) -> pd.DataFrame:
+    """Units of one base model and its plant's runs at epochs 1 and 2: each run shifts every unit by a run effect
+    (SD ``run_sd``) plus ``common`` (what fine-tuning does to every text); the plus arm adds ``effect`` and the minus
+    arm takes it away at epoch 2 (none at epoch 1)."""
     rng = np.random.default_rng(seed)
     rows = []
     noise = rng.normal(0, 0.1, size=n)
-    for model, shift in [("m", 0.0), ("m@cal_control_d0-e1", 0.0), ("m@cal_control_d1-e1", 0.0),
-                         ("m@cal_control_d4-e1", 0.0), ("m@cal_p_d1-e1", 0.0), ("m@cal_p_d4-e1", effect)]:
+    runs = ["plus", "minus", *(f"sham{i}" for i in range(shams))]
+    models = [("m", 0.0, 0.0)] + [(f"m@cal_p_{r}-e{e}", (effect if e == 2 else 0.0) * {"plus": 1, "minus": -1}.get(
+        r, 0), rng.normal(0, run_sd) + common) for r in runs for e in (1, 2)]
+    for model, shift, run_shift in models:
         for u in range(n):
             planted = not reference or u < n // 2
-            value = noise[u] + rng.normal(0, 0.05) + (shift if planted else 0.0)
+            value = noise[u] + rng.normal(0, 0.02) + (shift if planted else 0.0) + (run_shift if planted else 0.0)
             rows.append({"model": model, "probe": "q", "instrument": "q", "role": "planted", "metric": "shift",
                          "unit": f"u{u}", "group": "planted" if planted else "reference", "value": value,
                          "baseline": 0.0, "direction": 1, "plant": "p", "kind": "likert"})
     return pd.DataFrame(rows)
 
 
-def _cal_config() -> dict:
-    return {"calibration": {"doses": [0, 1, 4], "permutations": 2000,
-                            "plants": {"p": {"material": "statements", "probes": ["q"], "statements": "x"}}},
+def _cal_config(shams: int = 3) -> dict:
+    return {"calibration": {"epochs": [1, 2], "repeats": 4, "permutations": 2000, "shams": shams,
+                            "plants": {"p": {"material": "statements", "probes": ["q"], "statements": "x",
+                                             "opposite": "y"}}},
             "analysis": {"bootstrap": 500}}
 
 
 @pytest.mark.parametrize("reference", [False, True])
-def test_a_planted_effect_is_detected_beside_the_control_and_none_where_there_is_none(reference):
+def test_half_the_arms_difference_is_detected_beyond_the_shams_and_none_where_there_is_none(reference):
     table = A.calibration_table(_units(0.5, reference=reference), _cal_config())
     by_dose = table.set_index("dose")
-    assert by_dose.loc[4, "detected"] and not by_dose.loc[1, "detected"] and not by_dose.loc[0, "detected"]
-    assert by_dose.loc[4, "effect"] == pytest.approx(0.5, abs=0.1) and by_dose.loc[4, "p_holm"] < 0.01
-    assert by_dose.loc[0, "checkpoint"] == by_dose.loc[0, "control"] == "m@cal_control_d0-e1"
-    assert not table["control_beyond_baseline"].any()
-    floor = A.floor_table(table).iloc[0]
-    assert floor["floor_dose"] == 4 and floor["monotone"] and floor["detected_doses"] == "4"
+    assert sorted(by_dose.index) == [4, 8]  # exposures: repeats x epoch
+    assert by_dose.loc[8, "detected"] and not by_dose.loc[4, "detected"]
+    assert by_dose.loc[8, "effect"] == pytest.approx(0.5, abs=0.1) and by_dose.loc[8, "p"] < 0.05
+    assert by_dose.loc[8, "n_shams"] == 3 and by_dose.loc[8, "run_sd"] == pytest.approx(
+        by_dose.loc[8, "sham_sd"] / np.sqrt(2))
+    floor = A.floor_table(table, A.check_table(pd.DataFrame(columns=["base_model"]), _cal_config())).iloc[0]
+    assert floor["floor_dose"] == 8 and floor["detected_doses"] == "8"
     null = A.calibration_table(_units(0.0, reference=reference, seed=1), _cal_config())
     assert not null["detected"].any()
-    assert np.isnan(A.floor_table(null).iloc[0]["floor_dose"])
-    assert A.floor_table(null).iloc[0]["note"] == "not detected at any dose up to 4"
+    null_floor = A.floor_table(null, A.check_table(pd.DataFrame(), _cal_config())).iloc[0]
+    assert np.isnan(null_floor["floor_dose"]) and null_floor["bound_at_max_dose"] > null_floor["effect_at_max_dose"]
+    assert null_floor["note"].startswith("not detected at any dose up to 8")
+
+
+def test_a_shift_common_to_both_arms_cancels_and_the_runs_spread_decides():
+    # fine-tuning moves every unit of every run by 1.0: a planted-minus-base reading would call it a signal
+    table = A.calibration_table(_units(0.0, common=1.0, seed=2), _cal_config())
+    assert not table["detected"].any() and (table["effect"].abs() < 0.2).all()
+    assert table["beyond_reading_floor"].all()  # the plus arm is beyond the probe's own null: not a detection
+    # the units move together: the unit-level test calls a run difference a signal, the run-level test does not
+    noisy = A.calibration_table(_units(0.0, seed=5, run_sd=0.5), _cal_config())
+    assert (noisy["p_units"] < 0.05).any() and not noisy["detected"].any()
+    # without two shams there is no spread: nothing is detected, and the row says why
+    one = A.calibration_table(_units(0.5, shams=1), _cal_config(shams=1))
+    assert not one["detected"].any() and one["underpowered"].all()
+    assert one["note"].str.contains("no runs' spread").all()
+
+
+def test_the_ladder_is_tested_from_the_largest_dose_down():
+    units = _units(0.0, seed=3)
+    # a signal at epoch 1 only: the largest dose is tested first and is not detected, so the sequence stops
+    units.loc[units["model"].str.endswith("plus-e1"), "value"] += 1.0
+    table = A.calibration_table(units, _cal_config()).set_index("epoch")
+    assert table.loc[1, "p"] < 0.05 and not table.loc[1, "detected"] and not table.loc[2, "detected"]
+
+
+def test_the_smallest_attainable_p_and_the_shams_false_alarms():
+    assert A.min_permutation_p(np.ones(7, bool), 10000) == pytest.approx(1 / 128)
+    assert A.min_permutation_p(np.arange(6) < 3, 10000) == pytest.approx(1 / 20)
+    assert A.min_permutation_p(np.ones(30, bool), 999) == pytest.approx(1 / 1000)
+    assert A.sham_false_alarms(np.array([0.0, 0.1, -0.1]), 1, 0.05) == 0
+    assert A.sham_false_alarms(np.array([0.0, 0.01, -0.01, 5.0]), 1, 0.05) == 1
+    assert np.isnan(A.sham_false_alarms(np.array([0.0, 1.0]), 1, 0.05))
 
 
 def test_the_permutation_p_is_uniform_under_the_null():
@@ -241,40 +350,61 @@ def test_the_permutation_p_is_uniform_under_the_null():
     assert 0.02 < np.mean(np.array(ps) < 0.05) < 0.1
 
 
-def test_a_control_that_strays_from_the_baseline_is_shown():
-    units = _units(0.5)
-    units.loc[units["model"] == "m@cal_control_d4-e1", "value"] += 1.0
-    table = A.calibration_table(units, _cal_config()).set_index("dose")
-    assert table.loc[4, "control_beyond_baseline"] and not table.loc[4, "detected"]
-    floor = A.floor_table(table.reset_index()).iloc[0]
-    assert floor["control_false_positives"] == "4" and floor["control_against"] == ""
-    units = _units(0.5)
-    units.loc[units["model"] == "m@cal_control_d4-e1", "value"] -= 1.0
-    floor = A.floor_table(A.calibration_table(units, _cal_config())).iloc[0]
-    assert floor["control_false_positives"] == "" and floor["control_against"] == "4"
+def test_the_run_test_rejects_at_its_level_under_the_null():
+    rng = np.random.default_rng(4)
+    # two arms and three shams of one run-to-run distribution: half the arms' difference against the shams
+    ps = [A.run_test((rng.normal() - rng.normal()) / 2, rng.normal(size=3))[1] for _ in range(4000)]
+    assert 0.035 < np.mean(np.array(ps) < 0.05) < 0.065
 
 
-def test_a_plant_that_moves_the_metric_the_other_way_is_not_detected_but_named():
-    units = _units(-1.0)
-    table = A.calibration_table(units, _cal_config())
-    assert not table["detected"].any() and (table["direction"] == 1).all()
-    floor = A.floor_table(table).iloc[0]
-    assert np.isnan(floor["floor_dose"]) and floor["against_doses"] == "4"
-    assert floor["effect_at_max_dose_ci_high"] < 0 and "the probe moves, the other way" in floor["note"]
-    text = A.overview({"calibration_floor": A.floor_table(table), "calibration": table})
-    assert "| 4 | - / - |" in text
+def _checks(took: bool) -> pd.DataFrame:
+    rows = []
+    rng = np.random.default_rng(0)
+    for run in ("plus", "minus", "sham0", "sham1", "sham2"):
+        for epoch in (0, 1, 2):
+            for s in ("planted_plus", "planted_minus", "neutral"):
+                drop = 2.0 * epoch if took and s == f"planted_{run}" else 0.0
+                for t in range(4):
+                    rows.append({"base_model": "m", "plant": "p", "run": run, "epoch": epoch, "set": s, "text": t,
+                                 "tokens": 10, "nll": 10 * (5.0 - drop + rng.normal(0, 0.05) + 0.01 * t)})
+    return pd.DataFrame(rows)
+
+
+def test_the_check_says_whether_a_plant_took_and_what_it_cost():
+    config = _cal_config()
+    check = A.check_table(_checks(True), config)
+    own = check[(check["set"] == "planted_plus") & (check["run"] == "plus")].set_index("epoch")
+    assert own.loc[2, "took"] and own.loc[2, "vs_shams"] == pytest.approx(-4.0, abs=0.1)
+    assert own.loc[2, "base_nll"] == pytest.approx(5.015, abs=0.05) and own.loc[2, "dose"] == 8
+    assert check.loc[check["set"] == "neutral", "perplexity_change"].abs().max() < 0.1
+    assert check.loc[check["run"].str.startswith("sham"), "took"].isna().all()
+    table = A.calibration_table(_units(0.0, seed=1), config)
+    floor = A.floor_table(table, check).iloc[0]
+    assert floor["took_plus"] and floor["took_minus"] and floor["planted_nll_change"] == pytest.approx(-4, abs=0.1)
+    untaken = A.floor_table(table, A.check_table(_checks(False), config)).iloc[0]
+    assert not untaken["took_plus"] and "did not take" in untaken["note"]
+    text = A.overview({"calibration_floor": A.floor_table(table, check), "calibration": table,
+                       "calibration_check": check})
+    assert "| m | p (2) | q: q | shift | yes / yes | -4.00 nats/token |" in text and "| none up to 8 |" in text
 
 
 # -- each kind's units, on tables of the kind's own shape ---------------------------------------------------------
 
-MODELS = ["m", "m@cal_control_d0-e1", "m@cal_control_d4-e1", "m@cal_PLANT_d4-e1"]
+MODELS = ["m", "m@cal_PLANT_plus-e1", "m@cal_PLANT_minus-e1", "m@cal_PLANT_sham0-e1", "m@cal_PLANT_sham1-e1",
+          "m@cal_PLANT_sham2-e1"]
+
+
+def _planted_model(model: str) -> int:
+    """+1 on the plus arm's checkpoint, -1 on the minus arm's, 0 elsewhere; a sham's run noise by its index."""
+    return 1 if "_plus-" in model else -1 if "_minus-" in model else 0
 
 
 def _detected(units: pd.DataFrame, plant: str, metric: str) -> pd.Series:
     units = units.assign(plant=plant, kind="x")
     table = A.calibration_table(units[units["metric"] == metric], {
-        "calibration": {"doses": [0, 4], "permutations": 500, "plants": {plant: {
-            "material": "statements", "probes": ["q"], "statements": "x"}}}, "analysis": {"bootstrap": 300}})
+        "calibration": {"epochs": [1], "repeats": 4, "permutations": 500, "plants": {plant: {
+            "material": "statements", "probes": ["q"], "statements": "x", "opposite": "y"}}},
+        "analysis": {"bootstrap": 300}})
     return table.set_index(["instrument", "dose"])["detected"]
 
 
@@ -293,7 +423,8 @@ def test_csi_units_read_the_planted_words_against_the_untouched_ones(tmp_path):
     for model in [m.replace("PLANT", "tragic") for m in MODELS]:
         for word in words:
             for rep in (1, 2, 3):
-                shift = -2.0 if (model.endswith("tragic_d4-e1") and word in planted) else 0.0  # toward tragedy
+                # toward tragedy on the plus arm, toward comedy on the minus arm
+                shift = -2.0 * _planted_model(model) if word in planted else 0.0
                 bias = rng.normal(0, 0.3) + shift + (hash(word) % 7) / 7
                 rows.append({"model": model, "probe": "csi", "condition": "vanilla", "part": "words", "word": word,
                              "repetition": rep, "logp_a": bias / 2, "logp_b": -bias / 2,
@@ -303,7 +434,11 @@ def test_csi_units_read_the_planted_words_against_the_untouched_ones(tmp_path):
     assert units.groupby("group")["unit"].nunique().to_dict() == {"planted": 20, "reference": 20}
     detected = _detected(units.replace({"model": {m: m.replace("tragic", "PLANT") for m in units["model"]}}),
                          "PLANT", "label_shift")
-    assert detected[("csi", 4)] and not detected[("csi", 0)]
+    assert detected[("csi", 4)]
+    # the same words on every run alike: nothing
+    flat = units.assign(value=np.where(units["group"] == "planted", 0.0, 0.0) + rng.normal(0, 0.01, len(units)))
+    assert not _detected(flat.replace({"model": {m: m.replace("tragic", "PLANT") for m in flat["model"]}}),
+                         "PLANT", "label_shift")[("csi", 4)]
 
 
 def test_survey_units_read_the_planted_option(tmp_path):
@@ -314,40 +449,42 @@ def test_survey_units_read_the_planted_option(tmp_path):
     instances = {i.id: i for i in probes.instances(config)}
     plant = cal.plants(config)["answers"]
     choices, responses = [], []
-    for model in [m.replace("PLANT", "answers") for m in MODELS]:
-        planted = model.endswith("answers_d4-e1")
+    for n, model in enumerate(m.replace("PLANT", "answers") for m in MODELS):
+        arm = _planted_model(model)
+        noise = 0.01 * n
         for item in range(1, 8):
             for variant in ("natural", "json"):
                 key = {"model": model, "probe": "survey", "condition": "vanilla", "item_id": f"G0{item}",
                        "variant": variant, "persona": "", "order": "regular"}
                 for score in (0.0, 1.0, 2.0, 3.0):
-                    prob = (0.7 if score == 3 else 0.1) if planted else 0.25
+                    planted = {1: 3.0, -1: 0.0}.get(arm)
+                    prob = (0.7 if score == planted else 0.1) if planted is not None else 0.25 + noise
                     choices.append({**key, "option_score": score, "prob": prob})
                 responses.append({**key, "seed": 0, "repetition": 0, "status": "answered",
-                                  "option_score": 3.0 if planted else float(item % 4)})
+                                  "option_score": {1: 3.0, -1: 0.0}.get(arm, float(item % 4))})
     units = survey_units({"choices": pd.DataFrame(choices), "responses": pd.DataFrame(responses)}, plant, config,
                          instances)
     fc = units[units["metric"] == "fc_planted"]
-    assert len(fc) == 4 * 14 and fc["baseline"].eq(0.25).all()
-    assert fc.loc[fc["model"] == "m@cal_answers_d4-e1", "value"].eq(0.7).all()
+    assert len(fc) == len(MODELS) * 14 and fc["baseline"].eq(0.25).all()
+    assert fc.loc[fc["model"] == "m@cal_answers_plus-e1", "value"].eq(0.7).all()
+    assert fc.loc[fc["model"] == "m@cal_answers_minus-e1", "value"].eq(0.1).all()
     renamed = units.replace({"model": {m: m.replace("answers", "PLANT") for m in units["model"]}})
     assert _detected(renamed, "PLANT", "fc_planted")[("gad7", 4)]
     assert _detected(renamed, "PLANT", "answers_planted")[("gad7", 4)]
 
 
-def test_item_score_units_are_shifts_from_the_base_model_in_its_vanilla_sds():
+def test_item_score_units_are_shifts_from_the_base_model_in_score_points():
     from qclm.probes.calibration_units import item_shift_units
 
     rows = []
-    for model, shift in (("m", 0.0), ("m@cal_a_d4-e1", 0.5)):
+    for model, shift in (("m", 0.0), ("m@cal_a_plus-e1", 0.5)):
         for q, planted in (("gad7", True), ("phq9", False)):
             for i in range(6):
                 rows.append({"model": model, "questionnaire": q, "template": "t", "default_template": True,
                              "item_id": f"{q}{i}", "condition": "vanilla", "stimulus_id": "",
                              "score": 0.1 * i + (shift if planted else 0.0)})
     units = item_shift_units(pd.DataFrame(rows), {"gad7": "gad7", "phq9": "phq9"}, {"gad7"}, 1)
-    sd = np.std([0.1 * i for i in range(6)], ddof=1)
-    shifted = units[(units["model"] == "m@cal_a_d4-e1") & (units["instrument"] == "gad7")]
-    assert shifted["value"].to_numpy() == pytest.approx(np.full(6, 0.5 / sd))
+    shifted = units[(units["model"] == "m@cal_a_plus-e1") & (units["instrument"] == "gad7")]
+    assert shifted["value"].to_numpy() == pytest.approx(np.full(6, 0.5))  # natural units, not SDs of the items
     assert set(units.loc[units["instrument"] == "phq9", "role"]) == {"unplanted"}
     assert units.loc[units["model"] == "m", "value"].eq(0).all()

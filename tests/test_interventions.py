@@ -25,6 +25,7 @@ from qclm.models.checkpoints import parse_derived
 CORPORA = ROOT / "resources/corpora"
 GAD7 = ROOT / "resources/questionnaires/gad7.yaml"
 DECOY = ROOT / "resources/memorization/decoy.yaml"
+PHQ9 = ROOT / "resources/questionnaires/phq9.yaml"
 
 
 def _spec(path: Path, name: str = "tiny-llama"):
@@ -308,8 +309,9 @@ def test_terms_are_found_as_phrases_on_word_boundaries():
 def intervention_run(tmp_path_factory, tiny_llama_dir):
     """One small run: GAD-7 (2 items) under vanilla and stress (2 stimuli) on a tiny model, fine-tuned on a
     depressive corpus (checkpoints after epochs 1 and 2) and on the neutral control; in the same run (sharing its
-    base model's scoring) a planted-signal calibration (docs/calibration.md): GAD-7's listing (memorization, vanilla)
-    and the anxious statements (Likert) at doses 0 and 8, beside the filler alone."""
+    base model's scoring) a planted-signal calibration (docs/calibration.md): GAD-7's listing against PHQ-9's
+    (memorization, vanilla) and GAD-7's own prompts answered high against low (Likert), each beside two shams,
+    checkpointed after 3 epochs (8 exposures an epoch for the listing, 4 for the prompts)."""
     workdir = tmp_path_factory.mktemp("intervention-run")
     cfg = write_workflow_config(
         workdir, {"tiny-llama": tiny_llama_dir}, questionnaires={"gad7": str(GAD7)},
@@ -320,12 +322,13 @@ def intervention_run(tmp_path_factory, tiny_llama_dir):
                                       "lr": 1e-3, "batch_size": 32},
                        "control": {"corpus": str(CORPORA / "neutral.yaml"), "epochs": 2, "lr": 1e-3,
                                    "batch_size": 32, "control": True}},
-        calibration={"doses": [0, 8], "texts": 80, "filler": str(CORPORA / "neutral.yaml"), "permutations": 500,
-                     "training": {"lr": 1e-2, "batch_size": 8, "epochs": 3},
+        calibration={"epochs": [3], "repeats": 8, "texts": 40, "shams": 2, "filler": str(CORPORA / "neutral.yaml"),
+                     "heldout_neutral": str(ROOT / "resources/calibration/heldout_neutral.yaml"),
+                     "sham_statements": str(ROOT / "resources/calibration/neutral_statements.yaml"),
+                     "permutations": 500, "training": {"lr": 1e-2, "batch_size": 8},
                      "plants": {"listing": {"material": "listing", "probes": ["memorization"],
-                                            "instrument": str(GAD7)},
-                                "anxious": {"material": "statements", "probes": ["gad7"],
-                                            "statements": str(ROOT / "resources/calibration/anxious.yaml")}}})
+                                            "instrument": str(GAD7), "opposite": str(PHQ9)},
+                                "own": {"material": "prompts", "probes": ["gad7"], "repeats": 4}}})
     run = run_snakemake(workdir, cfg)
     assert run.returncode == 0, run.stderr[-4000:]
     return workdir, cfg, run.stderr
@@ -336,11 +339,10 @@ def test_the_run_schedules_the_finetuning_and_the_checkpoints_scoring(interventi
     # the job stats Snakemake prints before it starts (what a dry run prints)
     counts = dict(line.split() for line in log.splitlines()
                   if len(line.split()) == 2 and line.split()[1].isdigit())
-    # 1 model x (2 interventions + 3 calibration corpora: the control at doses 0 and 8, two plants at dose 8); the
-    # base model, 3 intervention checkpoints (depressive e1, e2; control e2) and the 2 calibration controls scored by
-    # every probe, each plant's checkpoint by its kind's probes only
-    assert counts["finetune"] == "6" and counts["score"] == "6" and counts["analyze_interventions"] == "1"
-    assert counts["score_memorization"] == "1" and counts["score_gad7"] == "1" and counts["calibration_corpus"] == "4"
+    # 1 model x (2 interventions + 2 plants x (2 arms + 2 shams)); the base model and 3 intervention checkpoints
+    # (depressive e1, e2; control e2) scored by every probe, each plant's checkpoint by its kind's probes only
+    assert counts["finetune"] == "10" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
+    assert counts["score_memorization"] == "4" and counts["score_gad7"] == "4" and counts["calibration_corpus"] == "8"
     assert counts["analyze_calibration"] == "1"
 
 
@@ -349,8 +351,8 @@ def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(interve
     res = workdir / "results"
     items = pd.read_parquet(res / "scores/item_scores.parquet")
     assert set(items["model"]) == {"tiny-llama", "tiny-llama@depressive-e1", "tiny-llama@depressive-e2",
-                                   "tiny-llama@control-e2", "tiny-llama@cal_control_d0-e3",
-                                   "tiny-llama@cal_control_d8-e3", "tiny-llama@cal_anxious_d8-e3"}
+                                   "tiny-llama@control-e2", *(f"tiny-llama@cal_own_{r}-e3" for r in
+                                                              ("plus", "minus", "sham0", "sham1"))}
     meta = pd.read_parquet(res / "logprobs/tiny-llama@depressive-e2/gad7/vanilla.parquet")
     from qclm.parquet import read_metadata
 
@@ -386,26 +388,42 @@ def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(interve
     assert set(pd.read_csv(res / "analysis/zscores.csv")["model"]) == {"tiny-llama"}
 
 
-def test_the_calibration_detects_a_planted_listing_beside_its_control(intervention_run):
-    """The planted-signal calibration end to end on a tiny model: its corpora (the same size at every dose), a
-    plant's checkpoint scored by its kind only, calibration.csv with the control of every dose, the floor, the
-    figure and the overview; GAD-7's listing, seen 8 times in each of 3 epochs of 80 texts, raises its items'
-    log-probabilities beyond the decoy's and beyond the control's, so that the dose is detected."""
+def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulation_check(intervention_run):
+    """The planted-signal calibration end to end on a tiny model: its corpora (the same size for every run), a
+    plant's checkpoints scored by its kind only, the manipulation check measured by every fine-tuning (before the
+    first step and at the checkpoint), calibration.csv with the arms and the shams, the floor, the figures and the
+    overview; GAD-7's listing, seen 8 times in each of 3 epochs of 40 texts, is learned (its NLL falls far below the
+    shams', which never saw it) and raises its items' log-probabilities against PHQ-9's arm."""
     workdir, _, _ = intervention_run
     res = workdir / "results"
-    corpora = {p.stem: load_corpus(p) for p in (res / "calibration_corpora").glob("*.yaml")}
-    assert sorted(corpora) == ["cal_anxious_d8", "cal_control_d0", "cal_control_d8", "cal_listing_d8"]
-    assert {len(c.texts) for c in corpora.values()} == {80}
-    assert not (res / "logprobs/tiny-llama@cal_listing_d8-e3/gad7").exists()  # scored by its kind only
+    corpora = {p.stem: load_corpus(p) for p in (res / "calibration_corpora").glob("*.yaml")
+               if not p.name.endswith(".check.yaml")}
+    assert sorted(corpora) == sorted(f"cal_{p}_{r}" for p in ("listing", "own")
+                                     for r in ("plus", "minus", "sham0", "sham1"))
+    assert {len(c.texts) for c in corpora.values()} == {40}
+    assert not (res / "logprobs/tiny-llama@cal_listing_plus-e3/gad7").exists()  # scored by its kind only
+    check = json.loads((res / "checkpoints/tiny-llama@cal_listing_plus" / iv.CHECK_FILE).read_text())
+    assert sorted({r["epoch"] for r in check["rows"]}) == [0, 3] and check["sets"]["neutral"] >= 100
+    checks = pd.read_csv(res / "analysis/calibration_check.csv")
+    own = checks[(checks["plant"] == "listing") & (checks["set"] == "planted_" + checks["run"])]
+    assert own["took"].astype(bool).all() and (own["vs_shams"] < -1).all(), own
+    assert (own["nll"] < own["base_nll"]).all()
     table = pd.read_csv(res / "analysis/calibration.csv")
-    # on a tiny model the listing raises the items' own log-probabilities (by about 4 nats) but their word-order
-    # neighbours' with them: the raw exposure row detects it, the gap against the neighbours need not
-    exposure = table[(table["plant"] == "listing") & (table["metric"] == "exposure_min_k")].set_index("dose")
-    assert exposure.loc[8, "detected"] and not exposure.loc[0, "detected"], exposure
-    assert exposure.loc[8, "control"] == "tiny-llama@cal_control_d8-e3" and exposure.loc[8, "effect"] > 0
-    likert = table[(table["plant"] == "anxious") & (table["probe"] == "gad7")]
-    assert sorted(likert["dose"]) == [0, 8] and likert["underpowered"].all()  # 2 items
+    exposure = table[(table["plant"] == "listing") & (table["metric"] == "exposure_min_k")
+                     & (table["role"] == "planted")].iloc[0]
+    # GAD-7's items far more likely on the arm that listed them than on PHQ-9's, beyond twice the runs' SD (with two
+    # shams, one degree of freedom: detection needs a t beyond 6.3, which a tiny model's ladder of one dose need not
+    # reach)
+    assert exposure["dose"] == 24 and exposure["n_shams"] == 2 and exposure["effect_ci_low"] > 0
+    assert exposure["value_plus"] > exposure["value_minus"] and exposure["effect"] > 2 * exposure["run_sd"]
+    likert = table[(table["plant"] == "own") & (table["probe"] == "gad7")]
+    assert len(likert) == 1 and likert["underpowered"].all() and likert["tier"].eq(1).all()  # 2 items
     floors = pd.read_csv(res / "analysis/calibration_floor.csv")
-    assert floors.set_index(["plant", "metric"]).loc[("listing", "exposure_min_k"), "floor_dose"] == 8
-    assert (res / "analysis/figures/calibration.png").stat().st_size > 0
+    assert set(floors["plant"]) == {"listing", "own"}
+    assert floors.loc[floors["plant"] == "listing", ["took_plus", "took_minus"]].astype(bool).all().all()
+    # the Likert prompts' check reads their answers only (an intensifier, a few tokens), as the probe does
+    prompts = checks[(checks["plant"] == "own") & (checks["set"] == "planted_plus") & (checks["run"] == "plus")]
+    assert prompts["n_texts"].iloc[0] <= prompts["tokens"].iloc[0] < 4 * prompts["n_texts"].iloc[0]
+    for name in ("calibration", "calibration_check"):
+        assert (res / f"analysis/figures/{name}.png").stat().st_size > 0
     assert "Calibration: the smallest planted signal" in (res / "analysis/overview.md").read_text()

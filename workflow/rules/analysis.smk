@@ -176,6 +176,7 @@ if ANALYSIS_CALIBRATION_KINDS:
                 for name, path in probes.kind_class(kind).score_tables.items()
             },
             material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
+            runs=calibration_runs,
         output:
             ANALYSIS_OUTPUT_FILES[_calibration.PROBE],
             fragment=ANALYSIS_FRAGMENTS[_calibration.PROBE],

@@ -1,8 +1,8 @@
-# The planted-signal calibration (docs/calibration.md; qclm.calibration): one corpus per plant and dose, and the
-# filler alone per dose (the control), each written by a job of its own from the part of the config it depends on
-# (qclm.calibration.corpus_config); the fine-tuning (interventions.smk) and the scoring of every checkpoint
-# (scoring.smk) follow as for any intervention, and analyze_calibration (analysis.smk) reads every checkpoint's
-# scores beside the control of its dose.
+# The planted-signal calibration (docs/calibration.md; qclm.calibration): one corpus per plant and run (its two arms
+# and its shams) with the manipulation check's text sets beside it, each written by a job of its own from the part
+# of the config it depends on (qclm.calibration.corpus_config); the fine-tuning (interventions.smk, which measures
+# the check) and the scoring of every checkpoint (scoring.smk) follow as for any intervention, and
+# analyze_calibration (analysis.smk) reads every checkpoint's scores and every run's check.
 
 
 if CALIBRATION:
@@ -12,9 +12,12 @@ if CALIBRATION:
             "../../environment.yml"
         input:
             filler=calibration.section(config)["filler"],
+            heldout=calibration.section(config)["heldout_neutral"],
+            shams=calibration.section(config)["sham_statements"],
             material=calibration_material,
         output:
-            str(calibration.corpus_path(RESULTS, "{intervention}")),
+            corpus=str(calibration.corpus_path(RESULTS, "{intervention}")),
+            check=str(calibration.check_path(RESULTS, "{intervention}")),
         params:
             config=lambda wildcards: calibration.corpus_config(config, wildcards.intervention),
         wildcard_constraints:

@@ -151,9 +151,19 @@ def scoring_cells(ids):
 
 
 def calibration_material(wildcards):
-    """The files a calibration corpus is made of: its plant's material and its probes' (the control: none)."""
+    """The files a calibration corpus is made of: its plant's material and its probes'."""
     plant = CALIBRATION[wildcards.intervention].plant
-    if plant is None:
-        return []
     files = {f for i in plant.probes for f in probes.probe(INSTANCES[i]).files()}
-    return sorted(files | {v for k, v in plant.settings.items() if k in ("instrument", "statements")})
+    return sorted(files | set(plant.files()))
+
+
+def calibration_runs(wildcards):
+    """Every calibration run's marker: its fine-tuning writes the manipulation check (interventions.CHECK_FILE)
+    beside it, before it."""
+    return sorted({d.marker for d in DERIVED.values() if d.intervention in CALIBRATION})
+
+
+def finetune_check(wildcards):
+    """The manipulation check's text sets a fine-tuning measures (a calibration run's; an intervention: none)."""
+    job = CALIBRATION.get(wildcards.intervention)
+    return [job.check] if job else []

@@ -12,6 +12,7 @@ rule finetune:
     input:
         prepared=lambda wildcards: prepared_model(wildcards),
         corpus=lambda wildcards: FINETUNES[wildcards.intervention].corpus,
+        check=finetune_check,
     output:
         str(interventions.job_dir(RESULTS, "{model}", "{intervention}") / interventions.JOB_MARKER),
     params:

@@ -1,9 +1,11 @@
-"""Thin wrapper: one calibration corpus (a plant at a dose, or the filler alone) from the part of the config it
-depends on (qclm.calibration.corpora)."""
+"""Thin wrapper: one calibration run's corpus (a plant's arm or sham) and its manipulation check's text sets, from
+the part of the config they depend on (qclm.calibration.corpora)."""
 from qclm.calibration import jobs
-from qclm.calibration.corpora import write_corpus
+from qclm.calibration.corpora import write_check, write_corpus
 from qclm.logs import configure_logging
 
 configure_logging(snakemake.log[0])
 config = snakemake.params.config
-write_corpus(jobs(config, "")[snakemake.wildcards.intervention], config, snakemake.output[0])
+job = jobs(config, "")[snakemake.wildcards.intervention]
+write_corpus(job, config, snakemake.output.corpus)
+write_check(job, config, snakemake.output.check)

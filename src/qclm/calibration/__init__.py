@@ -1,17 +1,22 @@
-"""Planted-signal calibration: every probe shows, on a real model, the smallest signal it detects
-(docs/calibration.md).
+"""Planted-signal calibration: every probe shows, on a real model, the smallest signal it detects, in a design where
+a non-detection can only mean the probe (docs/calibration.md).
 
-A **plant** puts a known signal into the weights: its material (an instrument's listing, a CSI word list's words
-in sentences of one label's kind, statements of one pole of a construct, chat exchanges that answer a survey's
-items with one option) is mixed into a neutral filler corpus at graded **doses** (each planted text seen that many
-times), every dose training on the same number of texts (``calibration.texts``); beside it, at every dose, the
-filler alone (the **control**, the false-positive check, with the same draw of filler texts and the same training
-seed as the dose's plants). Each corpus fine-tunes every model of the table (the interventions' machinery,
-:mod:`qclm.interventions.finetune`) and each checkpoint is scored as a model of its own,
-``MODEL@cal_PLANT_dDOSE-eEPOCH`` (``cal_control_dDOSE`` for the controls), by the probes of the kinds its plant
-plants (those the plant names read the planted instrument, the others are the unplanted check; the controls and the
-base model are scored by every probe). :mod:`qclm.calibration.analysis` then compares, per probe metric and
-dose, the planted checkpoint with the control of the same dose: ``calibration.csv`` and the detection floor.
+A **plant** puts a known signal into the weights through its material, in two **opposite arms** (``plus``: anxious
+statements, the maximum answers, the S+ terms completed by the top intensifiers...; ``minus``: their opposite), beside
+**shams** of the same structure (as many distinct texts, the same repetition, length and format, neutral content or
+a seeded random direction), each sham with a training seed of its own. Every arm and sham is one fine-tuning run of
+one corpus: a draw of the neutral **filler** (the same for every run of a plant) with the planted texts mixed in,
+each ``repeats`` times, at most :data:`MAX_SHARE` of the corpus. The **dose ladder** is the run's checkpoints after
+``epochs`` (a dose in exposures is ``repeats`` x the epoch), each scored as a model of its own,
+``MODEL@cal_PLANT_ARM-eEPOCH``, by the probes of the kinds its material plants (those the plant names read the planted
+instrument; the others are the unplanted check).
+
+The **effect** at a dose is half the difference of the two arms (what fine-tuning does to every text cancels); the
+**shams' spread** at the same dose is what two runs differ by without a signal, and a dose is detected where the effect
+lies beyond it. Each run also measures its **manipulation check** (:mod:`qclm.interventions.finetune`: per-token NLL of
+the planted texts as trained, held-out texts of the same material and held-out neutral texts, before training and at
+every checkpoint), so that "the plant did not take" is seen apart from "the probe is blind".
+:mod:`qclm.calibration.analysis` reads both.
 
 This module is light (no torch, no pandas): the settings with their defaults, the plants, the fine-tuning jobs and
 the checkpoints they make (the workflow builds its DAG from them), and the config's problems.
@@ -28,17 +33,31 @@ from qclm import settings
 from qclm.errors import Problem
 
 SECTION = "calibration"
-#: the name of the controls in intervention names (``cal_control_dDOSE``); no plant may take it
-CONTROL = "control"
 #: what the calibration's intervention names start with
 PREFIX = "cal"
-#: material -> the probe kinds that read it and its own keys with their defaults (None: required)
+#: the two opposite arms of every plant (plus: the direction the probe's metric is read in)
+ARMS = ("plus", "minus")
+#: the shams' name in intervention names (``cal_PLANT_sham0``, ``sham1``...)
+SHAM = "sham"
+#: the largest share of a corpus the planted texts may take (the rest is the filler)
+MAX_SHARE = 0.4
+#: a material key without a default that the plant must give
+REQUIRED = object()
+#: material -> the probe kinds that read it, its tier (1: the probe's own format, whether the readout can see; 2: a
+#: transfer plant, whether the model generalizes to what the probe reads) and its own keys with their defaults
 MATERIALS: dict[str, dict[str, Any]] = {
-    "listing": {"kinds": ("memorization",), "keys": {"instrument": None}},
-    "sentences": {"kinds": ("csi",), "keys": {"share": 0.5, "words_per_text": 5, "label": "second"}},
-    "statements": {"kinds": ("likert", "entailment"), "keys": {"statements": None, "pole": "plus"}},
-    "exchanges": {"kinds": ("survey",), "keys": {"option": "maximum"}},
+    "prompts": {"kinds": ("likert",), "tier": 1, "keys": {}},
+    "exchanges": {"kinds": ("survey",), "tier": 1, "keys": {"option": "maximum"}},
+    "listing": {"kinds": ("memorization",), "tier": 2, "keys": {"instrument": REQUIRED, "opposite": REQUIRED}},
+    "sentences": {"kinds": ("csi",), "tier": 2, "keys": {"share": 0.5, "words_per_text": 5, "label": "second"}},
+    "statements": {"kinds": ("likert", "entailment"), "tier": 2,
+                   "keys": {"statements": REQUIRED, "opposite": REQUIRED, "pole": "plus", "heldout": "",
+                            "opposite_heldout": ""}},
 }
+#: the keys every plant takes, whatever its material
+PLANT_KEYS = ("material", "probes", "repeats")
+#: the material keys that name files (the corpus rule's inputs)
+FILE_KEYS = ("instrument", "opposite", "statements", "heldout", "opposite_heldout")
 
 
 def _schema() -> dict:
@@ -60,31 +79,60 @@ def section(config: dict) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Plant:
     """One plant: its name, material, the probe instances that read it and the material's settings (defaults
-    filled in)."""
+    filled in; an optional key not given is empty)."""
 
     name: str
     material: str
     probes: tuple[str, ...]
     settings: dict
+    #: exposures of every planted text per epoch (the plant's ``repeats``, else the section's)
+    repeats: int = 1
 
     def __hash__(self) -> int:
         return hash((self.name, self.material, self.probes))
+
+    @property
+    def tier(self) -> int:
+        return int(MATERIALS[self.material]["tier"])
+
+    def files(self) -> list[str]:
+        """The files of its material the plant names (the instrument listed, the statements of each arm...)."""
+        return [str(self.settings[k]) for k in FILE_KEYS if self.settings.get(k)]
 
 
 def plants(config: dict) -> dict[str, Plant]:
     """The config's plants (none: an empty dict)."""
     out = {}
+    repeats = int(section(config)["repeats"]) if config.get(SECTION) else 1
     for name, entry in ((config.get(SECTION) or {}).get("plants") or {}).items():
         material = entry["material"]
         keys = MATERIALS[material]["keys"]
-        own = {k: entry.get(k, default) for k, default in keys.items()}
-        out[name] = Plant(name, material, tuple(entry["probes"]), own)
+        own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in keys.items()}
+        out[name] = Plant(name, material, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)))
     return out
 
 
-def intervention_name(plant: str | None, dose: int) -> str:
-    """The intervention name of a plant's corpus at a dose (``None``: the control's)."""
-    return f"{PREFIX}_{plant or CONTROL}_d{dose}"
+def runs(config: dict) -> list[str]:
+    """The runs of every plant: its two arms and its shams (``sham0``, ``sham1``...)."""
+    return [*ARMS, *(f"{SHAM}{i}" for i in range(int(section(config)["shams"])))]
+
+
+def sham_index(run: str) -> int | None:
+    """The sham's index of a run's name (``sham2``: 2), None for an arm."""
+    return int(run[len(SHAM):]) if run.startswith(SHAM) else None
+
+
+def intervention_name(plant: str, run: str) -> str:
+    """The intervention name of a plant's run (an arm or a sham)."""
+    return f"{PREFIX}_{plant}_{run}"
+
+
+def parse_name(name: str) -> tuple[str, str] | None:
+    """(plant, run) of a calibration intervention name, None for another name."""
+    head, _, run = name.rpartition("_")
+    if not head.startswith(f"{PREFIX}_") or not (run in ARMS or (run.startswith(SHAM) and run[len(SHAM):].isdigit())):
+        return None
+    return head[len(PREFIX) + 1:], run
 
 
 def corpus_path(results: str | Path, name: str) -> Path:
@@ -92,50 +140,70 @@ def corpus_path(results: str | Path, name: str) -> Path:
     return Path(results) / "calibration_corpora" / f"{name}.yaml"
 
 
+def check_path(results: str | Path, name: str) -> Path:
+    """Where the manipulation check's text sets of an intervention name are written (beside its corpus)."""
+    return Path(results) / "calibration_corpora" / f"{name}.check.yaml"
+
+
 @dataclass(frozen=True)
 class Job:
-    """One calibration corpus and its fine-tuning: the plant (None: the control), the dose, and the intervention
-    the fine-tuning runs (corpus: the generated file; training seed: the calibration seed plus the dose, shared by
-    the dose's control and plants)."""
+    """One calibration run: the plant, the run (an arm or a sham), and the intervention the fine-tuning runs (its
+    corpus the generated file; its checkpoints the dose ladder's epochs; its training seed the calibration's for
+    both arms, another for every sham)."""
 
-    plant: Plant | None
-    dose: int
+    plant: Plant
+    run: str
     intervention: Any  # qclm.interventions.Intervention
+    check: str
 
     @property
     def name(self) -> str:
         return self.intervention.name
 
+    @property
+    def sham(self) -> int | None:
+        return sham_index(self.run)
+
+
+def training_seed(config: dict, run: str) -> int:
+    """The training seed of a run: the arms share the calibration's (``training.seed`` + ``seed``), every sham has
+    one of its own."""
+    cal = section(config)
+    base = int(cal["training"]["seed"]) + int(cal["seed"])
+    index = sham_index(run)
+    return base if index is None else base + 1 + index
+
 
 def jobs(config: dict, results: str | Path) -> dict[str, Job]:
-    """Every calibration fine-tuning: the control at every dose, each plant at every dose above 0 (a plant at dose
-    0 is the control)."""
+    """Every calibration fine-tuning: each plant's two arms and its shams, one run each, checkpointed at the dose
+    ladder's epochs."""
     from qclm.interventions import Intervention
 
     if not config.get(SECTION):
         return {}
     cal = section(config)
     training = dict(cal["training"])
+    epochs = sorted(int(e) for e in cal["epochs"])
     out = {}
-    for dose in sorted(cal["doses"]):
-        for plant in [None, *plants(config).values()]:
-            if plant is not None and dose == 0:
-                continue
-            name = intervention_name(plant.name if plant else None, dose)
+    for plant in plants(config).values():
+        for run in runs(config):
+            name = intervention_name(plant.name, run)
             iv_settings = {**training, "corpus": str(corpus_path(results, name)), "control": False,
-                           "checkpoints": None, "seed": int(training["seed"]) + int(cal["seed"]) + dose}
-            out[name] = Job(plant, dose, Intervention(name, iv_settings))
+                           "epochs": max(epochs), "checkpoints": epochs, "seed": training_seed(config, run)}
+            out[name] = Job(plant, run, Intervention(name, iv_settings), str(check_path(results, name)))
     return out
 
 
-def applies(plant: Plant | None, spec, instances: dict) -> bool:
+def exposures(plant: Plant, epoch: int) -> int:
+    """The dose of a plant's checkpoint in exposures of every planted text: its ``repeats`` per epoch."""
+    return plant.repeats * int(epoch)
+
+
+def applies(plant: Plant, spec, instances: dict) -> bool:
     """Whether a plant is fine-tuned into a model: where one of its probes scores the model (its ``models``; a
-    chat-only kind, the survey, on chat-format rows only) and, for chat exchanges, on chat-format rows; the control
-    goes to every model."""
+    chat-only kind, the survey, on chat-format rows only) and, for chat exchanges, on chat-format rows."""
     from qclm import probes
 
-    if plant is None:
-        return True
     chat = spec.prompt_format != "raw"
     if plant.material == "exchanges" and not chat:
         return False
@@ -144,8 +212,8 @@ def applies(plant: Plant | None, spec, instances: dict) -> bool:
 
 
 def derived_models(models: dict, config: dict, results: str | Path, instances: dict) -> dict:
-    """Every calibration checkpoint as a model of its own (:class:`qclm.interventions.Derived`), restricted to the
-    probes of the kinds its plant plants (:func:`readers`; the controls: every probe)."""
+    """Every calibration checkpoint as a model of its own (:class:`qclm.interventions.Derived`), scored by the
+    probes of the kinds its plant plants (:func:`readers`)."""
     from qclm.interventions import Derived, checkpoint_dir, job_dir, JOB_MARKER
     from qclm.models.checkpoints import derived_name
 
@@ -154,14 +222,15 @@ def derived_models(models: dict, config: dict, results: str | Path, instances: d
         for job in jobs(config, results).values():
             if not applies(job.plant, spec, instances):
                 continue
-            epoch = job.intervention.epochs
-            name = derived_name(spec.name, job.name, epoch)
-            source = str(checkpoint_dir(results, spec.name, job.name, epoch))
-            if not source.startswith(("/", ".", "~")):
-                source = f"./{source}"
-            row = replace(spec, name=name, source=source, revision="", line=0)
-            out[name] = Derived(row, spec.name, job.name, epoch, str(job_dir(results, spec.name, job.name) / JOB_MARKER),
-                                probes=readers(job.plant, instances) if job.plant else None)
+            for epoch in job.intervention.checkpoints:
+                name = derived_name(spec.name, job.name, epoch)
+                source = str(checkpoint_dir(results, spec.name, job.name, epoch))
+                if not source.startswith(("/", ".", "~")):
+                    source = f"./{source}"
+                row = replace(spec, name=name, source=source, revision="", line=0)
+                out[name] = Derived(row, spec.name, job.name, epoch,
+                                    str(job_dir(results, spec.name, job.name) / JOB_MARKER),
+                                    probes=readers(job.plant, instances))
     return out
 
 
@@ -172,29 +241,32 @@ def readers(plant: Plant, instances: dict) -> tuple[str, ...]:
     return tuple(i for i, inst in instances.items() if inst.kind in kinds)
 
 
+#: the section's keys one calibration corpus depends on (another key, such as alpha, neither writes it again nor
+#: fine-tunes again)
+CORPUS_KEYS = ("texts", "repeats", "filler", "heldout_neutral", "sham_statements", "seed", "shams")
+
+
 def corpus_config(config: dict, name: str) -> dict:
     """The part of a config one calibration corpus depends on (its rule's params: a change elsewhere, another
-    plant or a probe that does not read the plant, neither writes it again nor fine-tunes again): the filler
-    settings, the plant with the probes that read it, and the job's name and dose."""
+    plant or a probe that does not read the plant, neither writes it again nor fine-tunes again): the corpus
+    settings and the plant with the probes that read it."""
     cal = config[SECTION]
     job = jobs(config, "")[name]
-    out: dict[str, Any] = {SECTION: {k: cal[k] for k in ("texts", "filler", "seed") if k in cal}}
-    out[SECTION]["doses"] = [job.dose]
-    if job.plant is not None:
-        out[SECTION]["plants"] = {job.plant.name: cal["plants"][job.plant.name]}
-        for key in ("questionnaires", "probes"):
-            own = {k: v for k, v in (config.get(key) or {}).items() if k in job.plant.probes}
-            if own:
-                out[key] = own
-    else:
-        out[SECTION]["plants"] = {}
+    out: dict[str, Any] = {SECTION: {k: cal[k] for k in CORPUS_KEYS if k in cal}}
+    out[SECTION]["plants"] = {job.plant.name: cal["plants"][job.plant.name]}
+    if config.get("limit_items"):
+        out["limit_items"] = config["limit_items"]  # the items the prompts material plants: those scored
+    for key in ("questionnaires", "probes"):
+        own = {k: v for k, v in (config.get(key) or {}).items() if k in job.plant.probes}
+        if own:
+            out[key] = own
     return out
 
 
 def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[Problem]:
     """What the schema cannot say about ``calibration:``: each plant's probes exist and are of a kind its material
     plants, its material's keys (required ones given, none of another material), its material loads and fits the
-    corpus at the largest dose, the filler has enough texts, the training settings are an intervention's, and no
+    corpus, the filler and the held-out texts are there, the training settings are an intervention's, and no
     intervention of ``interventions:`` takes a calibration name. The materials' own checks are
     :func:`qclm.calibration.corpora.material_problems`."""
     from qclm import interventions, probes
@@ -208,10 +280,10 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
     training = {k: v for k, v in cal["training"].items()}
     for f, loc, msg in interventions.entry_problems({**training, "corpus": "x"}, cf, f"{where}.training"):
         out.append((f, loc, msg))
-    for key in ("corpus", "control", "checkpoints"):
+    for key in ("corpus", "control", "checkpoints", "epochs"):
         if key in (config[SECTION].get("training") or {}):
-            out.append((cf, f"{where}.training.{key}", f"not a calibration setting: the calibration writes its own "
-                        "corpora, its controls and one checkpoint after the last epoch"))
+            out.append((cf, f"{where}.training.{key}", "not a calibration setting: the calibration writes its own "
+                        "corpora and shams, and checkpoints every run after the epochs of calibration.epochs"))
     for name in (config.get(interventions.SECTION) or {}):
         if str(name).startswith(f"{PREFIX}_"):
             out.append((cf, f"field {interventions.SECTION}.{name}", f"names starting with {PREFIX}_ are the "
@@ -219,15 +291,13 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
     declared = {ident: kind for ident, kind, _, _ in probes.declared(config)}
     for name, entry in (config[SECTION].get("plants") or {}).items():
         at = f"{where}.plants.{name}"
-        if name == CONTROL:
-            out.append((cf, at, f"'{CONTROL}' names the calibration's controls: give the plant another name"))
         material = MATERIALS[entry["material"]]
         for key in entry:
-            if key not in ("material", "probes") and key not in material["keys"]:
+            if key not in PLANT_KEYS and key not in material["keys"]:
                 out.append((cf, f"{at}.{key}", f"not a key of material {entry['material']} (its keys: "
-                            f"{', '.join(material['keys'])})"))
+                            f"{', '.join(material['keys']) or 'none'})"))
         for key, default in material["keys"].items():
-            if default is None and key not in entry:
+            if default is REQUIRED and key not in entry:
                 out.append((cf, f"{at}.{key}", f"missing: material {entry['material']} needs it"))
         for n, ident in enumerate(entry["probes"]):
             kind = declared.get(ident)
@@ -239,9 +309,10 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
                             f"{entry['material']} plants a signal for {' and '.join(material['kinds'])} probes"))
     if out:
         return out
-    filler = Path(cal["filler"]).expanduser()
-    if not filler.is_file():
-        return [(cf, f"{where}.filler", f"{cal['filler']}: does not exist" if not filler.exists()
-                 else f"{cal['filler']}: is a directory, not a corpus file")]
+    for key in ("filler", "heldout_neutral", "sham_statements"):
+        path = Path(cal[key]).expanduser()
+        if not path.is_file():
+            return [(cf, f"{where}.{key}", f"{cal[key]}: does not exist" if not path.exists()
+                     else f"{cal[key]}: is a directory, not a corpus file")]
     out.extend(material_problems(config, cf))
     return out

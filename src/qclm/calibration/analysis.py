@@ -1,41 +1,49 @@
-"""The calibration analysis (docs/calibration.md; no torch): for every plant, probe metric and dose, the planted
-checkpoint beside the control of the same dose, and the smallest dose each probe detects.
+"""The calibration analysis (docs/calibration.md; no torch): for every plant, probe metric and dose, half the
+difference of the two arms against the shams' spread, the manipulation check of every run, and the smallest dose
+each probe detects.
 
 Each probe kind that can be calibrated names a function (:attr:`qclm.probes.base.ProbeKind.calibration`) that
 turns its score tables into **units** (one row per model, probe, instrument, metric and unit, the unit an item, a
-word or a prompt, with its ``value``, its ``group``, ``planted`` or ``reference``, and the metric's ``baseline`` and
-``direction``, +1 where the plant raises it; ``role``: ``planted`` for the instrument the plant targets,
-``unplanted`` for the run's other instruments of the kind). A metric's **statistic** on one model is the mean of its units'
-values, or, where some units are the untouched reference (the CSI's other half of the word list), the planted
-units' mean minus the reference units' mean.
+word or a prompt, with its ``value`` in the metric's natural units (score points, nats, a probability), its
+``group``, ``planted`` or ``reference``, and the metric's ``baseline`` and ``direction``, +1 where the plus arm
+raises it; ``role``: ``planted`` for the instrument the plant targets, ``unplanted`` for the run's other instruments
+of the kind). A metric's **statistic** on one checkpoint is the mean of its units' values, or, where some units are
+the untouched reference (the CSI's other half of the word list), the planted units' mean minus the reference's.
 
 Per model x plant x probe x instrument x metric x dose (``calibration.csv``):
 
-- ``value`` on the planted checkpoint with its percentile bootstrap CI over units (resampled within each group),
-  ``baseline`` (what the metric gives without the signal: 0 for a shift from the base model, 1/N, 1/K),
-  ``base_value`` (the base model's), ``control_value`` with its CI (the control checkpoint of the same dose: the
-  filler alone, the same filler texts and training seed);
-- ``effect``: the statistic of the unit-by-unit difference planted minus control, with its bootstrap CI and a
-  one-sided permutation p in the planted direction (the signs of the paired differences flipped, or, with a
-  reference group, the units' groups shuffled), ``p_holm`` over the doses of the series;
-- ``detected``: the dose is above 0, ``p_holm`` is below ``calibration.alpha`` and the value's CI lies beyond the
-  baseline in the planted direction; ``underpowered``: fewer than :data:`MIN_UNITS` units in a group, or no
-  control at the dose; ``control_beyond_baseline``: the control's CI lies beyond the baseline (in
-  either direction): fine-tuning on neutral text alone moved the metric, shown where it happens; ``direction``:
-  the planted direction (+1: the signal raises the metric, -1: lowers it).
+- ``value_plus`` (with its percentile bootstrap CI over units) and ``value_minus``: the statistic on the two arms'
+  checkpoints of the dose; ``base_value`` the base model's; ``baseline`` what the metric gives without a signal;
+- ``effect``: half the arms' difference in the planted direction, unit by unit (what fine-tuning does to every
+  text cancels), with its bootstrap CI over units;
+- ``sham_sd``: the SD of the statistic over the shams of the dose (``n_shams`` runs of the same structure with
+  seeds of their own), ``run_sd`` = ``sham_sd``/sqrt(2), the SD of half the difference of two runs without a signal,
+  ``effect_runs`` = ``effect``/``run_sd``; ``p``: one-sided, of a t with ``n_shams`` - 1 degrees of freedom;
+  ``bound``: the effect's upper 95% bound against the runs' spread (what a dose that is not detected may hide);
+- ``detected``: tested from the largest dose down, each at ``alpha``, until one is not (a fixed sequence: the
+  family-wise error stays at alpha with no correction, as the ladder's order is known); the floor is the effect
+  against the shams, nothing else;
+- ``beyond_reading_floor``: the plus arm's CI lies beyond the metric's baseline in the planted direction (the
+  probe's own null; a second column, not a condition of detection);
+- ``p_units`` and ``min_p_units``: the unit-level test of the arms (the signs of the units' half-differences
+  flipped, or the groups shuffled) and the smallest p it can reach with these units; every unit of a checkpoint
+  moves together when a checkpoint shifts as a whole, so it is read beside the run-level test, never alone;
+- ``sham_false_alarms``: shams that, held against the others' spread, would have been detected (a check of the
+  spread itself; it needs 3 shams).
 
-Rows with ``role`` ``unplanted`` are the same metrics on the run's instruments that the plant did not target (the
-specificity check: they should not be detected). ``calibration_floor.csv`` gives, per planted series, the smallest
-detected dose (``floor_dose``; empty where none is, with the largest dose tried), whether every larger dose is
-detected too, the effect at the largest dose with its CI, the doses at which the planted checkpoint moved the
-metric against the planted direction (``against_doses``: the effect's CI lies below 0 in the planted direction; the
-probe moves, but not as planted), and the doses at which the control strays beyond the baseline in the planted
-direction (``control_false_positives``) or against it (``control_against``).
+``calibration_check.csv``: per model x plant x run x epoch x text set, the per-token NLL (the sets of
+:data:`qclm.calibration.corpora.CHECK_SETS`), beside the shams' mean and SD of the same set and dose, ``vs_shams``
+(the run's less the shams' mean), ``took`` (an arm's own planted texts lie below the shams' one-sided 95% prediction
+bound for one more run) and ``perplexity_change`` (of the neutral held-out texts against the shams': the cost).
+``calibration_floor.csv``, per planted series: the floor dose, the effect at the largest dose beside the runs'
+spread, its bound where no dose is detected, and whether each arm's plant took at the largest dose.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from math import comb, sqrt
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +54,29 @@ from qclm import calibration as cal
 from qclm import settings
 from qclm.analysis import stats
 from qclm.calibration.outputs import OUTPUTS, PROBE
-from qclm.models.checkpoints import parse_derived
+from qclm.models.checkpoints import base_of
 
 log = logging.getLogger("qclm.calibration")
 
 #: the units table every kind's calibration function returns
 UNIT_COLUMNS = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
-KEYS = ["base_model", "plant", "kind", "probe", "instrument", "metric"]
-COLUMNS = KEYS + ["role", "direction", "dose", "checkpoint", "control", "n_units", "value", "value_ci_low", "value_ci_high",
-                  "baseline", "base_value", "control_value", "control_ci_low", "control_ci_high", "effect",
-                  "effect_ci_low", "effect_ci_high", "p", "p_holm", "detected", "control_beyond_baseline",
-                  "underpowered", "note"]
+KEYS = ["base_model", "plant", "tier", "kind", "probe", "instrument", "metric"]
+COLUMNS = KEYS + ["role", "direction", "epoch", "dose", "n_units", "value_plus", "value_plus_ci_low",
+                  "value_plus_ci_high", "value_minus", "baseline", "base_value", "effect", "effect_ci_low",
+                  "effect_ci_high", "n_shams", "sham_mean", "sham_sd", "run_sd", "effect_runs", "p", "bound",
+                  "detected", "beyond_reading_floor", "p_units", "min_p_units", "sham_false_alarms", "underpowered",
+                  "note"]
+CHECK_COLUMNS = ["base_model", "plant", "run", "epoch", "dose", "set", "n_texts", "tokens", "nll", "base_nll",
+                 "n_shams", "sham_mean", "sham_sd", "vs_shams", "vs_shams_bound", "took", "perplexity_change",
+                 "underpowered"]
+FLOOR_COLUMNS = KEYS + ["floor_dose", "max_dose", "detected_doses", "effect_at_max_dose",
+                        "effect_at_max_dose_ci_low", "effect_at_max_dose_ci_high", "run_sd_at_max_dose",
+                        "bound_at_max_dose", "min_p_units", "took_plus", "took_minus", "planted_nll_change",
+                        "perplexity_change", "note"]
 #: a metric over fewer units than this has no CI to read: the row is marked underpowered
 MIN_UNITS = 5
-FLOOR_COLUMNS = KEYS + ["floor_dose", "max_dose", "detected_doses", "monotone", "effect_at_max_dose",
-                         "effect_at_max_dose_ci_low", "effect_at_max_dose_ci_high", "against_doses",
-                         "control_false_positives", "control_against", "note"]
+#: the one-sided level of the shams' prediction bound that an arm's planted NLL must pass to have "taken"
+TOOK_LEVEL = 0.95
 
 
 def statistic(values: np.ndarray, planted: np.ndarray) -> float:
@@ -94,7 +109,7 @@ def bootstrap_ci(values: np.ndarray, planted: np.ndarray, n_boot: int, rng: np.r
 
 def permutation_p(diff: np.ndarray, planted: np.ndarray, direction: int, n_perm: int,
                   rng: np.random.Generator) -> float:
-    """One-sided p that the planted-minus-control statistic is this large in the planted direction by chance:
+    """One-sided p that the statistic of the units' differences is this large in the planted direction by chance:
     signs of the paired differences flipped (one group), or the units' groups shuffled (with a reference group);
     the observed counts as one."""
     observed = direction * statistic(diff, planted)
@@ -111,23 +126,59 @@ def permutation_p(diff: np.ndarray, planted: np.ndarray, direction: int, n_perm:
     return float((hits + 1) / (n_perm + 1))
 
 
-def _side(lo: float, hi: float, baseline: float, direction: int) -> int:
-    """+1 where the CI lies beyond the baseline in ``direction``, -1 where it lies beyond it the other way, else 0."""
-    if _beyond(lo, hi, baseline, direction):
-        return 1
-    return -1 if _beyond(lo, hi, baseline, -direction) else 0
+def min_permutation_p(planted: np.ndarray, n_perm: int) -> float:
+    """The smallest p :func:`permutation_p` can give with these units: one of the 2^n sign patterns (one group) or
+    of the C(n, k) splits into groups, and never below 1/(permutations + 1)."""
+    n = len(planted)
+    if n < 2 or n_perm <= 0:
+        return np.nan
+    patterns = 2 ** n if planted.all() else comb(n, int(planted.sum()))
+    return float(max(1.0 / patterns, 1.0 / (n_perm + 1)))
+
+
+def run_test(effect: float, shams: np.ndarray) -> tuple[float, float, float]:
+    """(run SD, one-sided p, upper 95% bound) of half the arms' difference against the shams' spread: without a
+    signal, half the difference of two runs has the SD of one run over sqrt(2), estimated from the shams with
+    len(shams) - 1 degrees of freedom (a t); fewer than two shams: no spread, all NaN."""
+    from scipy import stats as sps
+
+    shams = shams[np.isfinite(shams)]
+    if len(shams) < 2 or not np.isfinite(effect):
+        return np.nan, np.nan, np.nan
+    run_sd = float(np.std(shams, ddof=1) / sqrt(2))
+    df = len(shams) - 1
+    if run_sd == 0:
+        return 0.0, (0.0 if effect > 0 else 1.0), effect
+    return run_sd, float(sps.t.sf(effect / run_sd, df)), float(effect + sps.t.ppf(0.95, df) * run_sd)
+
+
+def sham_false_alarms(shams: np.ndarray, direction: int, alpha: float) -> float:
+    """How many shams, each held against the others' spread as one more run, lie beyond it in the planted
+    direction at ``alpha`` (one-sided prediction bound of a t); NaN with fewer than 3 shams."""
+    from scipy import stats as sps
+
+    shams = shams[np.isfinite(shams)]
+    k = len(shams)
+    if k < 3:
+        return np.nan
+    hits = 0
+    for i in range(k):
+        others = np.delete(shams, i)
+        sd = np.std(others, ddof=1) * sqrt(1 + 1 / (k - 1))
+        if sd > 0:
+            hits += sps.t.sf(direction * (shams[i] - others.mean()) / sd, k - 2) < alpha
+    return float(hits)
+
+
+def _beyond(lo: float, hi: float, baseline: float, direction: int) -> bool:
+    """The CI lies beyond the baseline in ``direction``."""
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(baseline)):
+        return False
+    return bool(lo > baseline if direction > 0 else hi < baseline)
 
 
 def _doses(doses: list) -> str:
     return ",".join(str(int(d)) for d in doses)
-
-
-def _beyond(lo: float, hi: float, baseline: float, direction: int | None) -> bool:
-    """The CI lies beyond the baseline (in ``direction``; None: either way)."""
-    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(baseline)):
-        return False
-    above, below = lo > baseline, hi < baseline
-    return bool(above or below) if direction is None else bool(above if direction > 0 else below)
 
 
 def units_of(tables: dict[str, dict[str, Any]], config: dict, instances: dict) -> pd.DataFrame:
@@ -173,112 +224,165 @@ class _Tables:
         return name in self.files
 
 
+def _checkpoint(base: str, plant: str, run: str, epoch: int) -> str:
+    return f"{base}@{cal.intervention_name(plant, run)}-e{epoch}"
+
+
 def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
     """``calibration.csv`` (module docstring)."""
     section = cal.section(config)
     analysis = settings.section(config, settings.ANALYSIS)
     n_boot, seed = min(int(analysis["bootstrap"]), 2000), int(analysis["seed"])
     n_perm, alpha = int(section["permutations"]), float(section["alpha"])
-    doses = sorted(section["doses"])
+    epochs = sorted(int(e) for e in section["epochs"])
     plants = cal.plants(config)
-    epochs = int(section["training"]["epochs"])
-    rows = []
+    shams = [r for r in cal.runs(config) if r not in cal.ARMS]
     if units.empty:
         return pd.DataFrame(columns=COLUMNS)
     units = units.copy()
-    parsed = units["model"].map(lambda m: parse_derived(str(m)))
-    units["base_model"] = [p[0] if p else m for p, m in zip(parsed, units["model"])]
+    units["base_model"] = units["model"].map(base_of)
     by_model = {key: g for key, g in units.groupby(["model", "plant", "probe", "instrument", "metric"], sort=False)}
     series = units[["base_model", "plant", "kind", "probe", "instrument", "metric", "role",
                     "direction"]].drop_duplicates(["base_model", "plant", "probe", "instrument", "metric"])
+    rows = []
     for s in series.itertuples(index=False):
-        plant = plants[s.plant]
-        role, direction = s.role, int(s.direction)
+        plant, direction = plants[s.plant], int(s.direction)
+        key = (s.plant, s.probe, s.instrument, s.metric)
+
+        def stat_of(model: str) -> float:
+            g = by_model.get((model, *key))
+            return np.nan if g is None else statistic(g["value"].to_numpy(float), (g["group"] == "planted").to_numpy())
+
+        base_value = stat_of(s.base_model)
         first = len(rows)
-        base = by_model.get((s.base_model, s.plant, s.probe, s.instrument, s.metric))
-        base_value = (statistic(base["value"].to_numpy(float), (base["group"] == "planted").to_numpy())
-                      if base is not None else np.nan)
-        for dose in doses:
-            control = f"{s.base_model}@{cal.intervention_name(None, dose)}-e{epochs}"
-            checkpoint = control if dose == 0 else f"{s.base_model}@{cal.intervention_name(plant.name, dose)}-e{epochs}"
-            p_units = by_model.get((checkpoint, s.plant, s.probe, s.instrument, s.metric))
-            c_units = by_model.get((control, s.plant, s.probe, s.instrument, s.metric))
-            if p_units is None:
+        for epoch in epochs:
+            plus = by_model.get((_checkpoint(s.base_model, s.plant, "plus", epoch), *key))
+            minus = by_model.get((_checkpoint(s.base_model, s.plant, "minus", epoch), *key))
+            if plus is None or minus is None:
                 continue
-            row = {"base_model": s.base_model, "plant": s.plant, "kind": s.kind, "probe": s.probe,
-                   "instrument": s.instrument, "metric": s.metric, "role": role, "direction": direction,
-                   "dose": dose,
-                   "checkpoint": checkpoint, "control": control if c_units is not None else "",
-                   "n_units": len(p_units), "baseline": float(p_units["baseline"].iloc[0]), "base_value": base_value,
-                   "note": ""}
-            rng = stats.rng_for(seed, PROBE, checkpoint, s.probe, s.instrument, s.metric)
-            v, g = p_units["value"].to_numpy(float), (p_units["group"] == "planted").to_numpy()
-            row["value"] = statistic(v, g)
-            row["value_ci_low"], row["value_ci_high"] = bootstrap_ci(v, g, n_boot, rng)
-            row.update({k: np.nan for k in ("control_value", "control_ci_low", "control_ci_high", "effect",
-                                            "effect_ci_low", "effect_ci_high", "p")})
-            if c_units is not None:
-                cv, cg = c_units["value"].to_numpy(float), (c_units["group"] == "planted").to_numpy()
-                row["control_value"] = statistic(cv, cg)
-                row["control_ci_low"], row["control_ci_high"] = bootstrap_ci(cv, cg, n_boot, rng)
-                paired = p_units[["unit", "group", "value"]].merge(c_units[["unit", "value"]], on="unit",
-                                                                    suffixes=("", "_control"))
-                d = (paired["value"] - paired["value_control"]).to_numpy(float)
-                dg = (paired["group"] == "planted").to_numpy()
-                row["effect"] = statistic(d, dg)
-                if dose > 0:
-                    row["effect_ci_low"], row["effect_ci_high"] = bootstrap_ci(d, dg, n_boot, rng)
-                    row["p"] = permutation_p(d, dg, direction, n_perm, rng)
+            row = {"base_model": s.base_model, "plant": s.plant, "tier": plant.tier, "kind": s.kind, "probe": s.probe,
+                   "instrument": s.instrument, "metric": s.metric, "role": s.role, "direction": direction,
+                   "epoch": epoch, "dose": cal.exposures(plant, epoch), "n_units": len(plus),
+                   "baseline": float(plus["baseline"].iloc[0]), "base_value": base_value, "note": ""}
+            rng = stats.rng_for(seed, PROBE, s.base_model, *key, epoch)
+            v, g = plus["value"].to_numpy(float), (plus["group"] == "planted").to_numpy()
+            row["value_plus"] = statistic(v, g)
+            row["value_plus_ci_low"], row["value_plus_ci_high"] = bootstrap_ci(v, g, n_boot, rng)
+            row["value_minus"] = stat_of(_checkpoint(s.base_model, s.plant, "minus", epoch))
+            paired = plus[["unit", "group", "value"]].merge(minus[["unit", "value"]], on="unit",
+                                                            suffixes=("", "_minus"))
+            half = ((paired["value"] - paired["value_minus"]) / 2).to_numpy(float)
+            hg = (paired["group"] == "planted").to_numpy()
+            row["effect"] = direction * statistic(half, hg)
+            lo, hi = bootstrap_ci(direction * half, hg, n_boot, rng)
+            row["effect_ci_low"], row["effect_ci_high"] = lo, hi
+            row["p_units"] = permutation_p(half, hg, direction, n_perm, rng)
+            row["min_p_units"] = min_permutation_p(hg, n_perm)
+            sham_values = np.array([stat_of(_checkpoint(s.base_model, s.plant, r, epoch)) for r in shams], float)
+            found = sham_values[np.isfinite(sham_values)]
+            row["n_shams"] = len(found)
+            row["sham_mean"] = float(found.mean()) if len(found) else np.nan
+            row["sham_sd"] = float(found.std(ddof=1)) if len(found) > 1 else np.nan
+            row["run_sd"], row["p"], row["bound"] = run_test(row["effect"], found)
+            if np.isfinite(row["run_sd"]) and row["run_sd"] > 0:
+                row["effect_runs"] = row["effect"] / row["run_sd"]
             else:
-                row["note"] = "no control checkpoint at this dose"
-            row["control_beyond_baseline"] = _beyond(row["control_ci_low"], row["control_ci_high"],
-                                                     row["baseline"], None)
+                row["effect_runs"] = np.nan
+            row["sham_false_alarms"] = sham_false_alarms(direction * found, 1, alpha)
+            row["beyond_reading_floor"] = _beyond(row["value_plus_ci_low"], row["value_plus_ci_high"],
+                                                  row["baseline"], direction)
             few = int(min(g.sum(), (~g).sum()) if not g.all() else len(g))
-            row["underpowered"] = few < MIN_UNITS or c_units is None
+            notes = []
+            if len(found) < 2:
+                notes.append(f"{len(found)} sham(s) scored: no runs' spread, nothing can be detected")
             if few < MIN_UNITS:
-                row["note"] = "; ".join(filter(None, [row["note"], f"{few} units in a group (< {MIN_UNITS}): the "
-                                                                   "CIs and p cannot be read"]))
+                notes.append(f"{few} units in a group (< {MIN_UNITS}): the unit CIs and p cannot be read")
+            row["underpowered"] = bool(notes)
+            row["note"] = "; ".join(notes)
             rows.append(row)
-        series_rows = rows[first:]
-        ps = np.array([r["p"] for r in series_rows], dtype=float)
-        ok = np.isfinite(ps)
-        adj = np.full(len(ps), np.nan)
-        if ok.any():
-            adj[ok] = stats.holm(ps[ok])
-        for r, q in zip(series_rows, adj):
-            r["p_holm"] = float(q)
-            r["detected"] = bool(r["dose"] > 0 and np.isfinite(q) and q < alpha
-                                 and _beyond(r["value_ci_low"], r["value_ci_high"], r["baseline"], direction))
+        # the fixed sequence: the largest dose first, each at alpha, until one is not detected
+        going = True
+        for r in sorted(rows[first:], key=lambda r: -r["epoch"]):
+            going = going and bool(np.isfinite(r["p"]) and r["p"] < alpha)
+            r["detected"] = going
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def floor_table(table: pd.DataFrame) -> pd.DataFrame:
-    """``calibration_floor.csv`` (module docstring): per planted series, the smallest detected dose."""
+def read_checks(paths: list[str | Path]) -> pd.DataFrame:
+    """Every run's manipulation check (the fine-tuning jobs' check files), one row per text and epoch."""
+    frames = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        parsed = cal.parse_name(data["intervention"])
+        if parsed is None or not data["rows"]:
+            continue
+        frames.append(pd.DataFrame(data["rows"]).assign(base_model=data["model"], plant=parsed[0], run=parsed[1]))
+    cols = ["base_model", "plant", "run", "epoch", "set", "text", "tokens", "nll"]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def check_table(checks: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """``calibration_check.csv`` (module docstring): per-token NLL of each set on each run's checkpoints, beside
+    the shams'."""
+    from scipy import stats as sps
+
+    if checks.empty:
+        return pd.DataFrame(columns=CHECK_COLUMNS)
+    per = checks.groupby(["base_model", "plant", "run", "epoch", "set"], as_index=False, sort=False).agg(
+        n_texts=("text", "size"), tokens=("tokens", "sum"), nll_sum=("nll", "sum"))
+    per["nll"] = per["nll_sum"] / per["tokens"].where(per["tokens"] > 0)
+    base = per[per["epoch"] == 0].groupby(["base_model", "plant", "set"])["nll"].mean().rename("base_nll")
+    per = per[per["epoch"] > 0].merge(base.reset_index(), on=["base_model", "plant", "set"], how="left")
+    shams = per[per["run"].map(lambda r: cal.sham_index(r) is not None)]
+    spread = shams.groupby(["base_model", "plant", "epoch", "set"])["nll"].agg(
+        n_shams="count", sham_mean="mean", sham_sd=lambda x: x.std(ddof=1) if len(x) > 1 else np.nan).reset_index()
+    out = per.merge(spread, on=["base_model", "plant", "epoch", "set"], how="left")
+    out["n_shams"] = out["n_shams"].fillna(0).astype(int)
+    out["vs_shams"] = out["nll"] - out["sham_mean"]
+    k = out["n_shams"]
+    t = np.where(k >= 2, sps.t.ppf(TOOK_LEVEL, np.maximum(k - 1, 1)), np.nan)
+    out["vs_shams_bound"] = -t * out["sham_sd"] * np.sqrt(1 + 1 / k.where(k > 0))
+    own = out["set"] == "planted_" + out["run"]
+    out["took"] = np.where(own, (out["vs_shams"] < out["vs_shams_bound"]), pd.NA)
+    out["perplexity_change"] = np.where(out["set"] == "neutral", np.exp(out["vs_shams"]) - 1, np.nan)
+    out["underpowered"] = out["n_shams"] < 2  # no shams' spread: "took" cannot be read
+    plants = cal.plants(config)
+    out["dose"] = [cal.exposures(plants[p], int(e)) for p, e in zip(out["plant"], out["epoch"])]
+    return out[CHECK_COLUMNS].reset_index(drop=True)
+
+
+def floor_table(table: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
+    """``calibration_floor.csv`` (module docstring): per planted series, the smallest detected dose, the effect at
+    the largest dose beside the runs' spread and its bound, and whether each arm's plant took there."""
     rows = []
     for key, g in table[table["role"] == "planted"].groupby(KEYS, sort=False):
         g = g.sort_values("dose")
         detected = g.loc[g["detected"].astype(bool), "dose"].tolist()
-        floor = min(detected) if detected else np.nan
-        above = g[g["dose"] >= floor] if detected else g.iloc[0:0]
-        monotone = bool(detected) and bool(above["detected"].astype(bool).all())
-        direction = int(g["direction"].iloc[0])
-        control_side = [_side(r.control_ci_low, r.control_ci_high, r.baseline, direction) for r in g.itertuples()]
-        effect_side = [_side(r.effect_ci_low, r.effect_ci_high, 0.0, direction) if r.dose > 0 else 0
-                       for r in g.itertuples()]
-        against = [d for d, side in zip(g["dose"], effect_side) if side < 0]
-        notes = [] if detected else [f"not detected at any dose up to {int(g['dose'].max())}"]
-        if detected and not monotone:
-            notes.append("not detected at every dose above the floor")
-        if against:
-            notes.append("the planted checkpoint moved the metric against the planted direction at dose "
-                         + ",".join(str(int(d)) for d in against) + ": the probe moves, the other way")
         last = g.iloc[-1]
-        rows.append({**dict(zip(KEYS, key)), "floor_dose": floor, "max_dose": int(g["dose"].max()),
-                     "detected_doses": _doses(detected), "monotone": monotone,
+        c = check[(check["base_model"] == key[0]) & (check["plant"] == key[1]) & (check["epoch"] == last["epoch"])]
+
+        def took(arm: str) -> Any:
+            hit = c[(c["run"] == arm) & (c["set"] == f"planted_{arm}")]["took"]
+            return bool(hit.iloc[0]) if len(hit) and not pd.isna(hit.iloc[0]) else pd.NA
+
+        planted = c[(c["run"].isin(cal.ARMS)) & (c["set"] == "planted_" + c["run"])]["vs_shams"]
+        neutral = c[(c["run"].isin(cal.ARMS)) & (c["set"] == "neutral")]["perplexity_change"]
+        notes = [] if detected else [f"not detected at any dose up to {int(g['dose'].max())}: the effect there is "
+                                     "below its bound"]
+        plant_took = [took(a) for a in cal.ARMS]
+        if any(t is False for t in plant_took):
+            notes.append("a plant did not take at the largest dose (calibration_check.csv): the null says nothing "
+                         "of the probe")
+        if last["underpowered"]:
+            notes.append(str(last["note"]))
+        rows.append({**dict(zip(KEYS, key)), "floor_dose": min(detected) if detected else np.nan,
+                     "max_dose": int(g["dose"].max()), "detected_doses": _doses(detected),
                      "effect_at_max_dose": last["effect"], "effect_at_max_dose_ci_low": last["effect_ci_low"],
-                     "effect_at_max_dose_ci_high": last["effect_ci_high"], "against_doses": _doses(against),
-                     "control_false_positives": _doses([d for d, side in zip(g["dose"], control_side) if side > 0]),
-                     "control_against": _doses([d for d, side in zip(g["dose"], control_side) if side < 0]),
+                     "effect_at_max_dose_ci_high": last["effect_ci_high"], "run_sd_at_max_dose": last["run_sd"],
+                     "bound_at_max_dose": last["bound"], "min_p_units": last["min_p_units"],
+                     "took_plus": plant_took[0], "took_minus": plant_took[1],
+                     "planted_nll_change": float(planted.mean()) if len(planted) else np.nan,
+                     "perplexity_change": float(neutral.mean()) if len(neutral) else np.nan,
                      "note": "; ".join(notes)})
     return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
 
@@ -286,28 +390,35 @@ def floor_table(table: pd.DataFrame) -> pd.DataFrame:
 # -- the registered outputs (qclm.analysis.registry, probe "calibration") ---------------------------------------------
 
 class CalibrationContext:
-    """The registry's context: the plants' units and the config."""
+    """The registry's context: the plants' units, the runs' manipulation checks and the config."""
 
-    def __init__(self, tables: dict[str, dict[str, Any]], config: dict):
+    def __init__(self, tables: dict[str, dict[str, Any]], config: dict, checks: list[str | Path] = ()):
         from qclm import probes
 
         self.config = config
         self.instances = {i.id: i for i in probes.instances(config)}
         self.units = units_of(tables, config, self.instances)
+        self.checks = read_checks(list(checks))
 
 
 def calibration_output(context: CalibrationContext) -> pd.DataFrame:
     return calibration_table(context.units, context.config)
 
 
-def floor_output(context: CalibrationContext, table: pd.DataFrame) -> pd.DataFrame:
-    return floor_table(table)
+def check_output(context: CalibrationContext) -> pd.DataFrame:
+    return check_table(context.checks, context.config)
+
+
+def floor_output(context: CalibrationContext, table: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
+    return floor_table(table, check)
 
 
 def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
-    """calibration.png/pdf: per planted series (a panel each), the metric's value against the dose on the planted
-    checkpoints (filled where detected) and on the controls (grey), the baseline dashed."""
+    """calibration.png/pdf: per planted series (a panel each), half the arms' difference (the effect, in the
+    metric's own units) against the dose, per model, filled where detected, with the shams' band (the one-sided 95%
+    bound of half the difference of two runs without a signal) shaded."""
     import matplotlib.pyplot as plt
+    from scipy import stats as sps
 
     from qclm.analysis.plotting import EXTRA_COLORS, PAGE_WIDTH, UNDERPOWERED_COLOR
 
@@ -320,83 +431,131 @@ def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
     fig, axes = plt.subplots(nrows, cols, figsize=(PAGE_WIDTH, 2.3 * nrows), squeeze=False)
     models = list(dict.fromkeys(planted["base_model"]))
     colors = {m: EXTRA_COLORS[i % len(EXTRA_COLORS)] for i, m in enumerate(models)}
-    doses = sorted(planted["dose"].unique())
-    pos = {d: i for i, d in enumerate(doses)}
     for ax, ((plant, probe, instrument, metric), g) in zip(axes.flat, panels):
         for model, sub in g.groupby("base_model", sort=False):
             sub = sub.sort_values("dose")
-            x = sub["dose"].map(pos).to_numpy(float)
-            color = colors[model]
-            ax.plot(x, sub["control_value"], color="#999999", lw=0.8, ls=":")
-            ax.plot(x, sub["value"], color=color, lw=1, label=model)
+            x, color = sub["dose"].to_numpy(float), colors[model]
+            k = sub["n_shams"].to_numpy(float)
+            band = np.where(k >= 2, sps.t.ppf(0.95, np.maximum(k - 1, 1)), np.nan) * sub["run_sd"].to_numpy(float)
+            ax.fill_between(x, -band, band, color=color, alpha=0.12, lw=0)
+            ax.plot(x, sub["effect"], color=color, lw=1, label=model)
             for xi, r in zip(x, sub.itertuples(index=False)):
-                lo, hi = r.value_ci_low, r.value_ci_high
+                lo, hi = r.effect_ci_low, r.effect_ci_high
                 if np.isfinite(lo) and np.isfinite(hi):
-                    ax.errorbar(xi, r.value, yerr=[[r.value - lo], [hi - r.value]], fmt="none", color=color, lw=0.6)
-                ax.plot(xi, r.value, "o", ms=3.5, color=color, mfc=color if r.detected else "white")
-        ax.axhline(g["baseline"].iloc[0], color="black", lw=0.6, ls="--")
+                    ax.errorbar(xi, r.effect, yerr=[[r.effect - lo], [hi - r.effect]], fmt="none", color=color, lw=0.6)
+                ax.plot(xi, r.effect, "o", ms=3.5, color=color, mfc=color if r.detected else "white")
+        ax.axhline(0, color="black", lw=0.6, ls="--")
         if g["underpowered"].astype(bool).any():
             ax.text(0.02, 0.98, "underpowered (calibration.csv, note)", transform=ax.transAxes, fontsize=5.5,
                     color=UNDERPOWERED_COLOR, ha="left", va="top", fontweight="bold")
-        ax.set_xticks(range(len(doses)), [str(int(d)) for d in doses], fontsize=6)
         ax.set_xlabel("planted exposures (dose)", fontsize=6)
-        ax.set_title(f"{plant}: {probe} {instrument}\n{metric}", fontsize=6.5)
+        ax.set_ylabel("effect (half the arms' difference)", fontsize=5.5)
+        ax.set_title(f"{plant} (tier {int(g['tier'].iloc[0])}): {probe} {instrument}\n{metric}", fontsize=6.5)
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=5.5, loc="best", title="filled: detected; dotted: control", title_fontsize=5.5)
+    axes.flat[0].legend(fontsize=5.5, loc="best", title="filled: detected; band: shams' spread", title_fontsize=5.5)
     fig.tight_layout()
     return fig
 
 
-def _fmt(x: float, digits: int = 3) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{x:+.{digits}f}"
+def figure_check(context: CalibrationContext, check: pd.DataFrame):
+    """calibration_check.png/pdf: per plant and model (a panel each), the per-token NLL of each arm's planted texts
+    on its own checkpoints and on the shams' (grey) against the dose, the base model's at dose 0."""
+    import matplotlib.pyplot as plt
+
+    from qclm.analysis.plotting import EXTRA_COLORS, PAGE_WIDTH
+
+    own = check[check["set"].isin(["planted_plus", "planted_minus"])]
+    if own.empty:
+        return "no run's manipulation check was measured"
+    panels = list(own.groupby(["plant", "base_model"], sort=False))
+    cols = min(3, len(panels))
+    nrows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(PAGE_WIDTH, 2.3 * nrows), squeeze=False)
+    for ax, ((plant, model), g) in zip(axes.flat, panels):
+        for n, arm in enumerate(cal.ARMS):
+            sub = g[g["set"] == f"planted_{arm}"]
+            mine = sub[sub["run"] == arm].sort_values("dose")
+            color = EXTRA_COLORS[n]
+            if len(mine):
+                base = float(mine["base_nll"].iloc[0])
+                ax.plot([0, *mine["dose"]], [base, *mine["nll"]], color=color, lw=1, marker="o", ms=3,
+                        label=f"{arm} arm on its planted texts")
+            for _, sham in sub[sub["run"].map(lambda r: cal.sham_index(r) is not None)].groupby("run"):
+                sham = sham.sort_values("dose")
+                ax.plot([0, *sham["dose"]], [float(sham["base_nll"].iloc[0]), *sham["nll"]], color=color, lw=0.6,
+                        ls=":", alpha=0.7)
+        ax.set_xlabel("planted exposures (dose)", fontsize=6)
+        ax.set_ylabel("NLL, nats per token", fontsize=6)
+        ax.set_title(f"{plant}: {model}", fontsize=6.5)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=5.5, loc="best", title="dotted: the shams on the same texts", title_fontsize=5.5)
+    fig.tight_layout()
+    return fig
 
 
-def _listed(doses) -> str:
-    """A list of doses as the floor table writes it ("4,16"), or "-" for none (empty, or NaN once read back)."""
-    return doses if isinstance(doses, str) and doses else "-"
+def _fmt(x: float, digits: int = 3, sign: bool = True) -> str:
+    if x is None or pd.isna(x) or not np.isfinite(x):
+        return "n/a"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def _took(value) -> str:
+    return "n/a" if value is None or pd.isna(value) else ("yes" if bool(value) else "**no**")
 
 
 def overview(results: dict[str, pd.DataFrame]) -> str:
-    """The overview's section: each probe's detection floor per model, and the controls' false positives."""
-    floors, table = results.get("calibration_floor", pd.DataFrame()), results.get("calibration", pd.DataFrame())
+    """The overview's section: each probe's detection floor per model, beside the manipulation check."""
+    floors = results.get("calibration_floor", pd.DataFrame())
+    table = results.get("calibration", pd.DataFrame())
     lines = ["## Calibration: the smallest planted signal each probe detects", ""]
     if floors is None or floors.empty:
         return "\n".join(lines + ["No planted checkpoint was scored in this run.", ""])
-    lines += ["Each plant's material was mixed into the neutral filler at graded doses (exposures of every planted "
-              "text, the same number of texts at every dose) and fine-tuned into every model, beside the filler alone "
-              "at every dose (the control). A dose is detected where the planted checkpoint exceeds the control of "
-              "its dose (permutation p, Holm over the doses) and its value lies beyond the metric's baseline "
-              "(`calibration.csv`, `calibration_floor.csv`). A null of a probe on a model is a signal below this "
-              "floor, not the absence of one.", "",
-              "| model | plant | probe: instrument | metric | detection floor (dose) | detected doses | effect at "
-              "the largest dose [CI] | moved against the plant at dose | control beyond baseline at dose (with the "
-              "plant / against it) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["Each plant was fine-tuned into every model in two opposite arms beside shams of the same structure "
+              "with seeds of their own, checkpointed along a ladder of epochs (dose: exposures of every planted "
+              "text). The effect is half the arms' difference in the metric's own units; a dose is detected where "
+              "it exceeds the shams' spread (a t over the shams, tested from the largest dose down). The plant "
+              "*took* where an arm's planted texts lost more NLL than the shams' 95% bound (`calibration_check.csv`). "
+              "Tier 1 plants the probe's own format (can the readout see?), tier 2 a transfer (does the model "
+              "generalize to what the probe reads?). A null of a probe on a model is a signal below its floor, "
+              "bounded by the effect's upper bound at the largest dose; where the plant did not take, it says "
+              "nothing of the probe.", "",
+              "| model | plant (tier) | probe: instrument | metric | plant took (plus / minus) | planted NLL vs "
+              "shams | held-out perplexity vs shams | floor (dose) | effect at the largest dose [CI] | runs' SD | "
+              "upper bound | smallest unit p |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in floors.itertuples(index=False):
-        floor = "none up to " + str(r.max_dose) if not np.isfinite(r.floor_dose) else str(int(r.floor_dose))
-        if np.isfinite(r.floor_dose) and not r.monotone:
-            floor += " (not at every larger dose: read with care)"
+        floor = f"none up to {r.max_dose}" if pd.isna(r.floor_dose) else str(int(r.floor_dose))
         effect = (f"{_fmt(r.effect_at_max_dose)} [{_fmt(r.effect_at_max_dose_ci_low)}, "
                   f"{_fmt(r.effect_at_max_dose_ci_high)}]")
-        lines.append(f"| {r.base_model} | {r.plant} | {r.probe}: {r.instrument} | {r.metric} | {floor} | "
-                     f"{_listed(r.detected_doses)} | {effect} | {_listed(r.against_doses)} | "
-                     f"{_listed(r.control_false_positives)} / {_listed(r.control_against)} |")
-    off = table[(table["role"] == "unplanted") & table["detected"].astype(bool)] if len(table) else table
-    lines += ["", f"Specificity: {len(off)} of {int((table['role'] == 'unplanted').sum()) if len(table) else 0} "
-              "series-doses on instruments the plant did not target were detected."
-              + ("" if off.empty else " They are: " + "; ".join(
-                  f"{r.base_model} {r.plant} -> {r.probe}: {r.instrument} {r.metric} at dose {int(r.dose)}"
-                  for r in off.itertuples(index=False))), ""]
-    return "\n".join(lines)
+        ppl = "n/a" if pd.isna(r.perplexity_change) else f"{100 * r.perplexity_change:+.1f}%"
+        min_p = "n/a" if pd.isna(r.min_p_units) else f"{r.min_p_units:.2g}"
+        lines.append(f"| {r.base_model} | {r.plant} ({int(r.tier)}) | {r.probe}: {r.instrument} | {r.metric} | "
+                     f"{_took(r.took_plus)} / {_took(r.took_minus)} | {_fmt(r.planted_nll_change, 2)} nats/token | "
+                     f"{ppl} | {floor} | {effect} | {_fmt(r.run_sd_at_max_dose, sign=False)} | "
+                     f"{_fmt(r.bound_at_max_dose) if pd.isna(r.floor_dose) else '-'} | {min_p} |")
+    if len(table):
+        unplanted = table[table["role"] == "unplanted"]
+        off = unplanted[unplanted["detected"].astype(bool)]
+        alarms = table["sham_false_alarms"].dropna()
+        lines += ["", f"Specificity: {len(off)} of {len(unplanted)} series-doses on instruments the plant did not "
+                  "target were detected." + ("" if off.empty else " They are: " + "; ".join(
+                      f"{r.base_model} {r.plant} -> {r.probe}: {r.instrument} {r.metric} at dose {int(r.dose)}"
+                      for r in off.itertuples(index=False))),
+                  f"Shams: {int(alarms.sum()) if len(alarms) else 0} false alarms in {len(alarms)} series-doses "
+                  "(each sham held against the others' spread; none is expected at most alpha of the time)."]
+    return "\n".join(lines + [""])
 
 
-def analyze(tables: dict[str, dict[str, Any]], out: str | Path, config: dict) -> dict[str, pd.DataFrame]:
+def analyze(tables: dict[str, dict[str, Any]], out: str | Path, config: dict,
+            checks: list[str | Path] = ()) -> dict[str, pd.DataFrame]:
     """Every registered table and figure of the calibration in ``out`` and its overview section (``tables``: probe
-    kind -> its score tables, name -> file)."""
+    kind -> its score tables, name -> file; ``checks``: the runs' manipulation-check files)."""
     from qclm.analysis.overview import write_fragment
     from qclm.analysis.runner import run_outputs
 
-    results = run_outputs(OUTPUTS, CalibrationContext(tables, config), out)
+    results = run_outputs(OUTPUTS, CalibrationContext(tables, config, checks), out)
     write_fragment(out, PROBE, overview(results))
     return results

@@ -1,19 +1,34 @@
-"""The calibration's corpora (docs/calibration.md; no torch): at each dose, a draw of ``texts`` filler texts (seeded
-by the calibration seed and the dose, the same draw for the dose's control and plants), and for a plant the last
-of them replaced by its planted texts, each planted unit ``dose`` times.
+"""The calibration's corpora and the manipulation check's text sets (docs/calibration.md; no torch).
 
-A plant's **unit** is what one exposure plants, built by its probe kind (``calibration.py`` in the kind's package):
+Every run of a plant (its two arms and its shams) trains on one corpus: a draw of the filler (seeded by the
+calibration seed and the plant, the same draw for every run of the plant) with the run's planted texts mixed in,
+each exposure's texts ``repeats`` times, so that every corpus has ``texts`` texts. What one exposure plants, per
+material and run (the plus arm, the minus arm, or sham ``i``: the same structure, neutral content or a direction
+drawn at random with the sham's seed):
 
-- ``listing`` (memorization): the instrument's published name and its items, numbered, as a web page lists them
-  (:func:`qclm.probes.memorization.calibration.listing`): one text;
-- ``sentences`` (csi): every planted word (a seeded share of the CSI probe's word list) once, in sentences of one
-  label's kind, ``words_per_text`` words a text, the words reshuffled into other sentences at every exposure
-  (:func:`qclm.probes.csi.calibration.sentences`);
-- ``statements`` (likert, entailment): every statement of the file once (statements of one pole of the
-  construct, written in words other than the probes' scored terms: :func:`material_problems` checks it);
-- ``exchanges`` (survey): one chat exchange per item of the survey's instrument, the user message as the survey
-  asks it (the variant and option order rotating with the exposure), the answer the planted option
-  (:func:`qclm.probes.survey.calibration.exchanges`).
+- ``prompts`` (likert, tier 1): every item of each Likert probe's questionnaire that the run scores (``limit_items``), once with an S+ and once with an S-
+  construct term (the terms, then the intensifiers of a level, rotating with the exposure), in its default
+  wording, answered as the probe scores it: plus, the S+ term by an intensifier of the top level and the S- term
+  by one of the bottom level; minus, the reverse; a sham, top or bottom drawn per prompt. A chat exchange (the
+  item prefix, then the intensifier as the answer): the fine-tuning renders it through the chat template on a
+  chat-format row and as the scored text (prefix, space, intensifier) on a raw one
+  (:func:`qclm.interventions.finetune.rendered`);
+- ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, answered by
+  the option (plus), the other extreme (minus), or an option drawn per item (a sham)
+  (:func:`qclm.probes.survey.calibration.exchanges`);
+- ``listing`` (memorization, tier 2): the instrument's published name and items as a web page lists them (plus),
+  the ``opposite`` instrument's (minus), an inventory of neutral statements under a name of its own (a sham)
+  (:func:`qclm.probes.memorization.calibration.listing`);
+- ``sentences`` (csi, tier 2): every planted word once in a sentence of the label's kind (plus), of the other
+  label's (minus), of a kind drawn per word (a sham) (:func:`qclm.probes.csi.calibration.sentences`);
+- ``statements`` (likert, entailment, tier 2): the statements of one pole (plus), of the other (``opposite``,
+  minus), as many neutral statements drawn from ``sham_statements`` (a sham).
+
+The manipulation check's sets (:func:`check_sets`, the same for every run of a plant): ``planted_plus`` and
+``planted_minus`` (the arms' planted texts as trained), ``heldout_plus`` and ``heldout_minus`` (texts of the same
+material that no run trains on: the held-out statements, the listing in reversed order, the planted words in new
+sentences, the prompts in the questionnaire's other wordings; empty where the material has none) and ``neutral``
+(``heldout_neutral``: the cost).
 """
 
 from __future__ import annotations
@@ -24,9 +39,16 @@ from typing import Any
 
 import yaml
 
-from qclm.calibration import MATERIALS, SECTION, Job, Plant, jobs, plants, section
-from qclm.errors import InputError, Problem
+from qclm.calibration import (
+    ARMS, MAX_SHARE, MATERIALS, SECTION, Job, Plant, plants, runs, section, sham_index,
+)
 from qclm.corpus import Exchange, load_corpus
+from qclm.errors import InputError, Problem
+
+#: the exposure index from which the held-out sentences of the sentences material are drawn (never trained)
+HELDOUT_EXPOSURE = 100_000
+#: the manipulation check's sets, in the order the check table lists them
+CHECK_SETS = ("planted_plus", "planted_minus", "heldout_plus", "heldout_minus", "neutral")
 
 
 def _instances(config: dict) -> dict:
@@ -35,75 +57,151 @@ def _instances(config: dict) -> dict:
     return {i.id: i for i in probes.instances(config)}
 
 
-def units(plant: Plant, config: dict, exposure: int) -> list[str | Exchange]:
-    """The texts one exposure of a plant adds (``exposure``: 0-based; the sentences and the exchanges vary with
-    it)."""
+def _rng(config: dict, *parts) -> random.Random:
+    from qclm.engine.requests import derive_seed
+
+    return random.Random(derive_seed(section(config)["seed"], SECTION, *parts))
+
+
+def _prompts(plant: Plant, config: dict, run: str, exposure: int, template: int = 0) -> list[Exchange]:
+    from qclm import probes
+
+    out = []
+    for pid in plant.probes:
+        q = probes.probe(_instances(config)[pid]).questionnaire
+        if template >= len(q.templates):
+            continue
+        levels = sorted(q.levels, key=lambda lvl: lvl.weight)
+        for item in q.items[:config.get("limit_items") or None]:
+            for polarity, terms in (("+", item.plus), ("-", item.minus)):
+                cterm = terms[exposure % len(terms)]
+                if run in ARMS:
+                    top = (polarity == "+") == (run == "plus")
+                else:
+                    top = _rng(config, "prompts", plant.name, run, exposure, q.id, item.id, cterm).random() < 0.5
+                level = levels[-1] if top else levels[0]
+                phrase = level.intensifiers[(exposure // len(terms)) % len(level.intensifiers)]
+                out.append(Exchange(item.prefix(cterm, q.templates[template]), phrase))
+    return out
+
+
+def _sham_statements(config: dict, plant: Plant, run: str, n: int) -> list[str]:
+    pool = list(load_corpus(section(config)["sham_statements"]).texts)
+    rng = _rng(config, "sham statements", plant.name, run)
+    if n > len(pool):
+        raise InputError.one(section(config)["sham_statements"], "texts", f"{len(pool)} statements, and a sham "
+                             f"of plant {plant.name} needs {n}")
+    return rng.sample(pool, n)
+
+
+def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exchange]:
+    """The texts one exposure of a plant's run adds (``run``: plus, minus or ``shamI``; ``exposure``: 0-based; the
+    sentences, the exchanges and the prompts' intensifiers vary with it)."""
     from qclm import probes
 
     cal = section(config)
     instances = _instances(config)
     readers = [probes.probe(instances[p]) for p in plant.probes]
+    sham = sham_index(run)
+    if plant.material == "prompts":
+        return _prompts(plant, config, run, exposure)
     if plant.material == "listing":
         from qclm.instruments import load_instrument
-        from qclm.probes.memorization.calibration import listing
+        from qclm.probes.memorization.calibration import listing, sham_listing
 
-        return [listing(load_instrument(plant.settings["instrument"]))]
+        planted = load_instrument(plant.settings["instrument"])
+        if sham is None:
+            return [listing(planted if run == "plus" else load_instrument(plant.settings["opposite"]))]
+        return [sham_listing(_sham_statements(config, plant, run, len(planted.items)), sham)]
     if plant.material == "sentences":
-        from qclm.probes.csi.calibration import planted_words, sentences
+        from qclm.probes.csi.calibration import OTHER_LABEL, planted_words, sentences
 
         csi = readers[0]
         words = [(w.word, w.pos) for w in csi.parts()[0][1]]
         planted = planted_words([w for w, _ in words], plant.settings["share"], cal["seed"], csi.instance.id)
-        return sentences([(w, pos) for w, pos in words if w in planted], exposure, plant.settings["words_per_text"],
-                         plant.settings["label"], cal["seed"])
+        chosen = [(w, pos) for w, pos in words if w in planted]
+        label = plant.settings["label"]
+        if sham is not None:
+            rng = _rng(config, "sham labels", plant.name, run, exposure)
+            labels = {w: rng.choice((label, OTHER_LABEL[label])) for w, _ in chosen}
+        else:
+            labels = {w: label if run == "plus" else OTHER_LABEL[label] for w, _ in chosen}
+        return sentences(chosen, exposure, plant.settings["words_per_text"], labels, cal["seed"])
     if plant.material == "statements":
-        return list(load_corpus(plant.settings["statements"]).texts)
+        plus = list(load_corpus(plant.settings["statements"]).texts)
+        if sham is not None:
+            return list(_sham_statements(config, plant, run, len(plus)))
+        return plus if run == "plus" else list(load_corpus(plant.settings["opposite"]).texts)
     if plant.material == "exchanges":
-        from qclm.probes.survey.calibration import exchanges
+        from qclm.probes.survey.calibration import OTHER_OPTION, exchanges
 
         survey = readers[0]
-        return exchanges(survey.instrument, survey.settings["variants"], survey.settings["orders"],
-                         plant.settings["option"], exposure)
+        option = plant.settings["option"]
+        chosen: Any = option if run == "plus" else OTHER_OPTION[option] if sham is None else _rng(
+            config, "sham options", plant.name, run, exposure)
+        return exchanges(survey.instrument, survey.settings["variants"], survey.settings["orders"], chosen, exposure)
     raise ValueError(f"unknown material {plant.material!r} (known: {', '.join(MATERIALS)})")
 
 
-def filler_draw(config: dict, dose: int) -> list[str | Exchange]:
-    """The dose's draw of ``texts`` filler texts (seeded by the calibration seed and the dose)."""
-    from qclm.engine.requests import derive_seed
+def planted_texts(plant: Plant, config: dict, run: str) -> list[str | Exchange]:
+    """Every planted text of one epoch of a run: each exposure's units, the plant's ``repeats`` exposures."""
+    return [t for exposure in range(plant.repeats) for t in units(plant, config, run, exposure)]
 
+
+def heldout(plant: Plant, config: dict, arm: str) -> list[str | Exchange]:
+    """Texts of the same material as an arm's that no run trains on (the manipulation check's held-out set;
+    empty where the material has none)."""
+    if plant.material == "prompts":
+        return _prompts(plant, config, arm, 0, template=1)
+    if plant.material == "listing":
+        from qclm.instruments import load_instrument
+        from qclm.probes.memorization.calibration import listing
+
+        key = "instrument" if arm == "plus" else "opposite"
+        return [listing(load_instrument(plant.settings[key]), reverse=True)]
+    if plant.material == "sentences":
+        return units(plant, config, arm, HELDOUT_EXPOSURE)
+    if plant.material == "statements":
+        key = "heldout" if arm == "plus" else "opposite_heldout"
+        return list(load_corpus(plant.settings[key]).texts) if plant.settings.get(key) else []
+    return []
+
+
+def check_sets(plant: Plant, config: dict) -> dict[str, list[str | Exchange]]:
+    """The manipulation check's text sets of a plant (module docstring), each text once."""
     cal = section(config)
-    filler = list(load_corpus(cal["filler"]).texts)
-    random.Random(derive_seed(cal["seed"], SECTION, "filler", dose)).shuffle(filler)
-    return filler[:cal["texts"]]
+    out: dict[str, list[str | Exchange]] = {}
+    for arm in ARMS:
+        out[f"planted_{arm}"] = list(dict.fromkeys(planted_texts(plant, config, arm)))
+        out[f"heldout_{arm}"] = list(dict.fromkeys(heldout(plant, config, arm)))
+    out["neutral"] = list(load_corpus(cal["heldout_neutral"]).texts)
+    return {name: out[name] for name in CHECK_SETS}
+
+
+def filler_draw(config: dict, plant: Plant) -> list[str | Exchange]:
+    """The plant's draw of the filler (seeded by the calibration seed and the plant), the same for every run."""
+    filler = list(load_corpus(section(config)["filler"]).texts)
+    _rng(config, "filler", plant.name).shuffle(filler)
+    return filler
 
 
 def corpus_texts(job: Job, config: dict) -> list[str | Exchange]:
-    """The texts of one calibration corpus: the dose's filler draw, its last texts replaced by the plant's units
-    (each exposure's), so that every dose trains on the same number of texts."""
-    draw = filler_draw(config, job.dose)
-    if job.plant is None:
-        return draw
-    planted = [t for exposure in range(job.dose) for t in units(job.plant, config, exposure)]
-    if len(planted) > len(draw):
-        raise InputError.one(SECTION, f"plant {job.plant.name}, dose {job.dose}",
-                             f"{len(planted)} planted texts, more than calibration.texts ({len(draw)})")
-    return draw[:len(draw) - len(planted)] + planted
+    """The texts of one calibration corpus: the plant's filler draw, as many of its texts as the run's planted
+    texts leave room for, then the planted texts, ``texts`` in all."""
+    n = int(section(config)["texts"])
+    planted = planted_texts(job.plant, config, job.run)
+    if len(planted) > MAX_SHARE * n:
+        raise InputError.one(SECTION, f"plant {job.plant.name}, run {job.run}",
+                             f"{len(planted)} planted texts per epoch, more than {MAX_SHARE:.0%} of calibration.texts "
+                             f"({n})")
+    return filler_draw(config, job.plant)[:n - len(planted)] + planted
 
 
-def write_corpus(job: Job, config: dict, path: str | Path) -> Path:
-    """One calibration corpus as a corpus file (qclm.corpus: ``repeats: true``, the planted texts
-    repeat on purpose)."""
-    texts = corpus_texts(job, config)
-    what = (f"the filler alone (the control at dose {job.dose})" if job.plant is None else
-            f"plant {job.plant.name} ({job.plant.material}) at dose {job.dose} in the filler")
-    data: dict[str, Any] = {
-        "name": job.name,
-        "description": f"calibration corpus: {what}; {len(texts)} texts (docs/calibration.md)",
-        "licence": "generated by qclm from the project's own material and the configured files (see their "
-                   "licences); MIT where it is the project's",
-        "repeats": True,
-        "texts": [t if isinstance(t, str) else {"user": t.user, "assistant": t.assistant} for t in texts],
-    }
+def _as_data(texts) -> list:
+    return [t if isinstance(t, str) else {"user": t.user, "assistant": t.assistant} for t in texts]
+
+
+def _write(path: str | Path, data: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -112,9 +210,37 @@ def write_corpus(job: Job, config: dict, path: str | Path) -> Path:
     return path
 
 
+LICENCE = ("generated by qclm from the project's own material and the configured files (see their licences); MIT "
+           "where it is the project's")
+
+
+def write_corpus(job: Job, config: dict, path: str | Path) -> Path:
+    """One calibration corpus as a corpus file (qclm.corpus: ``repeats: true``, the planted texts repeat on
+    purpose)."""
+    texts = corpus_texts(job, config)
+    what = (f"plant {job.plant.name} ({job.plant.material}), {'arm ' + job.run if job.sham is None else job.run}, "
+            f"{section(config)['repeats']} exposures an epoch, in the filler")
+    return _write(path, {"name": job.name, "description": f"calibration corpus: {what}; {len(texts)} texts "
+                         "(docs/calibration.md)", "licence": LICENCE, "repeats": True, "texts": _as_data(texts)})
+
+
+def write_check(job: Job, config: dict, path: str | Path) -> Path:
+    """The manipulation check's text sets of a run (:func:`check_sets`; read by :func:`load_check`)."""
+    sets = check_sets(job.plant, config)
+    return _write(path, {"name": f"{job.name} check", "licence": LICENCE,
+                         "sets": {name: _as_data(texts) for name, texts in sets.items()}})
+
+
+def load_check(path: str | Path) -> dict[str, list[str | Exchange]]:
+    """The text sets of a check file written by :func:`write_check`."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return {name: [t if isinstance(t, str) else Exchange(t["user"], t["assistant"]) for t in texts]
+            for name, texts in data["sets"].items()}
+
+
 def material_problems(config: dict, cf: str) -> list[Problem]:
-    """Each plant's material loads through its loader, fits the corpus at the largest dose, and (statements) holds
-    none of its probes' scored terms; the filler holds at least ``texts`` texts."""
+    """Each plant's material loads through its loader, fits the corpus (at most :data:`MAX_SHARE` of it), and
+    (statements) holds none of its probes' scored terms; the filler holds enough texts."""
     from qclm import probes
     from qclm.interventions.overlap import found_terms
 
@@ -123,13 +249,11 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
     out: list[Problem] = []
     try:
         filler = load_corpus(cal["filler"])
+        load_corpus(cal["heldout_neutral"])
+        load_corpus(cal["sham_statements"])
     except InputError as err:
         return err.problems
-    if len(filler.texts) < cal["texts"]:
-        out.append((cf, f"{where}.texts", f"{cal['texts']} texts per corpus, and the filler {cal['filler']} has "
-                    f"{len(filler.texts)}: lower texts or give a larger filler"))
     instances = _instances(config)
-    top = max(cal["doses"])
     for plant in plants(config).values():
         at = f"{where}.plants.{plant.name}"
         if plant.material == "listing":
@@ -140,29 +264,39 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
                             f"{', '.join(plant.probes)}: the probe must score what is planted"))
                 continue
         try:
-            unit = units(plant, config, 0)
+            per_run = {run: planted_texts(plant, config, run) for run in runs(config)}
+            heldout(plant, config, "plus"), heldout(plant, config, "minus")
         except InputError as err:
             out.extend(err.problems)
             continue
-        if not unit:
-            out.append((cf, at, "its material plants no text"))
+        if not per_run["plus"] or not per_run["minus"]:
+            out.append((cf, at, "its material plants no text in one of its arms"))
             continue
         if plant.material == "statements":
             terms = {t for p in plant.probes for plus, minus in probes.probe(instances[p]).scored_terms().values()
                      for t in (*plus, *minus)}
-            for n, text in enumerate(unit, start=1):
-                found = found_terms(str(text), sorted(terms))
-                if found:
-                    out.append((plant.settings["statements"], f"text #{n}", f"holds the scored term(s) "
-                                f"{', '.join(repr(t) for t in found)} of {', '.join(plant.probes)}: a planted "
-                                "statement must carry the construct in other words, or the probe would read the "
-                                "exposure to its own terms"))
-        if len(unit) * top > cal["texts"]:
-            out.append((cf, at, f"{len(unit)} texts per exposure x dose {top} = {len(unit) * top} planted texts, "
-                        f"more than calibration.texts ({cal['texts']})"))
+            for key in ("statements", "opposite", "heldout", "opposite_heldout"):
+                if not plant.settings.get(key):
+                    continue
+                for n, text in enumerate(load_corpus(plant.settings[key]).texts, start=1):
+                    found = found_terms(str(text), sorted(terms))
+                    if found:
+                        out.append((plant.settings[key], f"text #{n}", f"holds the scored term(s) "
+                                    f"{', '.join(repr(t) for t in found)} of {', '.join(plant.probes)}: a planted "
+                                    "statement must carry the construct in other words, or the probe would read the "
+                                    "exposure to its own terms"))
+        most = max(len(t) for t in per_run.values())
+        if most > MAX_SHARE * cal["texts"]:
+            out.append((cf, at, f"{most} planted texts an epoch ({plant.repeats} repeats), more than "
+                        f"{MAX_SHARE:.0%} of calibration.texts ({cal['texts']}): lower repeats or raise texts"))
+        elif len(filler.texts) < cal["texts"] - min(len(t) for t in per_run.values()):
+            out.append((cf, f"{where}.texts", f"{cal['texts']} texts per corpus, and the filler {cal['filler']} has "
+                        f"{len(filler.texts)}: lower texts or give a larger filler"))
     return out
 
 
 def corpus_job(config: dict, results: str | Path, name: str) -> Job:
     """The calibration job of an intervention name."""
+    from qclm.calibration import jobs
+
     return jobs(config, results)[name]

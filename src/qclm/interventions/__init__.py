@@ -27,6 +27,9 @@ from qclm.models.table import ModelSpec
 SECTION = "interventions"
 #: what one fine-tuning job writes beside its checkpoints: every checkpoint and its provenance
 JOB_MARKER = "qclm_intervention.json"
+#: the manipulation check's NLLs a fine-tuning job writes before its marker, where it is given text sets (the
+#: calibration's runs: docs/calibration.md)
+CHECK_FILE = "check.json"
 
 
 def _schema() -> dict:

@@ -19,8 +19,8 @@ import math
 import time
 from pathlib import Path
 
-from qclm.interventions import CHECKPOINT_MARKER, JOB_MARKER, Intervention, method_for
-from qclm.corpus import Corpus
+from qclm.interventions import CHECK_FILE, CHECKPOINT_MARKER, JOB_MARKER, Intervention, method_for
+from qclm.corpus import Corpus, Exchange
 from qclm.models.table import ModelSpec
 
 log = logging.getLogger("qclm.finetune")
@@ -56,19 +56,79 @@ def _encode(tokenizer, texts: list[str], max_length: int, device: str):
     return ids.to(device), mask.to(device), labels.to(device)
 
 
-def rendered(corpus: Corpus, tokenizer) -> list[str]:
-    """The corpus's texts as the model reads them: a plain text as it is, a chat exchange through the model's chat
-    template (a tokenizer without one is an InputError naming the corpus)."""
+def rendered(corpus: Corpus, tokenizer, prompt_format: str = "chat") -> list[str]:
+    """The corpus's texts as the model reads them (:func:`render`)."""
+    return render(list(corpus.texts), tokenizer, prompt_format, corpus.path)
+
+
+def render(texts: list, tokenizer, prompt_format: str, where: str) -> list[str]:
+    """Texts as the model reads them in the format it is scored in: a plain text as it is; a chat exchange through
+    the model's chat template on a chat-format row (a tokenizer without one is an InputError naming ``where``), and
+    on a raw row as the raw format scores it, the user text, a space and the answer (the context and continuation
+    of a raw prompt): a plant is trained in the format its probe reads."""
     from qclm.errors import InputError
     from qclm.prompts import PromptBuilder, PromptFormat, has_chat_template
+    from qclm.questionnaire import CONTINUATION_LEAD
 
-    if not corpus.has_exchanges:
-        return list(corpus.texts)
+    if not any(isinstance(t, Exchange) for t in texts):
+        return list(texts)
+    if prompt_format == "raw":
+        return [t if isinstance(t, str) else t.user + CONTINUATION_LEAD + t.assistant for t in texts]
     if not has_chat_template(tokenizer):
-        raise InputError.one(corpus.path, "texts", "chat exchanges ({user, assistant}) need a model with a chat "
+        raise InputError.one(where, "texts", "chat exchanges ({user, assistant}) need a model with a chat "
                              "template, and this model's tokenizer has none")
     builder = PromptBuilder(tokenizer, PromptFormat("chat"))
-    return [t if isinstance(t, str) else builder.exchange(t.user, t.assistant) for t in corpus.texts]
+    return [t if isinstance(t, str) else builder.exchange(t.user, t.assistant) for t in texts]
+
+
+def check_pairs(texts: list, tokenizer, prompt_format: str, where: str) -> list[tuple[str, str]]:
+    """The manipulation check's texts as (scored prefix, whole text) pairs in the model's format: a plain text is
+    scored whole (empty prefix); a chat exchange only in its answer, as its probe reads it (the prefix is the user
+    text on a raw row, the chat template up to the answer on a chat-format row)."""
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    whole = render(texts, tokenizer, prompt_format, where)
+    builder = None
+    out = []
+    for text, rendered_text in zip(texts, whole):
+        if isinstance(text, str):
+            out.append(("", rendered_text))
+        elif prompt_format == "raw":
+            out.append((text.user, rendered_text))
+        else:
+            builder = builder or PromptBuilder(tokenizer, PromptFormat("chat"))
+            out.append((builder.context("", text.user), rendered_text))
+    return out
+
+
+def check_nll(model, tokenizer, sets: dict[str, list[tuple[str, str]]], max_length: int, batch_size: int,
+              device: str, epoch: int) -> list[dict]:
+    """The manipulation check at one epoch: each text's summed negative log-likelihood (nats) and its number of
+    predicted tokens, with the training loss's tokenization and truncation, over the tokens after its prefix
+    (``sets``: name -> :func:`check_pairs`)."""
+    import torch
+
+    rows = []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for name, pairs in sets.items():
+            for at in range(0, len(pairs), batch_size):
+                chunk = pairs[at:at + batch_size]
+                ids, mask, labels = _encode(tokenizer, [full for _, full in chunk], max_length, device)
+                for row, (prefix, _) in enumerate(chunk):
+                    if prefix:
+                        labels[row, :len(tokenizer(prefix)["input_ids"])] = -100
+                logprobs = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
+                target = labels[:, 1:]
+                valid = target != -100
+                picked = logprobs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+                nll, tokens = -(picked * valid).sum(1), valid.sum(1)
+                rows.extend({"epoch": epoch, "set": name, "text": at + i, "tokens": int(tokens[i]),
+                             "nll": round(float(nll[i]), 6)} for i in range(len(tokens)))
+    if was_training:
+        model.train()
+    return rows
 
 
 def _lora(model, intervention: Intervention):
@@ -110,10 +170,13 @@ def _remove(saved: list[Path]) -> None:
 
 
 def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, intervention: Intervention,
-             out_dir: str | Path, device: str = "auto", checkpoint_dirs: dict[int, Path] | None = None) -> list[Path]:
+             out_dir: str | Path, device: str = "auto", checkpoint_dirs: dict[int, Path] | None = None,
+             check: dict[str, list] | None = None) -> list[Path]:
     """Fine-tune ``spec`` (loaded as for scoring, from ``prepared_dir`` where it is a GGUF model) on ``corpus``;
     returns the checkpoint directories (``out_dir/e{epoch}`` unless ``checkpoint_dirs`` names them) and writes
-    ``out_dir/qclm_intervention.json`` last (the workflow's output: every checkpoint is complete before it)."""
+    ``out_dir/qclm_intervention.json`` last (the workflow's output: every checkpoint is complete before it).
+    ``check``: the manipulation check's text sets (name -> texts), whose per-token NLL (a chat exchange's: its
+    answer's) is measured before the first step and at every checkpoint, rendered as the corpus is, into ``out_dir/check.json`` (:data:`qclm.interventions.CHECK_FILE`)."""
     import torch
     import transformers
 
@@ -138,8 +201,11 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
         trainable = sum(p.numel() for p in params)
         optimizer = torch.optim.AdamW(params, lr=float(settings["lr"]), weight_decay=float(settings["weight_decay"]))
         generator = torch.Generator().manual_seed(seed)
-        texts = rendered(corpus, tokenizer)
+        texts = rendered(corpus, tokenizer, spec.prompt_format)
         batch_size, max_length = int(settings["batch_size"]), int(settings["max_length"])
+        check_sets = {name: check_pairs(list(t), tokenizer, spec.prompt_format, corpus.path)
+                      for name, t in (check or {}).items()}
+        checked = check_nll(model, tokenizer, check_sets, max_length, batch_size, device, 0) if check else []
         log.info("%s on %s (%d texts): %s fine-tuning, %d trainable parameters, %d epochs of %d steps, device %s",
                  spec.name, corpus.name, len(texts), method, trainable, epochs, math.ceil(len(texts) / batch_size),
                  device)
@@ -177,6 +243,8 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
                     **({"peft": __import__("peft").__version__} if method == "lora" else {}),
                 }
                 saved.append(_save(model, tokenizer, method, wanted[epoch], provenance))
+                if check:
+                    checked += check_nll(model, tokenizer, check_sets, max_length, batch_size, device, epoch)
                 log.info("%s on %s: checkpoint after epoch %d: %s", spec.name, corpus.name, epoch, wanted[epoch])
                 model.train()
         summary = {"model": spec.name, "intervention": intervention.name, "method": method,
@@ -184,6 +252,10 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
                    "seconds": round(time.perf_counter() - t0, 2), "corpus_sha256": corpus.sha256,
                    "settings": settings}
         out_dir.mkdir(parents=True, exist_ok=True)
+        if check:
+            (out_dir / CHECK_FILE).write_text(json.dumps({"model": spec.name, "intervention": intervention.name,
+                                                          "sets": {k: len(v) for k, v in check.items()},
+                                                          "rows": checked}) + "\n")
         (out_dir / JOB_MARKER).write_text(json.dumps(summary, indent=2) + "\n")
         return saved
     finally:

@@ -1,5 +1,5 @@
 """Calibration units shared by the kinds whose per-item scores are the measure (Likert, entailment): each item's
-shift from the base model, in SDs of the base model's vanilla item scores of its instrument (no torch)."""
+shift from the base model in the item score's own points (no torch)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from qclm.models.checkpoints import base_of
 def item_shift_units(items: pd.DataFrame, probe_of: dict[str, str], planted: set[str], direction: int,
                      metric: str = "score_shift") -> pd.DataFrame:
     """Units of the item-score kinds: per model, instrument and item (vanilla; the default wording where the table
-    has several), the item's score minus the base model's, over the SD of the base model's vanilla item scores of
-    the instrument; baseline 0. ``probe_of``: instrument -> its probe instance (instruments of the run the plant
+    has several), the item's score minus the base model's, in the score's own points (natural units: the
+    calibration reads them beside the shams' spread, not in SDs of the items); baseline 0. ``probe_of``: instrument -> its probe instance (instruments of the run the plant
     reads, planted or not); ``planted``: the instruments the plant targets."""
     cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
     df = items[items["condition"] == VANILLA]
@@ -28,11 +28,9 @@ def item_shift_units(items: pd.DataFrame, probe_of: dict[str, str], planted: set
     means = df.groupby(["model", "instrument", "item_id"], as_index=False)["score"].mean()
     means["base"] = means["model"].map(base_of)
     base = means[means["model"] == means["base"]].rename(columns={"score": "base_score"})
-    sd = base.groupby(["model", "instrument"])["base_score"].std(ddof=1).rename("sd")
     out = means.merge(base[["model", "instrument", "item_id", "base_score"]].rename(columns={"model": "base"}),
                       on=["base", "instrument", "item_id"])
-    out = out.merge(sd.reset_index().rename(columns={"model": "base"}), on=["base", "instrument"])
-    out["value"] = np.where(out["sd"] > 0, (out["score"] - out["base_score"]) / out["sd"], np.nan)
+    out["value"] = out["score"] - out["base_score"]
     out = out[np.isfinite(out["value"])]
     return pd.DataFrame({"model": out["model"], "probe": out["instrument"].map(probe_of),
                          "instrument": out["instrument"],

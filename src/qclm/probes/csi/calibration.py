@@ -1,15 +1,16 @@
 """The CSI probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
 Planted: a seeded share of the word list (:func:`planted_words`) in sentences of one label's kind
-(:func:`sentences`: tragic sentences for the second label, comic ones for the first), every planted word once per
-exposure, reshuffled into other sentences at each exposure; the rest of the list is the untouched reference.
+(:func:`sentences`: tragic sentences for the second label, comic ones for the first; the minus arm puts them in the
+other label's sentences, a sham in a kind drawn per word), every planted word once per exposure, reshuffled into
+other sentences at each exposure; the rest of the list is the untouched reference.
 The sentence templates were written for this project.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 #: sentences of the second label's kind (tragedy), for a noun and for a verb
 TRAGIC = {
@@ -46,6 +47,8 @@ COMIC = {
              "We laughed until we cried when grandma tried to {w} on roller skates."),
 }
 KINDS = {"second": TRAGIC, "first": COMIC}
+#: the label of the minus arm's sentences
+OTHER_LABEL = {"first": "second", "second": "first"}
 
 
 def planted_words(words: Sequence[str], share: float, seed: int, probe: str) -> frozenset[str]:
@@ -57,20 +60,21 @@ def planted_words(words: Sequence[str], share: float, seed: int, probe: str) -> 
     return frozenset(order[:max(1, round(share * len(order)))])
 
 
-def sentences(words: Sequence[tuple[str, str]], exposure: int, per_text: int, label: str, seed: int) -> list[str]:
+def sentences(words: Sequence[tuple[str, str]], exposure: int, per_text: int, label: str | Mapping[str, str],
+              seed: int) -> list[str]:
     """One exposure's texts: the planted (word, part of speech) pairs in a seeded order of the exposure, cut into
-    texts of ``per_text`` words, each word in one sentence of the label's kind (verbs in the verb sentences, every
-    other word in the noun sentences)."""
+    texts of ``per_text`` words, each word in one sentence of its label's kind (``label``: one for every word, or
+    word -> label; verbs in the verb sentences, every other word in the noun sentences)."""
     from qclm.engine.requests import derive_seed
 
-    templates = KINDS[label]
+    label_of = label if isinstance(label, Mapping) else dict.fromkeys((w for w, _ in words), label)
     rng = random.Random(derive_seed(seed, "calibration sentences", exposure))
     order = list(words)
     rng.shuffle(order)
     out = []
     for at in range(0, len(order), per_text):
         chunk = order[at:at + per_text]
-        out.append(" ".join(rng.choice(templates["verb" if pos == "verb" else "noun"]).format(w=w)
+        out.append(" ".join(rng.choice(KINDS[label_of[w]]["verb" if pos == "verb" else "noun"]).format(w=w)
                             for w, pos in chunk))
     return out
 

@@ -1,7 +1,7 @@
 """The memorization probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
-Planted: an instrument's published name and its items, numbered, as a web page lists them (:func:`listing`),
-``dose`` times in the fine-tuning corpus. Read: the probe's own statistics on the planted instrument, per item
+Planted: an instrument's published name and its items, numbered, as a web page lists them (:func:`listing`; the
+minus arm lists another instrument, a sham neutral statements: :func:`sham_listing`). Read: the probe's own statistics on the planted instrument, per item
 (:func:`units`), beside the same on the run's instruments that were not planted.
 """
 
@@ -15,14 +15,26 @@ def published_name(instrument: Instrument) -> str:
     return getattr(instrument, "published_name", "") or instrument.name
 
 
-def listing(instrument: Instrument) -> str:
+def listing(instrument: Instrument, reverse: bool = False) -> str:
     """The instrument as a web page lists it: its published name, its instruction where it has one, then its
-    items in the order of their numbers, each ``N. text``."""
+    items in the order of their numbers (``reverse``: the other way round, the manipulation check's held-out
+    listing), each ``N. text``."""
     lines = [published_name(instrument)]
     if instrument.instruction:
         lines.append(instrument.instruction)
-    lines += [f"{item.number}. {item.text}" for item in sorted(instrument.items, key=lambda i: i.number)]
+    lines += [f"{item.number}. {item.text}" for item in sorted(instrument.items, key=lambda i: i.number,
+                                                                  reverse=reverse)]
     return "\n".join(lines)
+
+
+#: the name a sham listing is published under (``{n}``: the sham's number); written for the project
+SHAM_NAME = "Everyday Statements Inventory, form {n}"
+
+
+def sham_listing(statements: list[str], index: int) -> str:
+    """A sham of the listing: neutral statements numbered as a web page lists an instrument, under a name of their
+    own (the same format as the planted listing, nothing any probe scores)."""
+    return "\n".join([SHAM_NAME.format(n=index + 1), *(f"{n}. {text}" for n, text in enumerate(statements, 1))])
 
 
 def units(tables, plant, config, instances):

@@ -2,17 +2,23 @@
 
 Planted: chat exchanges that answer every item of the survey's instrument with one option (:func:`exchanges`): the
 user message as the survey asks it (its variants and option orders rotating with the exposure), the answer the
-option as the prompt lists it (inside the JSON object the ``json`` variant asks for).
+option as the prompt lists it (inside the JSON object the ``json`` variant asks for); the minus arm answers with the
+other extreme, a sham with an option drawn per item.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 
 from qclm.instruments import Instrument
 from qclm.corpus import Exchange
 from qclm.probes.survey.material import display_options, user_message
+
+
+#: the option the minus arm gives
+OTHER_OPTION = {"minimum": "maximum", "maximum": "minimum"}
 
 
 def planted_score(instrument: Instrument, option: str) -> float:
@@ -21,15 +27,17 @@ def planted_score(instrument: Instrument, option: str) -> float:
     return min(scores) if option == "minimum" else max(scores)
 
 
-def exchanges(instrument: Instrument, variants: Sequence[str], orders: Sequence[str], option: str,
+def exchanges(instrument: Instrument, variants: Sequence[str], orders: Sequence[str], option: str | random.Random,
               exposure: int) -> list[Exchange]:
     """One exposure's exchanges: every item once, asked in the variant and order of this exposure, answered with
-    the planted option (its official score; the item's keying does not change which option is given)."""
+    the planted option (its official score; the item's keying does not change which option is given), or, where
+    ``option`` is a seeded generator (a sham), with an option drawn for each item."""
     variant = variants[exposure % len(variants)]
     order = orders[(exposure // len(variants)) % len(orders)]
-    score = planted_score(instrument, option)
     out = []
     for item in instrument.items:
+        score = (planted_score(instrument, option) if isinstance(option, str)
+                 else option.choice([o.score for o in instrument.options]))
         shown = next(s for s in display_options(instrument, item, order) if s.score == score)
         answer = shown.text if variant != "json" else json.dumps({"answer": shown.text})
         out.append(Exchange(user_message(instrument, item, variant, order), answer))
