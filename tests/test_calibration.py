@@ -79,7 +79,8 @@ def test_a_calibration_config_validates_and_names_its_runs(tmp_path):
     seeds = [jobs[f"cal_anxious_{r}"].intervention.settings["seed"] for r in ("plus", "minus", "sham0", "sham1")]
     assert seeds[0] == seeds[1] and len(set(seeds)) == 3
     assert job.intervention.settings["lr"] == 1e-4  # the calibration's default
-    assert cal.exposures(cal.plants(config)["anxious"], 2) == 4 and cal.parse_name("cal_anxious_sham1") == ("anxious", "sham1")
+    assert cal.exposures(cal.plants(config)["anxious"], 2) == 4
+    assert cal.parse_name("cal_anxious_sham1") == ("anxious", "sham1")
     assert cal.parse_name("depressive") is None and cal.parse_name("cal_x_d4") is None
 
 

@@ -413,22 +413,39 @@ def floor_output(context: CalibrationContext, table: pd.DataFrame, check: pd.Dat
     return floor_table(table, check)
 
 
+def _panels(n: int):
+    """A figure of ``n`` panels, three a row."""
+    import matplotlib.pyplot as plt
+
+    from qclm.analysis.plotting import PAGE_WIDTH
+
+    cols = min(3, n)
+    rows = -(-n // cols)
+    return plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 2.3 * rows), squeeze=False)
+
+
+def _finish(fig, axes, n: int, legend: str):
+    """The panels past ``n`` blanked, the first panel's legend titled ``legend``, the layout tightened."""
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=5.5, loc="best", title=legend, title_fontsize=5.5)
+    fig.tight_layout()
+    return fig
+
+
 def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
     """calibration.png/pdf: per planted series (a panel each), half the arms' difference (the effect, in the
     metric's own units) against the dose, per model, filled where detected, with the shams' band (the one-sided 95%
     bound of half the difference of two runs without a signal) shaded."""
-    import matplotlib.pyplot as plt
     from scipy import stats as sps
 
-    from qclm.analysis.plotting import EXTRA_COLORS, PAGE_WIDTH, UNDERPOWERED_COLOR
+    from qclm.analysis.plotting import EXTRA_COLORS, UNDERPOWERED_COLOR
 
     planted = table[table["role"] == "planted"]
     if planted.empty:
         return "no planted series was scored"
     panels = list(planted.groupby(["plant", "probe", "instrument", "metric"], sort=False))
-    cols = min(3, len(panels))
-    nrows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(PAGE_WIDTH, 2.3 * nrows), squeeze=False)
+    fig, axes = _panels(len(panels))
     models = list(dict.fromkeys(planted["base_model"]))
     colors = {m: EXTRA_COLORS[i % len(EXTRA_COLORS)] for i, m in enumerate(models)}
     for ax, ((plant, probe, instrument, metric), g) in zip(axes.flat, panels):
@@ -452,27 +469,19 @@ def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
         ax.set_ylabel("effect (half the arms' difference)", fontsize=5.5)
         ax.set_title(f"{plant} (tier {int(g['tier'].iloc[0])}): {probe} {instrument}\n{metric}", fontsize=6.5)
         ax.tick_params(labelsize=6)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=5.5, loc="best", title="filled: detected; band: shams' spread", title_fontsize=5.5)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, axes, len(panels), "filled: detected; band: shams' spread")
 
 
 def figure_check(context: CalibrationContext, check: pd.DataFrame):
     """calibration_check.png/pdf: per plant and model (a panel each), the per-token NLL of each arm's planted texts
     on its own checkpoints and on the shams' (grey) against the dose, the base model's at dose 0."""
-    import matplotlib.pyplot as plt
-
-    from qclm.analysis.plotting import EXTRA_COLORS, PAGE_WIDTH
+    from qclm.analysis.plotting import EXTRA_COLORS
 
     own = check[check["set"].isin(["planted_plus", "planted_minus"])]
     if own.empty:
         return "no run's manipulation check was measured"
     panels = list(own.groupby(["plant", "base_model"], sort=False))
-    cols = min(3, len(panels))
-    nrows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(PAGE_WIDTH, 2.3 * nrows), squeeze=False)
+    fig, axes = _panels(len(panels))
     for ax, ((plant, model), g) in zip(axes.flat, panels):
         for n, arm in enumerate(cal.ARMS):
             sub = g[g["set"] == f"planted_{arm}"]
@@ -490,11 +499,7 @@ def figure_check(context: CalibrationContext, check: pd.DataFrame):
         ax.set_ylabel("NLL, nats per token", fontsize=6)
         ax.set_title(f"{plant}: {model}", fontsize=6.5)
         ax.tick_params(labelsize=6)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=5.5, loc="best", title="dotted: the shams on the same texts", title_fontsize=5.5)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, axes, len(panels), "dotted: the shams on the same texts")
 
 
 def _fmt(x: float, digits: int = 3, sign: bool = True) -> str:

@@ -6,13 +6,13 @@ each exposure's texts ``repeats`` times, so that every corpus has ``texts`` text
 material and run (the plus arm, the minus arm, or sham ``i``: the same structure, neutral content or a direction
 drawn at random with the sham's seed):
 
-- ``prompts`` (likert, tier 1): every item of each Likert probe's questionnaire that the run scores (``limit_items``), once with an S+ and once with an S-
-  construct term (the terms, then the intensifiers of a level, rotating with the exposure), in its default
-  wording, answered as the probe scores it: plus, the S+ term by an intensifier of the top level and the S- term
-  by one of the bottom level; minus, the reverse; a sham, top or bottom drawn per prompt. A chat exchange (the
-  item prefix, then the intensifier as the answer): the fine-tuning renders it through the chat template on a
-  chat-format row and as the scored text (prefix, space, intensifier) on a raw one
-  (:func:`qclm.interventions.finetune.rendered`);
+- ``prompts`` (likert, tier 1): every item of each Likert probe's questionnaire that the run scores
+  (``limit_items``), once with an S+ and once with an S- construct term (the terms, then the intensifiers of a
+  level, rotating with the exposure), in its default wording, answered as the probe scores it: plus, the S+ term
+  by an intensifier of the top level and the S- term by one of the bottom level; minus, the reverse; a sham, top
+  or bottom drawn per prompt. A chat exchange (the item prefix, then the intensifier as the answer): the
+  fine-tuning renders it through the chat template on a chat-format row and as the scored text (prefix, space,
+  intensifier) on a raw one (:func:`qclm.interventions.finetune.rendered`);
 - ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, answered by
   the option (plus), the other extreme (minus), or an option drawn per item (a sham)
   (:func:`qclm.probes.survey.calibration.exchanges`);

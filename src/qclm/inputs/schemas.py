@@ -22,7 +22,8 @@ from qclm.inputs.text import text_problems
 #: The longest name that becomes part of a file or directory name (probe and questionnaire ids, intervention and
 #: plant names, stimulus classes, model names, ``qclm probe --id``). A file system allows 255 bytes per name, and
 #: the longest name the project derives from two of them is a calibration checkpoint,
-#: ``MODEL@cal_PLANT_dDOSE-eEPOCH`` = 100 + 5 + 100 + 2 + 4 + 2 + 3 = 216 bytes (an intervention's
+#: ``MODEL@cal_PLANT_RUN-eEPOCH`` (RUN: plus, minus or sham99 at most) = 100 + 5 + 100 + 7 + 2 + 3 = 217 bytes (an
+#: intervention's
 #: ``MODEL@NAME-eEPOCH`` is shorter); the names are ASCII, so characters are bytes.
 SAFE_NAME_MAX = 100
 #: The pattern every identifier that becomes part of a file name must match (ids, model names): ASCII letters,

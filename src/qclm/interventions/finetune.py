@@ -176,7 +176,8 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
     returns the checkpoint directories (``out_dir/e{epoch}`` unless ``checkpoint_dirs`` names them) and writes
     ``out_dir/qclm_intervention.json`` last (the workflow's output: every checkpoint is complete before it).
     ``check``: the manipulation check's text sets (name -> texts), whose per-token NLL (a chat exchange's: its
-    answer's) is measured before the first step and at every checkpoint, rendered as the corpus is, into ``out_dir/check.json`` (:data:`qclm.interventions.CHECK_FILE`)."""
+    answer's) is measured before the first step and at every checkpoint, rendered as the corpus is, into
+    ``out_dir/check.json`` (:data:`qclm.interventions.CHECK_FILE`)."""
     import torch
     import transformers
 

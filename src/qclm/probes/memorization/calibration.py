@@ -1,8 +1,9 @@
 """The memorization probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
 Planted: an instrument's published name and its items, numbered, as a web page lists them (:func:`listing`; the
-minus arm lists another instrument, a sham neutral statements: :func:`sham_listing`). Read: the probe's own statistics on the planted instrument, per item
-(:func:`units`), beside the same on the run's instruments that were not planted.
+minus arm lists another instrument, a sham neutral statements: :func:`sham_listing`). Read: the probe's own
+statistics on the planted instrument, per item (:func:`units`), beside the same on the run's instruments that were
+not planted.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ def units(tables, plant, config, instances):
     - ``recall_top1``: whether the item's text ranks first among the instrument's items after "NAME, item K:",
       each candidate's own likelihood removed (the probe's recall contrast); baseline 1/N.
     """
-    import numpy as np
     import pandas as pd
 
     from qclm import probes
