@@ -214,7 +214,7 @@ class LikertProbe(ProbeKind):
 
         scoring = config[settings.EQUATIONS]
         variants, items = condition_tables(raw, scoring["aggregation"], scoring["item_score"],
-                                           scoring["normalization_epsilon"])
+                                           scoring["normalization_epsilon"], scoring["normalization"])
         return {"variants": variants, "items": items}
 
     @classmethod
