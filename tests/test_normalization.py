@@ -1,6 +1,9 @@
 """The two forms of the two-way normalization (method.md section 4a, ``equations.normalization``): the one pass
 unchanged to the bit, the iterated form's margins and its invariance to scaling a row or a column, the error on a
-matrix no scaling balances, and the key reaching the Likert and entailment kinds' item scores."""
+matrix no scaling balances, the key reaching the Likert and entailment kinds' item scores, and the Likert
+analysis's ``normalization_sensitivity`` table."""
+
+import logging
 
 import numpy as np
 import pandas as pd
@@ -143,3 +146,44 @@ def test_the_config_key_reaches_the_likert_and_entailment_kinds_item_scores():
     for kind in ("likert", "entailment"):
         assert np.abs(got[kind, "one_pass"] - got[kind, "iterated"]).max() > 1e-4
 
+
+def test_the_sensitivity_table_shows_a_contrast_that_is_only_the_terms_main_effect(tmp_path, caplog):
+    """Under stress every S+ term is twice as likely whatever the intensifier (no interaction changes): the
+    one-pass contrast vanilla vs stress is that main effect, the iterated one is 0, and the table's one-pass
+    column is per_model.csv's contrast of the scores the run computed."""
+    from qclm.probes.likert.analysis.normalization import sensitivity_table
+    from qclm.probes.likert.analysis.stage import analyze
+
+    rng = np.random.default_rng(8)
+    base = {(model, f"I{k}"): random_matrix(rng) for model in ("m1", "m2") for k in range(4)}
+    mats = {}
+    for (model, item), m in base.items():
+        mats[model, "vanilla", "", "t", item] = m
+        for s in range(3):
+            noise = np.exp(rng.normal(0, 1e-4, m.shape))  # the stimuli replicate, with a little interaction
+            mats[model, "stress", f"s{s}", "t", item] = np.vstack([m[:N_PLUS] * 2, m[N_PLUS:]]) * noise
+    variants = normalize(variant_table(mats), 0.0, "one_pass")
+    variants.to_parquet(tmp_path / "variants.parquet")
+    items = item_scores(variants).assign(default_template=True)
+    items.to_parquet(tmp_path / "items.parquet")
+    res = analyze(tmp_path / "items.parquet", tmp_path / "out", bootstrap=0, variant_probs=tmp_path /
+                  "variants.parquet", figures=False, contrasts="vanilla:stress", min_models=1, min_stimuli=1,
+                  equations={"normalization": "one_pass"})
+    table = pd.read_csv(tmp_path / "out" / "normalization_sensitivity.csv").set_index(["model", "questionnaire"])
+    shifts = res["per_model"].set_index(["model", "questionnaire"])
+    assert len(table) == 2 and set(table["normalization"]) == {"one_pass"}
+    np.testing.assert_allclose(table["mean_diff_one_pass"], shifts.loc[table.index, "mean_diff"], rtol=1e-12)
+    np.testing.assert_allclose(table["eta2_condition_one_pass"],
+                               res["per_model_state_trait"].set_index(["model", "questionnaire"]).loc[
+                                   table.index, "eta2_condition"], rtol=1e-12)
+    assert (table["mean_diff_iterated"].abs() < 1e-5).all() and (table["mean_diff_one_pass"].abs() > 1e-4).all()
+    np.testing.assert_allclose(table["mean_diff_difference"],
+                               table["mean_diff_one_pass"] - table["mean_diff_iterated"], rtol=1e-12)
+    # told the scores were iterated when their p_norm is the one pass: the table says so in the log
+    with caplog.at_level(logging.WARNING, logger="qclm.analysis"):
+        other = sensitivity_table(variants, None, "first", [("vanilla", "stress")],
+                                  {"normalization": "iterated", "normalization_epsilon": 0.0, "item_score": "eq2"},
+                                  1, "variants.parquet")
+    assert "variants.parquet: p_norm differs by up to" in caplog.text
+    np.testing.assert_allclose(other["mean_diff_one_pass"], table["mean_diff_one_pass"].to_numpy(), rtol=1e-12)
+    assert set(other["normalization"]) == {"iterated"}
