@@ -107,7 +107,7 @@ def _check_by_hand(raw, data, form, model, tok, rows=None):
         assert row.p_raw == pytest.approx(p[0], rel=1e-4)
     # the item score by hand: the matrix cterms x intensifiers of P(True), columns then rows normalized, eq. 2
     tables = EntailmentProbe.cell_scores.__get__(EntailmentProbe.__new__(EntailmentProbe))(
-        raw, {"equations": {"normalization_epsilon": 0.0, "item_score": "eq2"}})
+        raw, EntailmentProbe.stage_config({"equations": {"normalization_epsilon": 0.0, "item_score": "eq2"}}))
     for item, sub in raw.groupby("item_id"):
         m = sub.pivot_table(index=["polarity", "cterm"], columns="intensifier", values="p_raw", sort=False)
         m = m / m.sum(axis=0)

@@ -472,6 +472,8 @@ def test_valid_config(tmp_path, monkeypatch):
     # numbers are finite where a number is expected (JSON Schema's minimum lets NaN and infinity through)
     (lambda c: c["equations"].update(normalization_epsilon=float("nan")),
      ["config.yaml: field equations.normalization_epsilon: must be a finite number, got nan"]),
+    (lambda c: c["equations"].update(normalization="sinkhorn"),
+     ["config.yaml: field equations.normalization: must be one of one_pass, iterated; got 'sinkhorn'"]),
     (lambda c: c["engine"].update(batch_size=float("inf")),
      ["config.yaml: field engine.batch_size: must be a finite number, got inf"]),
     (lambda c: c["analysis"].update(size_classes=[3, float("-inf")]),

@@ -5,7 +5,7 @@ config schema (``qclm/schemas/config.schema.yaml``), and the split of settings b
   of them but :data:`RUN_ONLY` change numbers: they are the scoring jobs' params and part of their cell-cache
   key (:func:`engine_numbers`).
 - ``scoring``: the math of the CPU stages after the jobs (eq. 1's aggregation, the item score, the
-  normalization epsilon): changing one reruns those stages and no scoring job.
+  normalization and its epsilon): changing one reruns those stages and no scoring job.
 - ``analysis``, ``templates``, ``results``/``logs``: the analysis and the report.
 
 Configs written before the split had the engine keys under ``scoring``; :func:`migrate` moves them to
@@ -117,6 +117,7 @@ STIMULUS_PLACEMENTS = allowed(ENGINE, "stimulus_placement")
 DEFAULT_ANSWER_PREAMBLE = defaults(ENGINE)["answer_preamble"]
 AGGREGATIONS = allowed(EQUATIONS, "aggregation")
 ITEM_SCORES = allowed(EQUATIONS, "item_score")
+NORMALIZATIONS = allowed(EQUATIONS, "normalization")
 
 
 def size_class_problem(bounds: Any) -> str | None:

@@ -65,7 +65,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="wordings the questionnaire scores use: first (the default wording), all (their mean), or "
                    f"a template id (default {TEMPLATE_SELECT})")
     p.add_argument("--silhouette", default=None, help="optional per-item silhouette table from scoring")
-    p.add_argument("--variant-probs", default=None, help="optional variant probability table (heatmap figure)")
+    p.add_argument("--variant-probs", default=None,
+                   help="optional variant probability table (heatmap figure; normalization_sensitivity, with the "
+                        "config schema's equations settings)")
     p.add_argument("--heatmap-item", default=DEFAULTS["heatmap_item"],
                    help="item of the heatmap figure: ITEM or QUESTIONNAIRE:ITEM (default: first item)")
     p.add_argument("--instruments", default=None,

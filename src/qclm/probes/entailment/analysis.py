@@ -30,12 +30,12 @@ COLUMNS = ["model", "questionnaire", "condition", "score", "score_sd", "n_stimul
 
 def entailment_table(conditions: pd.DataFrame, items: pd.DataFrame, variants: pd.DataFrame,
                      silhouette: pd.DataFrame, min_stimuli: int, form: str = "eq2",
-                     epsilon: float = 0.0) -> pd.DataFrame:
-    """The table above from the kind's score tables (``form``, ``epsilon``: the scoring settings the item scores
-    were computed with)."""
+                     epsilon: float = 0.0, normalization: str = "one_pass") -> pd.DataFrame:
+    """The table above from the kind's score tables (``form``, ``epsilon``, ``normalization``: the equations
+    settings the item scores were computed with)."""
     from qclm.probes.likert.equations import chance_scores
 
-    chance = chance_scores(variants, form, epsilon)
+    chance = chance_scores(variants, form, epsilon, normalization)
     vanilla_items = items[items["condition"] == VANILLA]
     sd = vanilla_items.groupby(["model", "questionnaire"])["score"].std(ddof=1)
     vanilla = conditions[conditions["condition"] == VANILLA].set_index(["model", "questionnaire"])["score"]
@@ -65,7 +65,7 @@ def entailment_output(context) -> pd.DataFrame:
     scoring = settings.section(context.config, settings.EQUATIONS)
     return entailment_table(context.table("conditions"), context.table("items"), context.table("variants"),
                             context.table("silhouette"), analysis["min_stimuli"], scoring["item_score"],
-                            scoring["normalization_epsilon"])
+                            scoring["normalization_epsilon"], scoring["normalization"])
 
 
 def overview(context, results: dict) -> str:

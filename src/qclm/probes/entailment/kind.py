@@ -159,7 +159,8 @@ class EntailmentProbe(ProbeKind):
         from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize
 
         scoring = config[settings.EQUATIONS]
-        variants = normalize(raw[VARIANT_KEYS + ["p_raw"]], scoring["normalization_epsilon"])
+        variants = normalize(raw[VARIANT_KEYS + ["p_raw"]], scoring["normalization_epsilon"],
+                             scoring["normalization"])
         return {"variants": variants, "items": item_scores(variants, scoring["item_score"])}
 
     @classmethod

@@ -15,10 +15,10 @@ import pandas as pd
 
 from qclm.experiment import VANILLA
 from qclm.questionnaire import DEFAULT_TEMPLATE_ID
-# eq. 1's aggregations and the forms of the item score (eq. 2, the paper's, or the authors' public code's
-# QABSTRACT.mean_score over the S+ cells only or over all cells, docs/qlatent.md, difference 4): the config schema
-# is their one home
-from qclm.settings import AGGREGATIONS, ITEM_SCORES
+# eq. 1's aggregations, the forms of the item score (eq. 2, the paper's, or the authors' public code's
+# QABSTRACT.mean_score over the S+ cells only or over all cells, docs/qlatent.md, difference 4) and of the two-way
+# normalization (section 4a): the config schema is their one home
+from qclm.settings import AGGREGATIONS, ITEM_SCORES, NORMALIZATIONS
 
 CONTEXT_KEYS = ["model", "questionnaire", "condition", "stimulus_id"]
 #: one item under one context and one wording (template): the unit of the two-way normalization
@@ -26,6 +26,14 @@ ITEM_KEYS = CONTEXT_KEYS + ["template", "item_id"]
 VARIANT_KEYS = ITEM_KEYS + ["cterm", "polarity", "intensifier", "level", "weight"]
 
 log = logging.getLogger("qclm.probes.likert.equations")
+
+#: the iterated normalization (section 4a) has converged on an item when every column of its matrix sums to
+#: |S+ and S-| / |L| within this (every row sums to 1 after each row step): the margins hold, and another
+#: alternation of the two steps would change no value by more than rounding
+MARGIN_TOLERANCE = 1e-12
+#: alternations after which an item whose margins do not hold is an error (matrices of language-model probabilities
+#: converge in tens to a few hundred; one with zeros that no scaling can balance never does)
+MAX_ITERATIONS = 10_000
 
 
 def variant_probabilities(tokens: pd.DataFrame, aggregation: str = "harmonic") -> pd.DataFrame:
@@ -35,7 +43,7 @@ def variant_probabilities(tokens: pd.DataFrame, aggregation: str = "harmonic") -
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
     lp = tokens["logprob"].astype("float64")
-    frame = _with_template(tokens)[VARIANT_KEYS].copy()
+    frame = with_template(tokens)[VARIANT_KEYS].copy()
     if aggregation == "harmonic":
         frame["_v"] = np.exp(-lp)
         out = frame.groupby(VARIANT_KEYS, sort=False, dropna=False).agg(_v=("_v", "sum"), n_tokens=("_v", "size"))
@@ -50,7 +58,7 @@ def variant_probabilities(tokens: pd.DataFrame, aggregation: str = "harmonic") -
     return out
 
 
-def _with_template(df: pd.DataFrame) -> pd.DataFrame:
+def with_template(df: pd.DataFrame) -> pd.DataFrame:
     """Tables written before questionnaires had several templates have no ``template`` column: one
     wording, the default."""
     return df if "template" in df.columns else df.assign(template=DEFAULT_TEMPLATE_ID)
@@ -69,30 +77,92 @@ def check_complete(variants: pd.DataFrame) -> None:
     sub = g.get_group(key)
     cells = set(zip(sub["cterm"], sub["intensifier"]))
     missing = [(c, i) for c in pd.unique(sub["cterm"]) for i in pd.unique(sub["intensifier"]) if (c, i) not in cells]
-    where = dict(zip(ITEM_KEYS, key))
     raise ValueError(
-        f"item {where['item_id']} of {where['questionnaire']} (model {where['model']}, condition "
-        f"{where['condition']}{', stimulus ' + where['stimulus_id'] if where['stimulus_id'] else ''}, template "
-        f"{where['template']}): {int(bad['n'].iloc[0])} variants, not {int(bad['n_cterms'].iloc[0])} cterms x "
+        f"{_item_label(key)}: {int(bad['n'].iloc[0])} variants, not {int(bad['n_cterms'].iloc[0])} cterms x "
         f"{int(bad['n_int'].iloc[0])} intensifiers; missing (cterm, intensifier) cells: {missing[:5]}"
         + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         + (f"; {len(bad)} item(s) in all are incomplete" if len(bad) > 1 else ""))
 
 
-def normalize(variants: pd.DataFrame, epsilon: float = 0.0) -> pd.DataFrame:
+def _item_label(key: tuple) -> str:
+    """One item under one context and template (its ``ITEM_KEYS`` values), as errors name it."""
+    where = dict(zip(ITEM_KEYS, key))
+    return (f"item {where['item_id']} of {where['questionnaire']} (model {where['model']}, condition "
+            f"{where['condition']}{', stimulus ' + where['stimulus_id'] if where['stimulus_id'] else ''}, template "
+            f"{where['template']})")
+
+
+#: the groups each step of the two-way normalization divides by: an item's intensifier column, its cterm row
+COLUMN_KEYS, ROW_KEYS = ITEM_KEYS + ["intensifier"], ITEM_KEYS + ["cterm"]
+
+
+def _sums(values: pd.Series, by) -> pd.Series:
+    """Each value's group total (``by``: group keys or codes), in the value's row."""
+    return values.groupby(by, sort=False, dropna=False).transform("sum")
+
+
+def normalize(variants: pd.DataFrame, epsilon: float = 0.0, form: str = "one_pass") -> pd.DataFrame:
     """Add ``p_norm``: the two-way normalization (section 4) within each item under each context and
     template: each intensifier column divided by its sum over cterms (S+ and S-), then each cterm row
     divided by its sum over intensifiers, so that each row sums to 1: P_norm(l | s).
 
-    ``epsilon`` (``equations.normalization_epsilon``, default 0) is added to every value before each of the
-    two steps, as the authors' code does (softmax of log(p + 1e-10) along each axis)."""
+    ``form`` (``equations.normalization``): ``one_pass``, the two steps once (the paper), or ``iterated``, the two
+    steps alternated until both margins hold (:func:`_iterated`; section 4a). ``epsilon``
+    (``equations.normalization_epsilon``, default 0) is added to every value before each of the two steps of the
+    one pass, as the authors' code does (softmax of log(p + 1e-10) along each axis), and once, before the first
+    step, by the iterated form."""
+    if form not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {form!r}")
     check_complete(variants)
     out = variants.copy()
+    if form == "iterated":
+        out["p_norm"] = _iterated(out, out["p_raw"] + epsilon)
+        return out
     p = out["p_raw"] + epsilon
-    out["p_norm"] = p / p.groupby([out[k] for k in ITEM_KEYS + ["intensifier"]], sort=False, dropna=False).transform("sum")
+    out["p_norm"] = p / _sums(p, [out[k] for k in COLUMN_KEYS])
     p = out["p_norm"] + epsilon
-    out["p_norm"] = p / p.groupby([out[k] for k in ITEM_KEYS + ["cterm"]], sort=False, dropna=False).transform("sum")
+    out["p_norm"] = p / _sums(p, [out[k] for k in ROW_KEYS])
     return out
+
+
+def _iterated(variants: pd.DataFrame, p: pd.Series) -> pd.Series:
+    """The two steps of the one pass (columns, then rows) alternated on every item at once until its columns sum
+    to |S+ and S-| / |L| within :data:`MARGIN_TOLERANCE`: the one matrix D P E (D, E positive diagonal) whose rows
+    sum to 1 and whose columns are equal (Sinkhorn-Knopp), so that scaling a row or a column of ``p`` changes no
+    value. An item converged leaves the loop; a ValueError names one whose sums become 0 (a row or column of zeros)
+    or that has not converged after :data:`MAX_ITERATIONS` alternations (zeros that no scaling balances)."""
+    item, column, row = (variants.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+                         for keys in (ITEM_KEYS, COLUMN_KEYS, ROW_KEYS))
+    shape = variants.groupby(item, sort=True).agg(rows=("cterm", "nunique"), columns=("intensifier", "nunique"))
+    target = (shape["rows"] / shape["columns"]).to_numpy()[item]  # each column's sum once the margins hold
+    x = p.to_numpy(dtype=np.float64, copy=True)
+    active = np.arange(len(x))  # the rows of the items not converged yet
+    sums = _sums(pd.Series(x), column).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero sum: reported below
+        for _ in range(MAX_ITERATIONS):
+            values = x[active] / sums
+            values /= _sums(pd.Series(values), row[active]).to_numpy()
+            x[active] = values
+            sums = _sums(pd.Series(values), column[active]).to_numpy()
+            gap = np.where(np.isfinite(values), np.abs(sums - target[active]), np.nan)  # NaN: a zero sum divided
+            off = ~(gap <= MARGIN_TOLERANCE)
+            if not off.any():
+                return pd.Series(x, index=p.index)
+            stuck, gap = active[off], gap[off]
+            if not np.isfinite(gap).all():
+                stuck, why = stuck[~np.isfinite(gap)], "a row or column sums to 0"
+                break
+            keep = (np.bincount(item[active], weights=off, minlength=len(shape)) > 0)[item[active]]
+            active, sums = active[keep], sums[keep]
+        else:
+            why = (f"after {MAX_ITERATIONS} alternations its column sums are still up to {gap.max():.1e} from "
+                   f"|cterms| / |intensifiers| (tolerance {MARGIN_TOLERANCE:g})")
+    n_items = len(np.unique(item[stuck]))
+    raise ValueError(
+        f"{_item_label(tuple(variants[k].iloc[stuck[0]] for k in ITEM_KEYS))}: the iterated two-way normalization "
+        f"does not converge: {why}; zero probabilities that no scaling balances: set "
+        "equations.normalization_epsilon above 0, or equations.normalization to one_pass"
+        + (f"; {n_items} item(s) in all" if n_items > 1 else ""))
 
 
 def item_scores(normalized: pd.DataFrame, form: str = "eq2") -> pd.DataFrame:
@@ -122,21 +192,22 @@ def item_scores(normalized: pd.DataFrame, form: str = "eq2") -> pd.DataFrame:
     return out[["n_plus", "n_intensifiers", "score"]].reset_index()
 
 
-def chance_scores(variants: pd.DataFrame, form: str = "eq2", epsilon: float = 0.0) -> pd.Series:
+def chance_scores(variants: pd.DataFrame, form: str = "eq2", epsilon: float = 0.0,
+                  normalization: str = "one_pass") -> pd.Series:
     """Per questionnaire: the item score (mean over its items) of answers that depend on neither the intensifier
     nor the construct term (every p_raw equal), through the same normalization and item score as the real ones.
     For eq. 2 this is mean(w) / |L| (P_norm uniform, 1/|L|, summed over |S+| rows and divided by |S+| |L|): the
     baseline of a score, 0 only for a scale whose weights average 0."""
     grid = variants.drop_duplicates(["questionnaire", "template", "item_id", "cterm", "intensifier"])
     grid = grid.assign(model="", condition="", stimulus_id="", p_raw=1.0)
-    items = item_scores(normalize(grid[VARIANT_KEYS + ["p_raw"]], epsilon), form)
+    items = item_scores(normalize(grid[VARIANT_KEYS + ["p_raw"]], epsilon, normalization), form)
     return items.groupby("questionnaire", sort=False)["score"].mean()
 
 
 def template_rows(table: pd.DataFrame, select: str = "first") -> pd.DataFrame:
     """The rows of the selected templates (``first``: the default template, per the ``default_template``
     column, or the only one; ``all``; or one template id), with their template columns."""
-    table = _with_template(table)
+    table = with_template(table)
     if select == "first":
         chosen = table[table["default_template"]] if "default_template" in table.columns else table
         several = chosen.groupby(["questionnaire"], sort=False)["template"].nunique()
@@ -221,10 +292,11 @@ def silhouettes(normalized: pd.DataFrame) -> pd.DataFrame:
 
 
 def condition_tables(tokens: pd.DataFrame, aggregation: str = "harmonic", item_score: str = "eq2",
-                     epsilon: float = 0.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     epsilon: float = 0.0, normalization: str = "one_pass") -> tuple[pd.DataFrame, pd.DataFrame]:
     """From one scoring job's token log-probabilities to (variants with p_raw and p_norm,
-    item scores): eq. 1, the two-way normalization, eq. 2 (or the form ``item_score`` names)."""
-    variants = normalize(variant_probabilities(tokens, aggregation), epsilon)
+    item scores): eq. 1, the two-way normalization (the form ``normalization`` names), eq. 2 (or the form
+    ``item_score`` names)."""
+    variants = normalize(variant_probabilities(tokens, aggregation), epsilon, normalization)
     return variants, item_scores(variants, item_score)
 
 
@@ -237,7 +309,7 @@ def collect_tables(item_frames: list[pd.DataFrame], variant_frames: list[pd.Data
     scoring provenance, the dtype and prompt_format the model ran in);
     ``default_templates`` maps each questionnaire to its first (default) template id; questionnaire
     and condition scores use the templates ``select`` chooses (:func:`select_templates`)."""
-    items = _with_template(pd.concat(item_frames, ignore_index=True)).merge(model_info, on="model", how="left")
+    items = with_template(pd.concat(item_frames, ignore_index=True)).merge(model_info, on="model", how="left")
     items["default_template"] = items["template"] == items["questionnaire"].map(default_templates)
     variants = pd.concat(variant_frames, ignore_index=True)
     questionnaires = questionnaire_scores(select_templates(items, select)).merge(model_info, on="model", how="left")

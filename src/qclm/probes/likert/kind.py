@@ -214,7 +214,7 @@ class LikertProbe(ProbeKind):
 
         scoring = config[settings.EQUATIONS]
         variants, items = condition_tables(raw, scoring["aggregation"], scoring["item_score"],
-                                           scoring["normalization_epsilon"])
+                                           scoring["normalization_epsilon"], scoring["normalization"])
         return {"variants": variants, "items": items}
 
     @classmethod
@@ -259,7 +259,8 @@ class LikertProbe(ProbeKind):
                        heatmap_item=analysis["heatmap_item"], contrasts=contrasts,
                        min_models=analysis["min_models"], min_stimuli=analysis["min_stimuli"],
                        templates=settings.section(config, settings.TEMPLATES)["select"],
-                       instruments=tables.get("instruments"), memorization=tables.get("memorization"))
+                       instruments=tables.get("instruments"), memorization=tables.get("memorization"),
+                       equations=settings.section(config, settings.EQUATIONS))
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod

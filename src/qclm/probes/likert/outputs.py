@@ -18,6 +18,8 @@ OUTPUTS = (
            table="per_model"),
     Output("per_model_spectrum", FIGURE, PER_MODEL, "qclm.analysis.permodel_figures:per_model_spectrum",
            table="per_model_state_trait"),
+    # the same contrasts under both forms of the two-way normalization (method.md section 4a)
+    Output("normalization_sensitivity", TABLE, PER_MODEL, f"{_A}.normalization:normalization_sensitivity"),
     # across models (method.md section 6; figures 3-6 of the paper)
     Output("zscores", TABLE, ACROSS_MODELS, f"{_A}.across_models:zscores"),
     Output("condition_summary", TABLE, ACROSS_MODELS, f"{_A}.across_models:condition_summary"),

@@ -11,7 +11,8 @@ Schemas (extra columns are ignored):
 - silhouette (``results/scores/silhouette.csv``): model, questionnaire, item_id, silhouette, and
   optional template.
 - variant probabilities (``results/scores/variant_probs.parquet``): model, questionnaire, condition,
-  stimulus_id, item_id, cterm, polarity ("+"|"-"), intensifier, level, weight, p_raw, p_norm.
+  stimulus_id, item_id, cterm, polarity ("+"|"-"), intensifier, level, weight, p_raw, p_norm, and optional
+  template.
 - instruments (``results/scores/instruments.csv``, optional): questionnaire, construct, framing (state|trait),
   and optional name, n_items, item_wording, scale, templates, source.
 
@@ -202,7 +203,8 @@ def load_variant_probs(path: str | Path, condition: str | None = "vanilla") -> p
     """Read and check the variant probability table (raw and two-way-normalized, method.md sections 3-4).
 
     Only rows of ``condition`` are kept (the table has one row per variant and stimulus, millions of rows
-    for a full run; the heatmap needs vanilla only). ``condition=None`` keeps all rows.
+    for a full run; the heatmap needs vanilla only). ``condition=None`` keeps all rows (the normalization
+    sensitivity renormalizes every condition).
     """
     filters = None
     if condition is not None and Path(path).suffix.lower() in (".parquet", ".pq"):
@@ -217,7 +219,7 @@ def load_variant_probs(path: str | Path, condition: str | None = "vanilla") -> p
     _require_columns(df, VARIANT_PROB_COLUMNS, path)
     if condition is not None:
         df = df[df["condition"] == condition]
-    df = df[list(VARIANT_PROB_COLUMNS)].copy()
+    df = df[list(VARIANT_PROB_COLUMNS) + [c for c in ("template",) if c in df.columns]].copy()
     for col in ("weight", "p_raw", "p_norm"):
         df[col] = _numeric_column(df, col, path, allow_missing=True)
     bad = ~df["polarity"].isin(["+", "-"])

@@ -95,7 +95,7 @@ class LikertContext:
     instruments: pd.DataFrame | None  #: questionnaire, construct, framing
     exposure: dict[tuple[str, str], str]  #: (model, questionnaire) -> note: items exposed (memorization probe)
     variant_probs: pd.DataFrame | None  #: vanilla rows of the variant probability table (the heatmap)
-    variant_probs_path: str | None
+    variant_probs_path: str | None  #: the whole table (every condition: the normalization sensitivity)
     heatmap_item: str | None
     bootstrap: int
     seed: int
@@ -103,6 +103,7 @@ class LikertContext:
     min_models: int
     min_stimuli: int
     templates: str
+    equations: dict  #: the config's equations section (the normalization sensitivity recomputes the item scores)
 
     @cached_property
     def per_model_groups(self) -> list[permodel.Group]:
@@ -121,7 +122,8 @@ class LikertContext:
 def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes: list[float] | str,
                  silhouette: str | Path | None, variant_probs: str | Path | None, heatmap_item: str | None,
                  figures: bool, contrasts: str | list | None, min_models: int, min_stimuli: int, templates: str,
-                 instruments: str | Path | None, memorization: str | Path | None = None) -> LikertContext:
+                 instruments: str | Path | None, memorization: str | Path | None = None,
+                 equations: dict | None = None) -> LikertContext:
     """Check the settings, read and check the inputs, and compute what several tables share."""
     if bootstrap < 0:
         raise InputError(f"--bootstrap must be >= 0, got {bootstrap}")
@@ -172,7 +174,7 @@ def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes:
         sizes=sizes, contrasts=pairs, silhouette=sil, instruments=inst, exposure=exposure, variant_probs=vprobs,
         variant_probs_path=str(variant_probs) if variant_probs else None, heatmap_item=heatmap_item,
         bootstrap=bootstrap, seed=seed, size_classes=boundaries, min_models=min_models, min_stimuli=min_stimuli,
-        templates=templates)
+        templates=templates, equations=settings.section({settings.EQUATIONS: equations}, settings.EQUATIONS))
 
 
 def analyze(
@@ -191,6 +193,7 @@ def analyze(
     templates: str = TEMPLATE_SELECT,
     instruments: str | Path | None = None,
     memorization: str | Path | None = None,
+    equations: dict | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the Likert analysis and write its tables (and figures) in ``out``; returns the tables by name.
 
@@ -198,12 +201,14 @@ def analyze(
     without it the construct map correlates the instruments but has no expected signs, and the spectrum and
     validation tables have no construct or framing. ``memorization``: the memorization probe's table
     (``analysis/memorization.csv``): instruments whose items a model has seen are flagged in
-    ``instrument_validation``."""
+    ``instrument_validation``. ``equations``: the settings the item scores were computed with (the config's
+    ``equations`` section; the schema's defaults for keys not given): the normalization sensitivity recomputes the
+    item scores from ``variant_probs`` with them under each form of the normalization."""
     t0 = time.perf_counter()
     ctx = read_context(scores, bootstrap=bootstrap, seed=seed, size_classes=size_classes, silhouette=silhouette,
                        variant_probs=variant_probs, heatmap_item=heatmap_item, figures=figures,
                        contrasts=contrasts, min_models=min_models, min_stimuli=min_stimuli, templates=templates,
-                       instruments=instruments, memorization=memorization)
+                       instruments=instruments, memorization=memorization, equations=equations)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     outputs = _outputs()
@@ -241,6 +246,7 @@ def run_info(ctx: LikertContext, silhouette: str | Path | None, instruments: str
         "bootstrap": ctx.bootstrap, "seed": ctx.seed, "size_classes": ctx.size_classes,
         "heatmap_item": ctx.heatmap_item, "n_models": len(ctx.sizes), "questionnaires": ctx.questionnaires,
         "conditions": ctx.conditions, "contrasts": [list(c) for c in ctx.contrasts], "templates": ctx.templates,
+        "equations": ctx.equations,
         "scale": analysis_scale(ctx.zs), "min_models": ctx.min_models, "min_stimuli": ctx.min_stimuli,
         "seconds": None, "versions": _versions(),
     }
