@@ -489,3 +489,29 @@ def test_item_score_units_are_shifts_from_the_base_model_in_score_points():
     assert shifted["value"].to_numpy() == pytest.approx(np.full(6, 0.5))  # natural units, not SDs of the items
     assert set(units.loc[units["instrument"] == "phq9", "role"]) == {"unplanted"}
     assert units.loc[units["model"] == "m", "value"].eq(0).all()
+
+
+def test_item_score_units_read_the_shift_under_both_normalizations():
+    """A checkpoint that makes every S+ term twice as likely whatever the intensifier (a main effect of the terms,
+    no change in the interaction) moves the one-pass item score and leaves the iterated one (method.md 4a): the
+    calibration's units carry both."""
+    from qclm.probes.calibration_units import item_shift_units_both_forms
+    from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for item in range(6):
+        table = rng.uniform(0.05, 1.0, size=(4, 4))
+        for model, scale in (("m", 1.0), ("m@cal_a_plus-e1", 2.0)):
+            for t, (cterm, polarity) in enumerate((("a", "+"), ("b", "+"), ("c", "-"), ("d", "-"))):
+                for level, weight in enumerate((-2, -1, 1, 2)):
+                    rows.append({"model": model, "questionnaire": "gad7", "condition": "vanilla", "stimulus_id": "",
+                                 "template": "t", "item_id": f"i{item}", "cterm": cterm, "polarity": polarity,
+                                 "intensifier": f"w{level}", "level": f"l{level}", "weight": float(weight),
+                                 "p_raw": table[t, level] * (scale if polarity == "+" else 1.0)})
+    variants = pd.DataFrame(rows)
+    items = item_scores(normalize(variants[VARIANT_KEYS + ["p_raw"]]))
+    units = item_shift_units_both_forms({"items": items, "variants": variants}, {"gad7": "gad7"}, {"gad7"}, 1, {})
+    shifted = units[units["model"] == "m@cal_a_plus-e1"].groupby("metric")["value"]
+    assert shifted.apply(lambda v: v.abs().max()).to_dict()["score_shift_iterated"] < 1e-9
+    assert shifted.apply(lambda v: v.abs().max()).to_dict()["score_shift"] > 1e-3

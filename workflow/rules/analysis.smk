@@ -183,7 +183,7 @@ if ANALYSIS_CALIBRATION_KINDS:
         params:
             config={
                 key: config[key]
-                for key in ("calibration", "questionnaires", "probes", "analysis", "conditions")
+                for key in ("calibration", "questionnaires", "probes", "analysis", "conditions", "equations")
                 if key in config
             },
             out=lambda wildcards, output: os.path.dirname(output.fragment),

@@ -37,3 +37,30 @@ def item_shift_units(items: pd.DataFrame, probe_of: dict[str, str], planted: set
                          "role": np.where(out["instrument"].isin(planted), "planted", "unplanted"),
                          "metric": metric, "unit": out["item_id"].astype(str), "group": "planted",
                          "value": out["value"], "baseline": 0.0, "direction": direction})[cols]
+
+
+def item_shift_units_both_forms(tables, probe_of: dict[str, str], planted: set[str], direction: int,
+                                config: dict) -> pd.DataFrame:
+    """:func:`item_shift_units` of the run's item scores (``score_shift``), and beside them the same recomputed from
+    the variant probabilities under the two-way normalization the run did not use (``score_shift_one_pass`` or
+    ``score_shift_iterated``; method.md section 4a): the calibration reads the planted shift under both."""
+    from qclm import settings
+    from qclm.probes.likert.equations import VARIANT_KEYS, item_scores as equation_items, normalize, with_template
+
+    equations = settings.section(config, settings.EQUATIONS)
+    own = item_shift_units(tables["items"], probe_of, planted, direction)
+    if "variants" not in tables:
+        return own
+    other = next(f for f in settings.NORMALIZATIONS if f != equations["normalization"])
+    variants = with_template(tables["variants"])
+    variants = variants[(variants["condition"] == VANILLA) & variants["questionnaire"].isin(probe_of)]
+    if variants.empty:
+        return own
+    items = equation_items(normalize(variants[VARIANT_KEYS + ["p_raw"]], equations["normalization_epsilon"], other),
+                           equations["item_score"])
+    wordings = with_template(tables["items"])
+    if "default_template" in wordings:
+        items = items.merge(wordings[["questionnaire", "template", "default_template"]].drop_duplicates(),
+                            on=["questionnaire", "template"], how="left")
+    return pd.concat([own, item_shift_units(items, probe_of, planted, direction, f"score_shift_{other}")],
+                     ignore_index=True)

@@ -4,10 +4,10 @@ other Likert questionnaires are the unplanted check)."""
 
 from __future__ import annotations
 
-from qclm.probes.calibration_units import item_shift_units
+from qclm.probes.calibration_units import item_shift_units_both_forms
 
 
 def units(tables, plant, config, instances):
     ids = [i for i, inst in instances.items() if inst.kind == "likert"]
     direction = 1 if plant.settings.get("pole", "plus") == "plus" else -1
-    return item_shift_units(tables["items"], {i: i for i in ids}, set(plant.probes), direction)
+    return item_shift_units_both_forms(tables, {i: i for i in ids}, set(plant.probes), direction, config)
