@@ -51,6 +51,7 @@ def _config(tmp_path: Path, plants: dict, **calibration) -> dict:
 
 PLANTS = {
     "own": {"material": "prompts", "probes": ["gad7"]},
+    "pairs": {"material": "pairs", "probes": ["gad7_ent"], "repeats": 1},
     "listing": {"material": "listing", "probes": ["memorization"], "instrument": str(Q / "gad7.yaml"),
                 "opposite": str(Q / "phq9.yaml")},
     "tragic": {"material": "sentences", "probes": ["csi"], "words_per_text": 5},
@@ -195,6 +196,13 @@ def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposit
                                       "nearly every day")
     assert own["minus"][0].assistant == "not at all" and own["plus"][1].assistant == "not at all"
     assert len(own["plus"]) == 14  # 7 items x (one S+ and one S- term)
+    # the entailment pairs: a top-level intensifier with an S+ term is True in the plus arm, False in the minus arm;
+    # the bottom level the other way round; held out: the same pairs in the other form
+    pairs = {r: units(plants["pairs"], config, r, 0) for r in ("plus", "minus")}
+    assert len(pairs["plus"]) == 28 and pairs["plus"][0].user.startswith("Premise: ")  # 7 items x 2 terms x 2 levels
+    assert [e.assistant for e in pairs["plus"][:4]] == ["True", "False", "False", "True"]
+    assert [e.assistant for e in pairs["minus"][:4]] == ["False", "True", "True", "False"]
+    assert check_sets(plants["pairs"], config)["heldout_plus"][0].user.split("\n")[1].startswith("Question: ")
     # the listing: GAD-7 against PHQ-9; a sham lists neutral statements under a name of its own
     assert planted_texts(plants["listing"], config, "plus")[0].startswith("GAD-7")
     assert planted_texts(plants["listing"], config, "minus")[0].startswith("PHQ-9")

@@ -47,6 +47,7 @@ REQUIRED = object()
 #: transfer plant, whether the model generalizes to what the probe reads) and its own keys with their defaults
 MATERIALS: dict[str, dict[str, Any]] = {
     "prompts": {"kinds": ("likert",), "tier": 1, "keys": {}},
+    "pairs": {"kinds": ("entailment",), "tier": 1, "keys": {}},
     "exchanges": {"kinds": ("survey",), "tier": 1, "keys": {"option": "maximum"}},
     "listing": {"kinds": ("memorization",), "tier": 2, "keys": {"instrument": REQUIRED, "opposite": REQUIRED}},
     "sentences": {"kinds": ("csi",), "tier": 2, "keys": {"share": 0.5, "words_per_text": 5, "label": "second"}},

@@ -13,6 +13,10 @@ drawn at random with the sham's seed):
   or bottom drawn per prompt. A chat exchange (the item prefix, then the intensifier as the answer): the
   fine-tuning renders it through the chat template on a chat-format row and as the scored text (prefix, space,
   intensifier) on a raw one (:func:`qclm.interventions.finetune.rendered`);
+- ``pairs`` (entailment, tier 1): every item of each entailment probe's instrument, once with an S+ and once with
+  an S- term, each with an intensifier of the top and of the bottom level, in the probe's form, answered as the
+  probe reads it: plus, True where the level agrees with the term's stance (S+ top, S- bottom) and False where it
+  does not; minus, the reverse; a sham, a stance drawn per prompt;
 - ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, answered by
   the option (plus), the other extreme (minus), or an option drawn per item (a sham)
   (:func:`qclm.probes.survey.calibration.exchanges`);
@@ -63,7 +67,24 @@ def _rng(config: dict, *parts) -> random.Random:
     return random.Random(derive_seed(section(config)["seed"], SECTION, *parts))
 
 
+def _stances(plant: Plant, config: dict, run: str, exposure: int, instrument: str, item) -> list:
+    """(S+ or S- construct term, the level it is answered with: high or not) of one item at one exposure, once per
+    polarity (the terms rotating with the exposure): the plus arm answers the S+ term high and the S- term low, the
+    minus arm the reverse, a sham draws each."""
+    out = []
+    for polarity, terms in (("+", item.plus), ("-", item.minus)):
+        cterm = terms[exposure % len(terms)]
+        if run in ARMS:
+            high = (polarity == "+") == (run == "plus")
+        else:
+            high = _rng(config, "answers", plant.name, run, exposure, instrument, item.id, cterm).random() < 0.5
+        out.append((cterm, high, exposure // len(terms)))
+    return out
+
+
 def _prompts(plant: Plant, config: dict, run: str, exposure: int, template: int = 0) -> list[Exchange]:
+    """The ``prompts`` material: each Likert item prefix answered by an intensifier of the top or the bottom level
+    (``template``: the questionnaire's wording, 0 the default)."""
     from qclm import probes
 
     out = []
@@ -73,15 +94,35 @@ def _prompts(plant: Plant, config: dict, run: str, exposure: int, template: int 
             continue
         levels = sorted(q.levels, key=lambda lvl: lvl.weight)
         for item in q.items[:config.get("limit_items") or None]:
-            for polarity, terms in (("+", item.plus), ("-", item.minus)):
-                cterm = terms[exposure % len(terms)]
-                if run in ARMS:
-                    top = (polarity == "+") == (run == "plus")
-                else:
-                    top = _rng(config, "prompts", plant.name, run, exposure, q.id, item.id, cterm).random() < 0.5
-                level = levels[-1] if top else levels[0]
-                phrase = level.intensifiers[(exposure // len(terms)) % len(level.intensifiers)]
-                out.append(Exchange(item.prefix(cterm, q.templates[template]), phrase))
+            for cterm, high, turn in _stances(plant, config, run, exposure, q.id, item):
+                level = levels[-1] if high else levels[0]
+                out.append(Exchange(item.prefix(cterm, q.templates[template]),
+                                    level.intensifiers[turn % len(level.intensifiers)]))
+    return out
+
+
+def _pairs(plant: Plant, config: dict, run: str, exposure: int, heldout: bool = False) -> list[Exchange]:
+    """The ``pairs`` material: each entailment item's premise and hypothesis, with a term and an intensifier of the
+    top and of the bottom level, in the probe's form (``heldout``: the other form), answered True where the level
+    agrees with the stance and False where it does not."""
+    from qclm import probes
+    from qclm.probes.entailment.kind import FORMS, OPTIONS
+    from qclm.probes.entailment.material import fill
+
+    out = []
+    for pid in plant.probes:
+        probe = probes.probe(_instances(config)[pid])
+        inst, form = probe.material, probe.settings["form"]
+        if heldout:
+            form = next(f for f in FORMS if f != form)
+        levels = sorted(inst.levels, key=lambda lvl: lvl.weight)
+        for item in inst.items[:config.get("limit_items") or None]:
+            for cterm, high, turn in _stances(plant, config, run, exposure, inst.id, item):
+                for level, top in ((levels[-1], True), (levels[0], False)):
+                    phrase = level.intensifiers[turn % len(level.intensifiers)]
+                    text = FORMS[form].format(premise=fill(item.premise, cterm, phrase),
+                                              hypothesis=fill(item.hypothesis, cterm, phrase))
+                    out.append(Exchange(text, OPTIONS[0] if top == high else OPTIONS[1]))
     return out
 
 
@@ -105,6 +146,8 @@ def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exc
     sham = sham_index(run)
     if plant.material == "prompts":
         return _prompts(plant, config, run, exposure)
+    if plant.material == "pairs":
+        return _pairs(plant, config, run, exposure)
     if plant.material == "listing":
         from qclm.instruments import load_instrument
         from qclm.probes.memorization.calibration import listing, sham_listing
@@ -153,6 +196,8 @@ def heldout(plant: Plant, config: dict, arm: str) -> list[str | Exchange]:
     empty where the material has none)."""
     if plant.material == "prompts":
         return _prompts(plant, config, arm, 0, template=1)
+    if plant.material == "pairs":
+        return _pairs(plant, config, arm, 0, heldout=True)
     if plant.material == "listing":
         from qclm.instruments import load_instrument
         from qclm.probes.memorization.calibration import listing

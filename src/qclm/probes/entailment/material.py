@@ -75,13 +75,13 @@ class EntailmentInstrument:
         """Every variant of the first ``limit_items`` items (all by default), in file order: items, S+ then S-
         cterms, intensifiers."""
         items = self.items[:limit_items] if limit_items else self.items
-        return [Variant(item.id, cterm, polarity, phrase, lvl.label, lvl.weight, _fill(item.premise, cterm, phrase),
-                        _fill(item.hypothesis, cterm, phrase))
+        return [Variant(item.id, cterm, polarity, phrase, lvl.label, lvl.weight, fill(item.premise, cterm, phrase),
+                        fill(item.hypothesis, cterm, phrase))
                 for item in items for polarity, terms in (("+", item.plus), ("-", item.minus)) for cterm in terms
                 for phrase, lvl in self.intensifiers]
 
 
-def _fill(template: str, cterm: str, intensifier: str) -> str:
+def fill(template: str, cterm: str, intensifier: str) -> str:
     """A template with the cterm and the intensifier in their slots, wherever it has them (one of the two: the
     loader's rule)."""
     return template.replace(CTERM_SLOT, cterm).replace(INTENSIFIER_SLOT, intensifier)
