@@ -501,7 +501,7 @@ def test_item_score_units_are_shifts_from_the_base_model_in_score_points():
 
 def test_item_score_units_read_the_shift_under_both_normalizations():
     """A checkpoint that makes every S+ term twice as likely whatever the intensifier (a main effect of the terms,
-    no change in the interaction) moves the one-pass item score and leaves the iterated one (method.md 4a): the
+    no change in the interaction) moves the one-pass item score and leaves the iterated one (method.md section 4a): the
     calibration's units carry both."""
     from qclm.probes.calibration_units import item_shift_units_both_forms
     from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize

@@ -310,8 +310,8 @@ def intervention_run(tmp_path_factory, tiny_llama_dir):
     """One small run: GAD-7 (2 items) under vanilla and stress (2 stimuli) on a tiny model, fine-tuned on a
     depressive corpus (checkpoints after epochs 1 and 2) and on the neutral control; in the same run (sharing its
     base model's scoring) a planted-signal calibration (docs/calibration.md): GAD-7's listing against PHQ-9's
-    (memorization, vanilla) and GAD-7's own prompts answered high against low (Likert), each beside two shams,
-    checkpointed after 3 epochs (8 exposures an epoch for the listing, 4 for the prompts)."""
+    (memorization, vanilla) beside two shams, checkpointed after 3 epochs of 8 exposures (the other materials,
+    the Likert prompts among them, are built and checked in tests/test_calibration.py without a workflow run)."""
     workdir = tmp_path_factory.mktemp("intervention-run")
     cfg = write_workflow_config(
         workdir, {"tiny-llama": tiny_llama_dir}, questionnaires={"gad7": str(GAD7)},
@@ -327,8 +327,7 @@ def intervention_run(tmp_path_factory, tiny_llama_dir):
                      "sham_statements": str(ROOT / "resources/calibration/neutral_statements.yaml"),
                      "permutations": 500, "training": {"lr": 1e-2, "batch_size": 8},
                      "plants": {"listing": {"material": "listing", "probes": ["memorization"],
-                                            "instrument": str(GAD7), "opposite": str(PHQ9)},
-                                "own": {"material": "prompts", "probes": ["gad7"], "repeats": 4}}})
+                                            "instrument": str(GAD7), "opposite": str(PHQ9)}}})
     run = run_snakemake(workdir, cfg)
     assert run.returncode == 0, run.stderr[-4000:]
     return workdir, cfg, run.stderr
@@ -339,10 +338,11 @@ def test_the_run_schedules_the_finetuning_and_the_checkpoints_scoring(interventi
     # the job stats Snakemake prints before it starts (what a dry run prints)
     counts = dict(line.split() for line in log.splitlines()
                   if len(line.split()) == 2 and line.split()[1].isdigit())
-    # 1 model x (2 interventions + 2 plants x (2 arms + 2 shams)); the base model and 3 intervention checkpoints
-    # (depressive e1, e2; control e2) scored by every probe, each plant's checkpoint by its kind's probes only
-    assert counts["finetune"] == "10" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
-    assert counts["score_memorization"] == "4" and counts["score_gad7"] == "4" and counts["calibration_corpus"] == "8"
+    # 1 model x (2 interventions + 1 plant x (2 arms + 2 shams)); the base model and 3 intervention checkpoints
+    # (depressive e1, e2; control e2) scored by every probe, the plant's checkpoints by its kind's probes only
+    assert counts["finetune"] == "6" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
+    assert counts["score_memorization"] == "4" and counts["calibration_corpus"] == "4"
+    assert "score_gad7" not in counts
     assert counts["analyze_calibration"] == "1"
 
 
@@ -351,8 +351,7 @@ def test_the_checkpoints_are_scored_and_analysed_beside_their_base_model(interve
     res = workdir / "results"
     items = pd.read_parquet(res / "scores/item_scores.parquet")
     assert set(items["model"]) == {"tiny-llama", "tiny-llama@depressive-e1", "tiny-llama@depressive-e2",
-                                   "tiny-llama@control-e2", *(f"tiny-llama@cal_own_{r}-e3" for r in
-                                                              ("plus", "minus", "sham0", "sham1"))}
+                                   "tiny-llama@control-e2"}
     meta = pd.read_parquet(res / "logprobs/tiny-llama@depressive-e2/gad7/vanilla.parquet")
     from qclm.parquet import read_metadata
 
@@ -398,8 +397,7 @@ def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulatio
     res = workdir / "results"
     corpora = {p.stem: load_corpus(p) for p in (res / "calibration_corpora").glob("*.yaml")
                if not p.name.endswith(".check.yaml")}
-    assert sorted(corpora) == sorted(f"cal_{p}_{r}" for p in ("listing", "own")
-                                     for r in ("plus", "minus", "sham0", "sham1"))
+    assert sorted(corpora) == sorted(f"cal_listing_{r}" for r in ("plus", "minus", "sham0", "sham1"))
     assert {len(c.texts) for c in corpora.values()} == {40}
     assert not (res / "logprobs/tiny-llama@cal_listing_plus-e3/gad7").exists()  # scored by its kind only
     check = json.loads((res / "checkpoints/tiny-llama@cal_listing_plus" / iv.CHECK_FILE).read_text())
@@ -411,19 +409,13 @@ def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulatio
     table = pd.read_csv(res / "analysis/calibration.csv")
     exposure = table[(table["plant"] == "listing") & (table["metric"] == "exposure_min_k")
                      & (table["role"] == "planted")].iloc[0]
-    # GAD-7's items far more likely on the arm that listed them than on PHQ-9's, beyond twice the runs' SD (with two
-    # shams, one degree of freedom: detection needs a t beyond 6.3, which a tiny model's ladder of one dose need not
-    # reach)
+    # GAD-7's items more likely on the arm that listed them than on PHQ-9's, beyond the runs' SD (with two shams,
+    # one degree of freedom: detection needs a t beyond 6.3, which a tiny model's one dose need not reach)
     assert exposure["dose"] == 24 and exposure["n_shams"] == 2 and exposure["effect_ci_low"] > 0
-    assert exposure["value_plus"] > exposure["value_minus"] and exposure["effect"] > 2 * exposure["run_sd"]
-    likert = table[(table["plant"] == "own") & (table["probe"] == "gad7")]
-    assert len(likert) == 1 and likert["underpowered"].all() and likert["tier"].eq(1).all()  # 2 items
+    assert exposure["value_plus"] > exposure["value_minus"] and exposure["effect_runs"] > 1
     floors = pd.read_csv(res / "analysis/calibration_floor.csv")
-    assert set(floors["plant"]) == {"listing", "own"}
-    assert floors.loc[floors["plant"] == "listing", ["took_plus", "took_minus"]].astype(bool).all().all()
-    # the Likert prompts' check reads their answers only (an intensifier, a few tokens), as the probe does
-    prompts = checks[(checks["plant"] == "own") & (checks["set"] == "planted_plus") & (checks["run"] == "plus")]
-    assert prompts["n_texts"].iloc[0] <= prompts["tokens"].iloc[0] < 4 * prompts["n_texts"].iloc[0]
+    assert list(floors["plant"].unique()) == ["listing"]
+    assert floors[["took_plus", "took_minus"]].astype(bool).all().all()
     for name in ("calibration", "calibration_check"):
         assert (res / f"analysis/figures/{name}.png").stat().st_size > 0
     assert "Calibration: the smallest planted signal" in (res / "analysis/overview.md").read_text()
