@@ -82,14 +82,20 @@ def _stances(plant: Plant, config: dict, run: str, exposure: int, instrument: st
     return out
 
 
+def _readers(plant: Plant, config: dict) -> list:
+    """The probes (:func:`qclm.probes.probe`) of the instances a plant names, loaded once for a call."""
+    from qclm import probes
+
+    instances = _instances(config)
+    return [probes.probe(instances[p]) for p in plant.probes]
+
+
 def _prompts(plant: Plant, config: dict, run: str, exposure: int, template: int = 0) -> list[Exchange]:
     """The ``prompts`` material: each Likert item prefix answered by an intensifier of the top or the bottom level
     (``template``: the questionnaire's wording, 0 the default)."""
-    from qclm import probes
-
     out = []
-    for pid in plant.probes:
-        q = probes.probe(_instances(config)[pid]).questionnaire
+    for probe in _readers(plant, config):
+        q = probe.questionnaire
         if template >= len(q.templates):
             continue
         levels = sorted(q.levels, key=lambda lvl: lvl.weight)
@@ -105,13 +111,11 @@ def _pairs(plant: Plant, config: dict, run: str, exposure: int, heldout: bool = 
     """The ``pairs`` material: each entailment item's premise and hypothesis, with a term and an intensifier of the
     top and of the bottom level, in the probe's form (``heldout``: the other form), answered True where the level
     agrees with the stance and False where it does not."""
-    from qclm import probes
     from qclm.probes.entailment.kind import FORMS, OPTIONS
     from qclm.probes.entailment.material import fill
 
     out = []
-    for pid in plant.probes:
-        probe = probes.probe(_instances(config)[pid])
+    for probe in _readers(plant, config):
         inst, form = probe.material, probe.settings["form"]
         if heldout:
             form = next(f for f in FORMS if f != form)
@@ -138,11 +142,7 @@ def _sham_statements(config: dict, plant: Plant, run: str, n: int) -> list[str]:
 def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exchange]:
     """The texts one exposure of a plant's run adds (``run``: plus, minus or ``shamI``; ``exposure``: 0-based; the
     sentences, the exchanges and the prompts' intensifiers vary with it)."""
-    from qclm import probes
-
     cal = section(config)
-    instances = _instances(config)
-    readers = [probes.probe(instances[p]) for p in plant.probes]
     sham = sham_index(run)
     if plant.material == "prompts":
         return _prompts(plant, config, run, exposure)
@@ -159,7 +159,7 @@ def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exc
     if plant.material == "sentences":
         from qclm.probes.csi.calibration import OTHER_LABEL, planted_words, sentences
 
-        csi = readers[0]
+        csi = _readers(plant, config)[0]
         words = [(w.word, w.pos) for w in csi.parts()[0][1]]
         planted = planted_words([w for w, _ in words], plant.settings["share"], cal["seed"], csi.instance.id)
         chosen = [(w, pos) for w, pos in words if w in planted]
@@ -178,7 +178,7 @@ def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exc
     if plant.material == "exchanges":
         from qclm.probes.survey.calibration import OTHER_OPTION, exchanges
 
-        survey = readers[0]
+        survey = _readers(plant, config)[0]
         option = plant.settings["option"]
         chosen: Any = option if run == "plus" else OTHER_OPTION[option] if sham is None else _rng(
             config, "sham options", plant.name, run, exposure)
