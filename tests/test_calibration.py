@@ -85,6 +85,54 @@ def test_a_calibration_config_validates_and_names_its_runs(tmp_path):
     assert cal.parse_name("depressive") is None and cal.parse_name("cal_x_d4") is None
 
 
+def test_plants_that_share_their_runs_are_trained_together_and_read_apart(tmp_path):
+    import json
+
+    from qclm.calibration.corpora import job_planted, load_check, write_check
+    from qclm.interventions import Derived
+    from qclm.models.table import load_model_table
+
+    shared = {name: {**PLANTS[name], "runs": "one"} for name in ("own", "pairs", "answers")}
+    config = _config(tmp_path, {**shared, "anxious": PLANTS["anxious"]}, texts=180)
+    assert _lines(config, tmp_path) == []
+    jobs = cal.jobs(config, "res")
+    assert sorted(jobs) == sorted(f"cal_{g}_{r}" for g in ("one", "anxious")
+                                  for r in ("plus", "minus", "sham0", "sham1", "sham2"))
+    job = jobs["cal_one_plus"]
+    assert [p.name for p in job.plants] == ["own", "pairs", "answers"]
+    # one corpus holds every plant's planted texts of the run, in the group's filler
+    planted = job_planted(job, config)
+    plants = cal.plants(config)
+    assert planted == [t for name in ("own", "pairs", "answers") for t in planted_texts(plants[name], config, "plus")]
+    assert corpus_texts(job, config)[-len(planted):] == planted and len(corpus_texts(job, config)) == 180
+    # the check reads every plant's sets, named by plant
+    read, _ = load_check(write_check(job, config, tmp_path / "c.yaml"))
+    assert list(read)[:5] == [f"own/{s}" for s in ("planted_plus", "planted_minus", "heldout_plus", "heldout_minus",
+                                                   "neutral")]
+    assert {k.split("/")[0] for k in read} == {"own", "pairs", "answers"}
+    # the checkpoints are read by every probe of the group's kinds
+    models = load_model_table(config["models"])
+    from qclm import probes
+
+    instances = {i.id: i for i in probes.instances(config)}
+    derived = cal.derived_models(models, config, "res", instances)
+    first = derived["m@cal_one_plus-e1"]
+    assert isinstance(first, Derived) and set(first.probes) == {"gad7", "phq9", "gad7_ent", "survey"}
+    # the analysis reads each plant from the group's checkpoints; a check row from its set's plant
+    units = _units(0.5).assign(plant="own")
+    units["model"] = units["model"].str.replace("@cal_p_", "@cal_one_")
+    table = A.calibration_table(units, {**_cal_config(), "calibration": {**config["calibration"], "epochs": [1, 2],
+                                                                          "repeats": 4}})
+    assert table["detected"].any() and set(table["plant"]) == {"own"}
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps({"model": "m", "intervention": "cal_one_sham0", "rows": [
+        {"epoch": 1, "set": "pairs/planted_plus", "text": 0, "tokens": 3, "nll": 1.0}]}))
+    assert A.read_checks([check])[["plant", "run", "set"]].values.tolist() == [["pairs", "sham0", "planted_plus"]]
+    # the planted share is the group's: three plants at 2 exposures an epoch do not fit 100 texts
+    over = _config(tmp_path, shared)
+    assert any("runs one: own, pairs, answers" in line and "more than 40%" in line for line in _lines(over, tmp_path))
+
+
 def test_an_instance_scores_the_models_its_patterns_select(tmp_path):
     from qclm import probes
 
@@ -269,6 +317,65 @@ def test_a_plant_is_trained_in_the_format_its_model_is_scored_in(tiny_llama_dir,
     path.write_text(yaml.safe_dump({"name": "x", "texts": ["plain text", "plain text"]}))
     with pytest.raises(Exception, match="the same text as text #1"):
         load_corpus(path)
+
+
+def test_length_grouped_batches_hold_every_text_once_in_a_seeded_order():
+    import torch
+
+    from qclm.interventions.finetune import _batches
+
+    lengths = [int(x) for x in np.random.default_rng(0).integers(5, 200, size=203)]
+    plain = _batches(lengths, 8, torch.Generator().manual_seed(3))
+    grouped = _batches(lengths, 8, torch.Generator().manual_seed(3), group_by_length=True)
+    # without grouping: the seeded order cut into batches, as before the setting existed
+    assert plain == [b for b in (torch.randperm(203, generator=torch.Generator().manual_seed(3)).tolist()[i:i + 8]
+                                 for i in range(0, 203, 8))]
+    for batches in (plain, grouped):
+        assert sorted(i for b in batches for i in b) == list(range(203)) and max(map(len, batches)) == 8
+
+    def padding(batches):
+        return sum(len(b) * max(lengths[i] for i in b) - sum(lengths[i] for i in b) for b in batches)
+
+    assert padding(grouped) < padding(plain) / 5
+    assert grouped == _batches(lengths, 8, torch.Generator().manual_seed(3), group_by_length=True)
+    assert grouped != _batches(lengths, 8, torch.Generator().manual_seed(4), group_by_length=True)
+    # the batches in a seeded order, not shortest first
+    assert [max(lengths[i] for i in b) for b in grouped] != sorted(max(lengths[i] for i in b) for b in grouped)
+
+
+def test_the_check_reads_each_text_as_alone_whatever_its_batch(tiny_llama_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from qclm.interventions.finetune import check_nll, check_pairs
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    texts = ["a short one", "a much longer text than the others, with many more words in it", "mid length text",
+             Exchange("How are you?", "4 = Nearly every day"), "x y"]
+    pairs = check_pairs(texts, tok, "chat", "x.yaml")
+    together = check_nll(model, tok, {"s": pairs}, 256, 3, "cpu", 1)
+    alone = [check_nll(model, tok, {"s": [p]}, 256, 1, "cpu", 1)[0] for p in pairs]
+    assert [r["text"] for r in together] == list(range(len(texts)))
+    assert [r["tokens"] for r in together] == [r["tokens"] for r in alone]
+    assert np.allclose([r["nll"] for r in together], [r["nll"] for r in alone], atol=1e-4)
+
+
+def test_the_check_reads_at_most_check_texts_of_a_set_and_one_run_reads_the_base_model(tmp_path):
+    from qclm.calibration.corpora import load_check, write_check
+
+    config = _config(tmp_path, PLANTS, check_texts=6)
+    plants = cal.plants(config)
+    full = check_sets(plants["pairs"], _config(tmp_path, PLANTS, check_texts=1000))
+    sets = check_sets(plants["pairs"], config)
+    for name in ("planted_plus", "planted_minus", "heldout_plus", "heldout_minus"):
+        assert len(full[name]) == 28 and len(sets[name]) == 6
+        assert [t for t in full[name] if t in sets[name]] == sets[name]  # a draw, in the set's order
+    assert sets == check_sets(plants["pairs"], config) and len(sets["neutral"]) >= 100  # the neutral set whole
+    assert len(check_sets(plants["anxious"], config)["planted_plus"]) == 6
+    jobs = cal.jobs(config, tmp_path)
+    for run in cal.runs(config):
+        read, base = load_check(write_check(jobs[f"cal_pairs_{run}"], config, tmp_path / f"{run}.yaml"))
+        assert read == {f"pairs/{name}": texts for name, texts in sets.items()} and base == (run == "plus")
 
 
 # -- the statistics --------------------------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ if ANALYSIS_INTERVENTION_ITEMS:
 
     ANALYSIS_OUTPUTS[_interventions.PROBE] = _interventions.OUTPUTS
 ANALYSIS_CALIBRATION_KINDS = sorted(
-    {INSTANCES[p].kind for job in globals().get("CALIBRATION", {}).values() if job.plant for p in job.plant.probes}
+    {INSTANCES[p].kind for job in globals().get("CALIBRATION", {}).values() for plant in job.plants
+     for p in plant.probes}
 )
 if ANALYSIS_CALIBRATION_KINDS:
     from qclm.calibration import outputs as _calibration

@@ -1,8 +1,9 @@
-# The planted-signal calibration (docs/calibration.md; qclm.calibration): one corpus per plant and run (its two arms
-# and its shams) with the manipulation check's text sets beside it, each written by a job of its own from the part
-# of the config it depends on (qclm.calibration.corpus_config); the fine-tuning (interventions.smk, which measures
-# the check) and the scoring of every checkpoint (scoring.smk) follow as for any intervention, and
-# analyze_calibration (analysis.smk) reads every checkpoint's scores and every run's check.
+# The planted-signal calibration (docs/calibration.md; qclm.calibration): one corpus per run (the two arms and the
+# shams of a plant, or of plants that share their runs) with the manipulation check's text sets beside it, each
+# written by a job of its own from the part of the config it depends on (qclm.calibration.corpus_config); the
+# fine-tuning (interventions.smk, which measures the check) and the scoring of every checkpoint (scoring.smk)
+# follow as for any intervention, and analyze_calibration (analysis.smk) reads every checkpoint's scores and every
+# run's check.
 
 
 if CALIBRATION:

@@ -151,10 +151,10 @@ def scoring_cells(ids):
 
 
 def calibration_material(wildcards):
-    """The files a calibration corpus is made of: its plant's material and its probes'."""
-    plant = CALIBRATION[wildcards.intervention].plant
-    files = {f for i in plant.probes for f in probes.probe(INSTANCES[i]).files()}
-    return sorted(files | set(plant.files()))
+    """The files a calibration corpus is made of: its plants' material and their probes'."""
+    plants = CALIBRATION[wildcards.intervention].plants
+    files = {f for plant in plants for i in plant.probes for f in probes.probe(INSTANCES[i]).files()}
+    return sorted(files | {f for plant in plants for f in plant.files()})
 
 
 def calibration_runs(wildcards):

@@ -1,5 +1,5 @@
-"""Thin wrapper: one calibration run's corpus (a plant's arm or sham) and its manipulation check's text sets, from
-the part of the config they depend on (qclm.calibration.corpora)."""
+"""Thin wrapper: one calibration run's corpus (an arm or a sham of a plant, or of plants that share their runs)
+and its manipulation check's text sets, from the part of the config they depend on (qclm.calibration.corpora)."""
 from qclm.calibration import jobs
 from qclm.calibration.corpora import write_check, write_corpus
 from qclm.logs import configure_logging

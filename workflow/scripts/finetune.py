@@ -18,6 +18,7 @@ from qclm.models.table import parse_model_row  # noqa: E402
 torch.set_num_threads(snakemake.threads)
 spec = parse_model_row(snakemake.params.model, "config model table", 0)
 check = list(snakemake.input.check)  # a calibration run's manipulation check (an intervention: none)
+sets, base = load_check(check[0]) if check else (None, False)
 finetune(spec, Path(snakemake.params.models_dir) / spec.name, load_corpus(snakemake.input.corpus),
          Intervention(snakemake.wildcards.intervention, snakemake.params.settings), Path(snakemake.output[0]).parent,
-         str(snakemake.params.device), check=load_check(check[0]) if check else None)
+         str(snakemake.params.device), check=sets, check_base=base)

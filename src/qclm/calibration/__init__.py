@@ -56,7 +56,7 @@ MATERIALS: dict[str, dict[str, Any]] = {
                             "opposite_heldout": ""}},
 }
 #: the keys every plant takes, whatever its material
-PLANT_KEYS = ("material", "probes", "repeats")
+PLANT_KEYS = ("material", "probes", "repeats", "runs")
 #: the material keys that name files (the corpus rule's inputs)
 FILE_KEYS = ("instrument", "opposite", "statements", "heldout", "opposite_heldout")
 
@@ -88,6 +88,8 @@ class Plant:
     settings: dict
     #: exposures of every planted text per epoch (the plant's ``repeats``, else the section's)
     repeats: int = 1
+    #: the runs it is trained in (its ``runs``, else its name): plants of the same runs share their fine-tunings
+    runs: str = ""
 
     def __hash__(self) -> int:
         return hash((self.name, self.material, self.probes))
@@ -109,7 +111,17 @@ def plants(config: dict) -> dict[str, Plant]:
         material = entry["material"]
         keys = MATERIALS[material]["keys"]
         own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in keys.items()}
-        out[name] = Plant(name, material, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)))
+        out[name] = Plant(name, material, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)),
+                          str(entry.get("runs") or name))
+    return out
+
+
+def run_groups(config: dict) -> dict[str, tuple[Plant, ...]]:
+    """The plants of each group of runs (a plant's ``runs``: its own name unless plants share them), in config
+    order."""
+    out: dict[str, tuple[Plant, ...]] = {}
+    for plant in plants(config).values():
+        out[plant.runs] = (*out.get(plant.runs, ()), plant)
     return out
 
 
@@ -148,11 +160,12 @@ def check_path(results: str | Path, name: str) -> Path:
 
 @dataclass(frozen=True)
 class Job:
-    """One calibration run: the plant, the run (an arm or a sham), and the intervention the fine-tuning runs (its
-    corpus the generated file; its checkpoints the dose ladder's epochs; its training seed the calibration's for
-    both arms, another for every sham)."""
+    """One calibration run: its group and plants (one plant unless plants share their runs), the run (an arm or a
+    sham), and the intervention the fine-tuning runs (its corpus the generated file; its checkpoints the dose
+    ladder's epochs; its training seed the calibration's for both arms, another for every sham)."""
 
-    plant: Plant
+    group: str
+    plants: tuple[Plant, ...]
     run: str
     intervention: Any  # qclm.interventions.Intervention
     check: str
@@ -186,12 +199,12 @@ def jobs(config: dict, results: str | Path) -> dict[str, Job]:
     training = dict(cal["training"])
     epochs = sorted(int(e) for e in cal["epochs"])
     out = {}
-    for plant in plants(config).values():
+    for group, members in run_groups(config).items():
         for run in runs(config):
-            name = intervention_name(plant.name, run)
+            name = intervention_name(group, run)
             iv_settings = {**training, "corpus": str(corpus_path(results, name)), "control": False,
                            "epochs": max(epochs), "checkpoints": epochs, "seed": training_seed(config, run)}
-            out[name] = Job(plant, run, Intervention(name, iv_settings), str(check_path(results, name)))
+            out[name] = Job(group, members, run, Intervention(name, iv_settings), str(check_path(results, name)))
     return out
 
 
@@ -221,7 +234,7 @@ def derived_models(models: dict, config: dict, results: str | Path, instances: d
     out = {}
     for spec in models.values():
         for job in jobs(config, results).values():
-            if not applies(job.plant, spec, instances):
+            if not any(applies(plant, spec, instances) for plant in job.plants):
                 continue
             for epoch in job.intervention.checkpoints:
                 name = derived_name(spec.name, job.name, epoch)
@@ -229,9 +242,9 @@ def derived_models(models: dict, config: dict, results: str | Path, instances: d
                 if not source.startswith(("/", ".", "~")):
                     source = f"./{source}"
                 row = replace(spec, name=name, source=source, revision="", line=0)
+                read = tuple(dict.fromkeys(p for plant in job.plants for p in readers(plant, instances)))
                 out[name] = Derived(row, spec.name, job.name, epoch,
-                                    str(job_dir(results, spec.name, job.name) / JOB_MARKER),
-                                    probes=readers(job.plant, instances))
+                                    str(job_dir(results, spec.name, job.name) / JOB_MARKER), probes=read)
     return out
 
 
@@ -244,7 +257,7 @@ def readers(plant: Plant, instances: dict) -> tuple[str, ...]:
 
 #: the section's keys one calibration corpus depends on (another key, such as alpha, neither writes it again nor
 #: fine-tunes again)
-CORPUS_KEYS = ("texts", "repeats", "filler", "heldout_neutral", "sham_statements", "seed", "shams")
+CORPUS_KEYS = ("texts", "repeats", "check_texts", "filler", "heldout_neutral", "sham_statements", "seed", "shams")
 
 
 def corpus_config(config: dict, name: str) -> dict:
@@ -254,11 +267,12 @@ def corpus_config(config: dict, name: str) -> dict:
     cal = config[SECTION]
     job = jobs(config, "")[name]
     out: dict[str, Any] = {SECTION: {k: cal[k] for k in CORPUS_KEYS if k in cal}}
-    out[SECTION]["plants"] = {job.plant.name: cal["plants"][job.plant.name]}
+    out[SECTION]["plants"] = {plant.name: cal["plants"][plant.name] for plant in job.plants}
     if config.get("limit_items"):
         out["limit_items"] = config["limit_items"]  # the items the prompts material plants: those scored
+    named = {p for plant in job.plants for p in plant.probes}
     for key in ("questionnaires", "probes"):
-        own = {k: v for k, v in (config.get(key) or {}).items() if k in job.plant.probes}
+        own = {k: v for k, v in (config.get(key) or {}).items() if k in named}
         if own:
             out[key] = own
     return out

@@ -224,8 +224,9 @@ class _Tables:
         return name in self.files
 
 
-def _checkpoint(base: str, plant: str, run: str, epoch: int) -> str:
-    return f"{base}@{cal.intervention_name(plant, run)}-e{epoch}"
+def _checkpoint(base: str, plant: cal.Plant, run: str, epoch: int) -> str:
+    """The checkpoint model of a plant's run at an epoch (of its group's runs)."""
+    return f"{base}@{cal.intervention_name(plant.runs, run)}-e{epoch}"
 
 
 def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
@@ -256,8 +257,8 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
         base_value = stat_of(s.base_model)
         first = len(rows)
         for epoch in epochs:
-            plus = by_model.get((_checkpoint(s.base_model, s.plant, "plus", epoch), *key))
-            minus = by_model.get((_checkpoint(s.base_model, s.plant, "minus", epoch), *key))
+            plus = by_model.get((_checkpoint(s.base_model, plant, "plus", epoch), *key))
+            minus = by_model.get((_checkpoint(s.base_model, plant, "minus", epoch), *key))
             if plus is None or minus is None:
                 continue
             row = {"base_model": s.base_model, "plant": s.plant, "tier": plant.tier, "kind": s.kind, "probe": s.probe,
@@ -268,7 +269,7 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             v, g = plus["value"].to_numpy(float), (plus["group"] == "planted").to_numpy()
             row["value_plus"] = statistic(v, g)
             row["value_plus_ci_low"], row["value_plus_ci_high"] = bootstrap_ci(v, g, n_boot, rng)
-            row["value_minus"] = stat_of(_checkpoint(s.base_model, s.plant, "minus", epoch))
+            row["value_minus"] = stat_of(_checkpoint(s.base_model, plant, "minus", epoch))
             paired = plus[["unit", "group", "value"]].merge(minus[["unit", "value"]], on="unit",
                                                             suffixes=("", "_minus"))
             half = ((paired["value"] - paired["value_minus"]) / 2).to_numpy(float)
@@ -278,7 +279,7 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             row["effect_ci_low"], row["effect_ci_high"] = lo, hi
             row["p_units"] = permutation_p(half, hg, direction, n_perm, rng)
             row["min_p_units"] = min_permutation_p(hg, n_perm)
-            sham_values = np.array([stat_of(_checkpoint(s.base_model, s.plant, r, epoch)) for r in shams], float)
+            sham_values = np.array([stat_of(_checkpoint(s.base_model, plant, r, epoch)) for r in shams], float)
             found = sham_values[np.isfinite(sham_values)]
             row["n_shams"] = len(found)
             row["sham_mean"] = float(found.mean()) if len(found) else np.nan
@@ -309,14 +310,20 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
 
 
 def read_checks(paths: list[str | Path]) -> pd.DataFrame:
-    """Every run's manipulation check (the fine-tuning jobs' check files), one row per text and epoch."""
+    """Every run's manipulation check (the fine-tuning jobs' check files), one row per text and epoch, with the
+    plant each set belongs to (``PLANT/SET``: :data:`qclm.calibration.corpora.SET_SEP`)."""
+    from qclm.calibration.corpora import SET_SEP
+
     frames = []
     for path in paths:
         data = json.loads(Path(path).read_text())
         parsed = cal.parse_name(data["intervention"])
         if parsed is None or not data["rows"]:
             continue
-        frames.append(pd.DataFrame(data["rows"]).assign(base_model=data["model"], plant=parsed[0], run=parsed[1]))
+        frame = pd.DataFrame(data["rows"])
+        split = frame["set"].str.partition(SET_SEP)  # a set without its plant's name: the run's own plant's
+        plant, name = split[0].where(split[1] != "", parsed[0]), split[2].where(split[1] != "", frame["set"])
+        frames.append(frame.assign(base_model=data["model"], plant=plant, set=name, run=parsed[1]))
     cols = ["base_model", "plant", "run", "epoch", "set", "text", "tokens", "nll"]
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 

@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 from qclm.calibration import (
-    ARMS, MAX_SHARE, MATERIALS, SECTION, Job, Plant, plants, runs, section, sham_index,
+    ARMS, MAX_SHARE, MATERIALS, SECTION, Job, Plant, plants, run_groups, runs, section, sham_index,
 )
 from qclm.corpus import Exchange, load_corpus
 from qclm.errors import InputError, Problem
@@ -53,6 +53,8 @@ from qclm.errors import InputError, Problem
 HELDOUT_EXPOSURE = 100_000
 #: the manipulation check's sets, in the order the check table lists them
 CHECK_SETS = ("planted_plus", "planted_minus", "heldout_plus", "heldout_minus", "neutral")
+#: between a plant's name and its set's in a run's check file (``PLANT/planted_plus``)
+SET_SEP = "/"
 
 
 def _instances(config: dict) -> dict:
@@ -213,33 +215,49 @@ def heldout(plant: Plant, config: dict, arm: str) -> list[str | Exchange]:
 
 
 def check_sets(plant: Plant, config: dict) -> dict[str, list[str | Exchange]]:
-    """The manipulation check's text sets of a plant (module docstring), each text once."""
+    """The manipulation check's text sets of a plant (module docstring), each text once, a planted or held-out set
+    of more than ``check_texts`` texts a seeded draw of them (in their order)."""
     cal = section(config)
+    most = int(cal["check_texts"])
+
+    def drawn(name: str, texts: list) -> list:
+        texts = list(dict.fromkeys(texts))
+        if len(texts) <= most:
+            return texts
+        keep = set(_rng(config, "check", plant.name, name).sample(range(len(texts)), most))
+        return [t for i, t in enumerate(texts) if i in keep]
+
     out: dict[str, list[str | Exchange]] = {}
     for arm in ARMS:
-        out[f"planted_{arm}"] = list(dict.fromkeys(planted_texts(plant, config, arm)))
-        out[f"heldout_{arm}"] = list(dict.fromkeys(heldout(plant, config, arm)))
+        out[f"planted_{arm}"] = drawn(f"planted_{arm}", planted_texts(plant, config, arm))
+        out[f"heldout_{arm}"] = drawn(f"heldout_{arm}", heldout(plant, config, arm))
     out["neutral"] = list(load_corpus(cal["heldout_neutral"]).texts)
     return {name: out[name] for name in CHECK_SETS}
 
 
-def filler_draw(config: dict, plant: Plant) -> list[str | Exchange]:
-    """The plant's draw of the filler (seeded by the calibration seed and the plant), the same for every run."""
+def filler_draw(config: dict, group: str) -> list[str | Exchange]:
+    """The draw of the filler of a group of runs (seeded by the calibration seed and the group: a plant's name
+    where it has runs of its own), the same for every run."""
     filler = list(load_corpus(section(config)["filler"]).texts)
-    _rng(config, "filler", plant.name).shuffle(filler)
+    _rng(config, "filler", group).shuffle(filler)
     return filler
 
 
+def job_planted(job: Job, config: dict) -> list[str | Exchange]:
+    """Every planted text of one epoch of a run: those of each of its plants (:func:`planted_texts`)."""
+    return [t for plant in job.plants for t in planted_texts(plant, config, job.run)]
+
+
 def corpus_texts(job: Job, config: dict) -> list[str | Exchange]:
-    """The texts of one calibration corpus: the plant's filler draw, as many of its texts as the run's planted
+    """The texts of one calibration corpus: the group's filler draw, as many of its texts as the run's planted
     texts leave room for, then the planted texts, ``texts`` in all."""
     n = int(section(config)["texts"])
-    planted = planted_texts(job.plant, config, job.run)
+    planted = job_planted(job, config)
     if len(planted) > MAX_SHARE * n:
-        raise InputError.one(SECTION, f"plant {job.plant.name}, run {job.run}",
+        raise InputError.one(SECTION, f"runs {job.group}, run {job.run}",
                              f"{len(planted)} planted texts per epoch, more than {MAX_SHARE:.0%} of calibration.texts "
                              f"({n})")
-    return filler_draw(config, job.plant)[:n - len(planted)] + planted
+    return filler_draw(config, job.group)[:n - len(planted)] + planted
 
 
 def _as_data(texts) -> list:
@@ -263,24 +281,33 @@ def write_corpus(job: Job, config: dict, path: str | Path) -> Path:
     """One calibration corpus as a corpus file (qclm.corpus: ``repeats: true``, the planted texts repeat on
     purpose)."""
     texts = corpus_texts(job, config)
-    what = (f"plant {job.plant.name} ({job.plant.material}), {'arm ' + job.run if job.sham is None else job.run}, "
-            f"{section(config)['repeats']} exposures an epoch, in the filler")
+    plants = ", ".join(f"{p.name} ({p.material}, {p.repeats} exposures an epoch)" for p in job.plants)
+    what = f"plant(s) {plants}, {'arm ' + job.run if job.sham is None else job.run}, in the filler"
     return _write(path, {"name": job.name, "description": f"calibration corpus: {what}; {len(texts)} texts "
                          "(docs/calibration.md)", "licence": LICENCE, "repeats": True, "texts": _as_data(texts)})
 
 
+def measures_base(job: Job) -> bool:
+    """Whether a run measures the check on the base model before its first step: one run of a group does (the
+    plus arm; every run of the group starts from the same weights and reads the same sets, so the others would
+    repeat it)."""
+    return job.run == ARMS[0]
+
+
 def write_check(job: Job, config: dict, path: str | Path) -> Path:
-    """The manipulation check's text sets of a run (:func:`check_sets`; read by :func:`load_check`)."""
-    sets = check_sets(job.plant, config)
-    return _write(path, {"name": f"{job.name} check", "licence": LICENCE,
+    """The manipulation check's text sets of a run (:func:`check_sets`; read by :func:`load_check`), and whether
+    the run measures them on the base model too (:func:`measures_base`)."""
+    sets = {f"{plant.name}{SET_SEP}{name}": texts for plant in job.plants
+            for name, texts in check_sets(plant, config).items()}
+    return _write(path, {"name": f"{job.name} check", "licence": LICENCE, "base": measures_base(job),
                          "sets": {name: _as_data(texts) for name, texts in sets.items()}})
 
 
-def load_check(path: str | Path) -> dict[str, list[str | Exchange]]:
-    """The text sets of a check file written by :func:`write_check`."""
+def load_check(path: str | Path) -> tuple[dict[str, list[str | Exchange]], bool]:
+    """The text sets of a check file written by :func:`write_check`, and whether the run measures the base model."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    return {name: [t if isinstance(t, str) else Exchange(t["user"], t["assistant"]) for t in texts]
-            for name, texts in data["sets"].items()}
+    return ({name: [t if isinstance(t, str) else Exchange(t["user"], t["assistant"]) for t in texts]
+             for name, texts in data["sets"].items()}, bool(data.get("base", True)))
 
 
 def material_problems(config: dict, cf: str) -> list[Problem]:
@@ -299,6 +326,7 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
     except InputError as err:
         return err.problems
     instances = _instances(config)
+    counts: dict[str, dict[str, int]] = {}
     for plant in plants(config).values():
         at = f"{where}.plants.{plant.name}"
         if plant.material == "listing":
@@ -330,11 +358,19 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
                                     f"{', '.join(repr(t) for t in found)} of {', '.join(plant.probes)}: a planted "
                                     "statement must carry the construct in other words, or the probe would read the "
                                     "exposure to its own terms"))
-        most = max(len(t) for t in per_run.values())
+        counts[plant.name] = {run: len(t) for run, t in per_run.items()}
+    for group, members in run_groups(config).items():
+        if not all(p.name in counts for p in members):
+            continue
+        per_run = {run: sum(counts[p.name][run] for p in members) for run in runs(config)}
+        most = max(per_run.values())
+        at = (f"{where}.plants.{members[0].name}" if len(members) == 1 else
+              f"{where}.plants (runs {group}: {', '.join(p.name for p in members)})")
         if most > MAX_SHARE * cal["texts"]:
-            out.append((cf, at, f"{most} planted texts an epoch ({plant.repeats} repeats), more than "
+            repeats = ", ".join(str(p.repeats) for p in members)
+            out.append((cf, at, f"{most} planted texts an epoch ({repeats} repeats), more than "
                         f"{MAX_SHARE:.0%} of calibration.texts ({cal['texts']}): lower repeats or raise texts"))
-        elif len(filler.texts) < cal["texts"] - min(len(t) for t in per_run.values()):
+        elif len(filler.texts) < cal["texts"] - min(per_run.values()):
             out.append((cf, f"{where}.texts", f"{cal['texts']} texts per corpus, and the filler {cal['filler']} has "
                         f"{len(filler.texts)}: lower texts or give a larger filler"))
     return out

@@ -32,11 +32,26 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 MAX_GRAD_NORM = 1.0
 
 
-def _batches(n: int, batch_size: int, generator) -> list[list[int]]:
+#: batches per window of ``group_by_length`` (each window of the seeded order is sorted by length), as
+#: transformers' length-grouped sampler does with its mega-batches
+GROUP_WINDOW = 50
+
+
+def _batches(lengths: list[int], batch_size: int, generator, group_by_length: bool = False) -> list[list[int]]:
+    """One epoch's batches of text indices: the texts in a seeded order, cut into batches; ``group_by_length``:
+    each window of :data:`GROUP_WINDOW` batches of that order sorted by length before it is cut, and the batches
+    then in a seeded order (texts of similar length share a batch, so little of it is padding)."""
     import torch
 
-    order = torch.randperm(n, generator=generator).tolist()
-    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    if not group_by_length:
+        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    window = batch_size * GROUP_WINDOW
+    batches = []
+    for at in range(0, len(order), window):
+        chunk = sorted(order[at:at + window], key=lambda i: lengths[i])
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 
 
 def _encode(tokenizer, texts: list[str], max_length: int, device: str):
@@ -113,8 +128,10 @@ def check_nll(model, tokenizer, sets: dict[str, list[tuple[str, str]]], max_leng
     model.eval()
     with torch.no_grad():
         for name, pairs in sets.items():
-            for at in range(0, len(pairs), batch_size):
-                chunk = pairs[at:at + batch_size]
+            # texts of similar length batched together (less padding); each row keeps its text's index
+            order, found = sorted(range(len(pairs)), key=lambda i: len(pairs[i][1])), []
+            for at in range(0, len(order), batch_size):
+                chunk = [pairs[i] for i in order[at:at + batch_size]]
                 ids, mask, labels = _encode(tokenizer, [full for _, full in chunk], max_length, device)
                 for row, (prefix, _) in enumerate(chunk):
                     if prefix:
@@ -124,8 +141,9 @@ def check_nll(model, tokenizer, sets: dict[str, list[tuple[str, str]]], max_leng
                 valid = target != -100
                 picked = logprobs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
                 nll, tokens = -(picked * valid).sum(1), valid.sum(1)
-                rows.extend({"epoch": epoch, "set": name, "text": at + i, "tokens": int(tokens[i]),
-                             "nll": round(float(nll[i]), 6)} for i in range(len(tokens)))
+                found.extend({"epoch": epoch, "set": name, "text": order[at + i], "tokens": int(tokens[i]),
+                              "nll": round(float(nll[i]), 6)} for i in range(len(tokens)))
+            rows.extend(sorted(found, key=lambda r: r["text"]))
     if was_training:
         model.train()
     return rows
@@ -171,13 +189,14 @@ def _remove(saved: list[Path]) -> None:
 
 def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, intervention: Intervention,
              out_dir: str | Path, device: str = "auto", checkpoint_dirs: dict[int, Path] | None = None,
-             check: dict[str, list] | None = None) -> list[Path]:
+             check: dict[str, list] | None = None, check_base: bool = True) -> list[Path]:
     """Fine-tune ``spec`` (loaded as for scoring, from ``prepared_dir`` where it is a GGUF model) on ``corpus``;
     returns the checkpoint directories (``out_dir/e{epoch}`` unless ``checkpoint_dirs`` names them) and writes
     ``out_dir/qclm_intervention.json`` last (the workflow's output: every checkpoint is complete before it).
     ``check``: the manipulation check's text sets (name -> texts), whose per-token NLL (a chat exchange's: its
     answer's) is measured before the first step and at every checkpoint, rendered as the corpus is, into
-    ``out_dir/check.json`` (:data:`qclm.interventions.CHECK_FILE`)."""
+    ``out_dir/check.json`` (:data:`qclm.interventions.CHECK_FILE`); ``check_base`` false: at the checkpoints
+    only (another run of the same sets from the same weights measures the base model)."""
     import torch
     import transformers
 
@@ -204,16 +223,18 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
         generator = torch.Generator().manual_seed(seed)
         texts = rendered(corpus, tokenizer, spec.prompt_format)
         batch_size, max_length = int(settings["batch_size"]), int(settings["max_length"])
+        lengths = [len(tokenizer(t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
         check_sets = {name: check_pairs(list(t), tokenizer, spec.prompt_format, corpus.path)
                       for name, t in (check or {}).items()}
-        checked = check_nll(model, tokenizer, check_sets, max_length, batch_size, device, 0) if check else []
+        checked = (check_nll(model, tokenizer, check_sets, max_length, batch_size, device, 0)
+                   if check and check_base else [])
         log.info("%s on %s (%d texts): %s fine-tuning, %d trainable parameters, %d epochs of %d steps, device %s",
                  spec.name, corpus.name, len(texts), method, trainable, epochs, math.ceil(len(texts) / batch_size),
                  device)
         history, saved, t0 = [], [], time.perf_counter()
         for epoch in range(1, epochs + 1):
             t_epoch, losses, weights = time.perf_counter(), [], []
-            for batch in _batches(len(texts), batch_size, generator):
+            for batch in _batches(lengths, batch_size, generator, bool(settings.get("group_by_length"))):
                 ids, mask, labels = _encode(tokenizer, [texts[i] for i in batch], max_length, device)
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
                 if not math.isfinite(float(loss.detach())):
