@@ -131,6 +131,15 @@ def test_plants_that_share_their_runs_are_trained_together_and_read_apart(tmp_pa
     # the planted share is the group's: three plants at 2 exposures an epoch do not fit 100 texts
     over = _config(tmp_path, shared)
     assert any("runs one: own, pairs, answers" in line and "more than 40%" in line for line in _lines(over, tmp_path))
+    # a plant's models: the models it is fine-tuned into, the same for plants that share their runs
+    elsewhere = {name: {**entry, "models": ["other*"]} for name, entry in shared.items()}
+    config = _config(tmp_path, {**elsewhere, "anxious": PLANTS["anxious"]}, texts=180)
+    assert _lines(config, tmp_path) == []
+    assert {d.intervention for d in cal.derived_models(models, config, "res", instances).values()} == {
+        f"cal_anxious_{r}" for r in cal.runs(config)}
+    mixed = _config(tmp_path, {**shared, "own": elsewhere["own"]}, texts=180)
+    assert any("runs one: own, pairs, answers" in line and "give them the same models" in line
+               for line in _lines(mixed, tmp_path))
 
 
 def test_an_instance_scores_the_models_its_patterns_select(tmp_path):

@@ -56,7 +56,7 @@ MATERIALS: dict[str, dict[str, Any]] = {
                             "opposite_heldout": ""}},
 }
 #: the keys every plant takes, whatever its material
-PLANT_KEYS = ("material", "probes", "repeats", "runs")
+PLANT_KEYS = ("material", "probes", "repeats", "runs", "models")
 #: the material keys that name files (the corpus rule's inputs)
 FILE_KEYS = ("instrument", "opposite", "statements", "heldout", "opposite_heldout")
 
@@ -90,6 +90,8 @@ class Plant:
     repeats: int = 1
     #: the runs it is trained in (its ``runs``, else its name): plants of the same runs share their fine-tunings
     runs: str = ""
+    #: the models it is fine-tuned into (shell-style patterns of model names; None: every model its probes score)
+    models: tuple[str, ...] | None = None
 
     def __hash__(self) -> int:
         return hash((self.name, self.material, self.probes))
@@ -111,8 +113,9 @@ def plants(config: dict) -> dict[str, Plant]:
         material = entry["material"]
         keys = MATERIALS[material]["keys"]
         own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in keys.items()}
+        models = entry.get("models")
         out[name] = Plant(name, material, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)),
-                          str(entry.get("runs") or name))
+                          str(entry.get("runs") or name), None if models is None else tuple(models))
     return out
 
 
@@ -214,12 +217,18 @@ def exposures(plant: Plant, epoch: int) -> int:
 
 
 def applies(plant: Plant, spec, instances: dict) -> bool:
-    """Whether a plant is fine-tuned into a model: where one of its probes scores the model (its ``models``; a
-    chat-only kind, the survey, on chat-format rows only) and, for chat exchanges, on chat-format rows."""
+    """Whether a plant is fine-tuned into a model: a model its ``models`` name (every model where it gives none)
+    and one of its probes scores (their ``models``; a chat-only kind, the survey, on chat-format rows only); chat
+    exchanges on chat-format rows only. Plants that share their runs are fine-tuned together into every model one
+    of them applies to."""
+    from fnmatch import fnmatchcase
+
     from qclm import probes
 
     chat = spec.prompt_format != "raw"
     if plant.material == "exchanges" and not chat:
+        return False
+    if plant.models is not None and not any(fnmatchcase(spec.name, m) for m in plant.models):
         return False
     readers = [instances[p] for p in plant.probes if p in instances and probes.runs_on(instances[p], spec.name)]
     return any(chat or not probes.kind_class(i.kind).chat_only for i in readers)
@@ -303,6 +312,11 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
         if str(name).startswith(f"{PREFIX}_"):
             out.append((cf, f"field {interventions.SECTION}.{name}", f"names starting with {PREFIX}_ are the "
                         "calibration's (its corpora and checkpoints): rename the intervention"))
+    for group, members in run_groups(config).items():
+        given = {p.models for p in members}
+        if len(given) > 1:
+            out.append((cf, f"{where}.plants (runs {group}: {', '.join(p.name for p in members)})", "plants that "
+                        "share their runs are fine-tuned into the same models: give them the same models (or none)"))
     declared = {ident: kind for ident, kind, _, _ in probes.declared(config)}
     for name, entry in (config[SECTION].get("plants") or {}).items():
         at = f"{where}.plants.{name}"
