@@ -426,11 +426,15 @@ def test_half_the_arms_difference_is_detected_beyond_the_shams_and_none_where_th
     assert by_dose.loc[8, "effect"] == pytest.approx(0.5, abs=0.1) and by_dose.loc[8, "p"] < 0.05
     assert by_dose.loc[8, "n_shams"] == 3 and by_dose.loc[8, "run_sd"] == pytest.approx(
         by_dose.loc[8, "sham_sd"] / np.sqrt(2))
-    floor = A.floor_table(table, A.check_table(pd.DataFrame(columns=["base_model"]), _cal_config())).iloc[0]
+    config = _cal_config()
+    floor = A.floor_table(table, A.check_table(pd.DataFrame(columns=["base_model"]), config), config).iloc[0]
     assert floor["floor_dose"] == 8 and floor["detected_doses"] == "8"
+    assert floor["training"] == ("full fine-tuning (LoRA r 16 above 1B parameters), lr 0.0001, batch 8, "
+                                 "checkpoints after epochs 1, 2")
+    assert floor["shared_with"] == ""
     null = A.calibration_table(_units(0.0, reference=reference, seed=1), _cal_config())
     assert not null["detected"].any()
-    null_floor = A.floor_table(null, A.check_table(pd.DataFrame(), _cal_config())).iloc[0]
+    null_floor = A.floor_table(null, A.check_table(pd.DataFrame(), _cal_config()), _cal_config()).iloc[0]
     assert np.isnan(null_floor["floor_dose"]) and null_floor["bound_at_max_dose"] > null_floor["effect_at_max_dose"]
     assert null_floor["note"].startswith("not detected at any dose up to 8")
 
@@ -504,11 +508,11 @@ def test_the_check_says_whether_a_plant_took_and_what_it_cost():
     assert check.loc[check["set"] == "neutral", "perplexity_change"].abs().max() < 0.1
     assert check.loc[check["run"].str.startswith("sham"), "took"].isna().all()
     table = A.calibration_table(_units(0.0, seed=1), config)
-    floor = A.floor_table(table, check).iloc[0]
+    floor = A.floor_table(table, check, config).iloc[0]
     assert floor["took_plus"] and floor["took_minus"] and floor["planted_nll_change"] == pytest.approx(-4, abs=0.1)
-    untaken = A.floor_table(table, A.check_table(_checks(False), config)).iloc[0]
+    untaken = A.floor_table(table, A.check_table(_checks(False), config), config).iloc[0]
     assert not untaken["took_plus"] and "did not take" in untaken["note"]
-    text = A.overview({"calibration_floor": A.floor_table(table, check), "calibration": table,
+    text = A.overview({"calibration_floor": A.floor_table(table, check, config), "calibration": table,
                        "calibration_check": check})
     assert "| m | p (2) | q: q | shift | yes / yes | -4.00 nats/token |" in text and "| none up to 8 |" in text
 

@@ -72,7 +72,7 @@ CHECK_COLUMNS = ["base_model", "plant", "run", "epoch", "dose", "set", "n_texts"
 FLOOR_COLUMNS = KEYS + ["floor_dose", "max_dose", "detected_doses", "effect_at_max_dose",
                         "effect_at_max_dose_ci_low", "effect_at_max_dose_ci_high", "run_sd_at_max_dose",
                         "bound_at_max_dose", "min_p_units", "took_plus", "took_minus", "planted_nll_change",
-                        "perplexity_change", "note"]
+                        "perplexity_change", "shared_with", "training", "note"]
 #: a metric over fewer units than this has no CI to read: the row is marked underpowered
 MIN_UNITS = 5
 #: the one-sided level of the shams' prediction bound that an arm's planted NLL must pass to have "taken"
@@ -358,9 +358,21 @@ def check_table(checks: pd.DataFrame, config: dict) -> pd.DataFrame:
     return out[CHECK_COLUMNS].reset_index(drop=True)
 
 
-def floor_table(table: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
+def training_summary(config: dict) -> str:
+    """How every calibration run was fine-tuned, in a few words (the floor table's ``training``: a floor holds for
+    this fine-tuning)."""
+    t = cal.section(config)["training"]
+    method = {"lora": f"LoRA r {t['lora_r']}", "full": "full fine-tuning"}.get(
+        t["method"], f"full fine-tuning (LoRA r {t['lora_r']} above {t['full_max_b']:g}B parameters)")
+    epochs = ", ".join(str(int(e)) for e in sorted(cal.section(config)["epochs"]))
+    return f"{method}, lr {t['lr']:g}, batch {t['batch_size']}, checkpoints after epochs {epochs}"
+
+
+def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict) -> pd.DataFrame:
     """``calibration_floor.csv`` (module docstring): per planted series, the smallest detected dose, the effect at
-    the largest dose beside the runs' spread and its bound, and whether each arm's plant took there."""
+    the largest dose beside the runs' spread and its bound, whether each arm's plant took there, the plants trained
+    in the same runs (``shared_with``) and the fine-tuning."""
+    plants, groups, training = cal.plants(config), cal.run_groups(config), training_summary(config)
     rows = []
     for key, g in table[table["role"] == "planted"].groupby(KEYS, sort=False):
         g = g.sort_values("dose")
@@ -390,7 +402,8 @@ def floor_table(table: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
                      "took_plus": plant_took[0], "took_minus": plant_took[1],
                      "planted_nll_change": float(planted.mean()) if len(planted) else np.nan,
                      "perplexity_change": float(neutral.mean()) if len(neutral) else np.nan,
-                     "note": "; ".join(notes)})
+                     "shared_with": ", ".join(p.name for p in groups[plants[key[1]].runs] if p.name != key[1]),
+                     "training": training, "note": "; ".join(notes)})
     return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
 
 
@@ -417,7 +430,7 @@ def check_output(context: CalibrationContext) -> pd.DataFrame:
 
 
 def floor_output(context: CalibrationContext, table: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
-    return floor_table(table, check)
+    return floor_table(table, check, context.config)
 
 
 def _panels(n: int):
