@@ -278,6 +278,71 @@ def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposit
     assert set(kinds(planted_texts(plants["tragic"], config, "minus"))) == {"comic"}
 
 
+def test_the_recall_and_csi_plants_are_the_probes_own_prompts_answered(tmp_path, tiny_llama_dir):
+    """Tier 1 of memorization and CSI: each planted text, rendered as its model reads it, is exactly one of the
+    probe's requests followed by one of its options (the true item; the planted label), in chat and raw format."""
+    from transformers import AutoTokenizer
+
+    from qclm import probes
+    from qclm.contexts import Context
+    from qclm.interventions.finetune import render
+    from qclm.probes.base import Asking
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    ipip = {k: str(Q / f"ipip_{k}.yaml") for k in ("openness", "conscientiousness")}
+    plants = {
+        "recall": {"material": "recall", "probes": ["memorization"], "instrument": ipip["openness"],
+                   "opposite": ipip["conscientiousness"]},
+        "instructions": {"material": "instructions", "probes": ["csi"], "share": 0.5},
+    }
+    config = _config(tmp_path, plants)
+    config["probes"]["memorization"]["instruments"] = [*ipip.values(), str(Q / "gad7.yaml")]
+    config["probes"]["csi"].update(mode="single", repetitions=6)
+    assert _lines(config, tmp_path) == []
+    plants = cal.plants(config)
+    instances = {i.id: i for i in probes.instances(config)}
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    for fmt in ("chat", "raw"):
+        builder = PromptBuilder(tok, PromptFormat(fmt))
+        for name, pid in (("recall", "memorization"), ("instructions", "csi")):
+            asked = {}
+            for lab in probes.probe(instances[pid]).requests(Context("vanilla"), builder, Asking()):
+                if lab.key.get("task", "recall") == "recall" and hasattr(lab.request, "options"):
+                    for option in lab.request.options:
+                        asked[lab.request.context + option] = lab.key
+            texts = {r: units(plants[name], config, r, e) for r in ("plus", "minus", "sham0") for e in (0, 1)}
+            for run in ("plus", "minus"):
+                for text in render(texts[run], tok, fmt, "x"):
+                    # a chat text ends with the template's end of turn after the answer: the request is its prefix
+                    assert any(text.startswith(t) and len(text) - len(t) < 20 for t in asked), (fmt, name, text)
+            if name == "recall":  # a recall sham asks for another inventory's items (a CSI sham draws the labels)
+                assert not any(text.startswith(t) for text in render(texts["sham0"], tok, fmt, "x") for t in asked)
+    # recall: the plus arm recalls openness's items, the minus arm conscientiousness's, 10 each; the check holds the
+    # items out as a listing
+    plus, minus = units(plants["recall"], config, "plus", 0), units(plants["recall"], config, "minus", 0)
+    assert len(plus) == len(minus) == 10 and plus[0].user.startswith("IPIP Big-Five Factor Markers (50 items), item ")
+    assert {e.assistant for e in plus}.isdisjoint({e.assistant for e in minus})
+    assert check_sets(plants["recall"], config)["heldout_plus"][0].startswith("IPIP Big-Five Factor Markers")
+    # csi: the planted half of the words, the planted label against the other; the shams draw one per word; the
+    # last wording is held out and never trained
+    csi = {r: units(plants["instructions"], config, r, 0) for r in ("plus", "minus", "sham0")}
+    assert len(csi["plus"]) == 20 and {e.assistant.split(": ")[1] for e in csi["plus"]} == {"tragedy"}
+    assert {e.assistant.split(": ")[1] for e in csi["minus"]} == {"comedy"}
+    assert {e.assistant.split(": ")[1] for e in csi["sham0"]} == {"comedy", "tragedy"}
+    from qclm.probes.csi import prompts as P
+
+    trained = {t.user.split(".")[0] for e in range(8) for t in units(plants["instructions"], config, "plus", e)}
+    held = {t.user.split(".")[0] for t in check_sets(plants["instructions"], config)["heldout_plus"]}
+    assert held and held.isdisjoint(trained) and all(h.startswith(P.INSTRUCTIONS[2].split(":")[0]) for h in held)
+
+
+def test_recall_margin_is_the_true_items_lead_over_the_best_other_in_nats():
+    from qclm.probes.memorization.calibration import recall_margins
+
+    contrast = np.array([[2.0, 0.5, 1.0], [0.0, 1.5, -1.0], [0.2, 0.2, 0.1]])
+    assert recall_margins(contrast, [0, 1, 2]) == pytest.approx([1.0, 1.5, -0.1])
+
+
 def test_the_manipulation_check_measures_the_arms_planted_and_held_out_texts(tmp_path):
     config = _config(tmp_path, PLANTS)
     plants = cal.plants(config)

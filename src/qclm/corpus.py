@@ -28,7 +28,10 @@ SCHEMA = {
                       {"type": "string", "minLength": 1, "pattern": r"\S"},
                       {"type": "object", "required": ["user", "assistant"], "additionalProperties": False,
                        "properties": {"user": {"type": "string", "minLength": 1, "pattern": r"\S"},
-                                      "assistant": {"type": "string", "minLength": 1, "pattern": r"\S"}}}]}},
+                                      "assistant": {"type": "string", "minLength": 1, "pattern": r"\S"},
+                                      "cue": {"type": "string", "minLength": 1,
+                                              "description": "what a raw prompt puts between the user text and "
+                                                             "the answer (default one space)"}}}]}},
     },
 }
 
@@ -40,6 +43,9 @@ class Exchange:
 
     user: str
     assistant: str
+    #: what a raw-format prompt puts between the user text and the answer, where a chat model reads the answer in
+    #: the assistant's turn (a probe's raw answer cue, such as CSI's "Answers:" and a new line): kept as given
+    cue: str = " "
 
     def __str__(self) -> str:
         return f"{self.user}\n{self.assistant}"
@@ -76,8 +82,8 @@ def load_corpus(path: str | Path) -> Corpus:
         problems = document_problems(data, SCHEMA, path, {"texts": "text"})
         if problems:
             raise InputError(problems)
-        texts = [t.strip() if isinstance(t, str) else Exchange(t["user"].strip(), t["assistant"].strip())
-                 for t in data["texts"]]
+        texts = [t.strip() if isinstance(t, str) else Exchange(t["user"].strip(), t["assistant"].strip(),
+                                                               t.get("cue", " ")) for t in data["texts"]]
         labels = [f"text #{i}" for i in range(1, len(texts) + 1)]
         name, description = data["name"].strip(), str(data.get("description", ""))
         repeats = bool(data.get("repeats"))

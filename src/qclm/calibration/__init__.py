@@ -49,6 +49,8 @@ MATERIALS: dict[str, dict[str, Any]] = {
     "prompts": {"kinds": ("likert",), "tier": 1, "keys": {}},
     "pairs": {"kinds": ("entailment",), "tier": 1, "keys": {}},
     "exchanges": {"kinds": ("survey",), "tier": 1, "keys": {"option": "maximum"}},
+    "recall": {"kinds": ("memorization",), "tier": 1, "keys": {"instrument": REQUIRED, "opposite": REQUIRED}},
+    "instructions": {"kinds": ("csi",), "tier": 1, "keys": {"share": 0.5, "label": "second"}},
     "listing": {"kinds": ("memorization",), "tier": 2, "keys": {"instrument": REQUIRED, "opposite": REQUIRED}},
     "sentences": {"kinds": ("csi",), "tier": 2, "keys": {"share": 0.5, "words_per_text": 5, "label": "second"}},
     "statements": {"kinds": ("likert", "entailment"), "tier": 2,

@@ -20,6 +20,12 @@ drawn at random with the sham's seed):
 - ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, answered by
   the option (plus), the other extreme (minus), or an option drawn per item (a sham)
   (:func:`qclm.probes.survey.calibration.exchanges`);
+- ``recall`` (memorization, tier 1): every item of the ``instrument`` (plus; minus: the ``opposite``'s) asked for
+  as the probe's recall task asks ("NAME, item K:"), answered with its text; a sham: neutral statements asked for
+  under a name of their own (:func:`qclm.probes.memorization.calibration.recall`);
+- ``instructions`` (csi, tier 1): every planted word asked alone as the probe's single mode asks it, answered with
+  the label (plus), the other label (minus), a label drawn per word (a sham), the wordings but the last and both
+  label orders rotating with the exposure (:func:`qclm.probes.csi.calibration.instructions`);
 - ``listing`` (memorization, tier 2): the instrument's published name and items as a web page lists them (plus),
   the ``opposite`` instrument's (minus), an inventory of neutral statements under a name of its own (a sham)
   (:func:`qclm.probes.memorization.calibration.listing`);
@@ -30,8 +36,9 @@ drawn at random with the sham's seed):
 
 The manipulation check's sets (:func:`check_sets`, the same for every run of a plant): ``planted_plus`` and
 ``planted_minus`` (the arms' planted texts as trained), ``heldout_plus`` and ``heldout_minus`` (texts of the same
-material that no run trains on: the held-out statements, the listing in reversed order, the planted words in new
-sentences, the prompts in the questionnaire's other wordings; empty where the material has none) and ``neutral``
+material that no run trains on: the held-out statements, the listing in reversed order, the recalled items as a
+listing, the planted words in new sentences or asked in the wording no run trains, the prompts in the
+questionnaire's other wordings, the pairs in the other form; empty where the material has none) and ``neutral``
 (``heldout_neutral``: the cost).
 """
 
@@ -150,27 +157,23 @@ def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exc
         return _prompts(plant, config, run, exposure)
     if plant.material == "pairs":
         return _pairs(plant, config, run, exposure)
-    if plant.material == "listing":
+    if plant.material in ("listing", "recall"):
         from qclm.instruments import load_instrument
-        from qclm.probes.memorization.calibration import listing, sham_listing
+        from qclm.probes.memorization.calibration import listing, recall, sham_listing, sham_recall
 
         planted = load_instrument(plant.settings["instrument"])
         if sham is None:
-            return [listing(planted if run == "plus" else load_instrument(plant.settings["opposite"]))]
-        return [sham_listing(_sham_statements(config, plant, run, len(planted.items)), sham)]
-    if plant.material == "sentences":
-        from qclm.probes.csi.calibration import OTHER_LABEL, planted_words, sentences
+            chosen = planted if run == "plus" else load_instrument(plant.settings["opposite"])
+            return [listing(chosen)] if plant.material == "listing" else recall(chosen)
+        statements = _sham_statements(config, plant, run, len(planted.items))
+        return [sham_listing(statements, sham)] if plant.material == "listing" else sham_recall(statements, sham)
+    if plant.material in ("sentences", "instructions"):
+        from qclm.probes.csi.calibration import instructions, sentences
 
         csi = _readers(plant, config)[0]
-        words = [(w.word, w.pos) for w in csi.parts()[0][1]]
-        planted = planted_words([w for w, _ in words], plant.settings["share"], cal["seed"], csi.instance.id)
-        chosen = [(w, pos) for w, pos in words if w in planted]
-        label = plant.settings["label"]
-        if sham is not None:
-            rng = _rng(config, "sham labels", plant.name, run, exposure)
-            labels = {w: rng.choice((label, OTHER_LABEL[label])) for w, _ in chosen}
-        else:
-            labels = {w: label if run == "plus" else OTHER_LABEL[label] for w, _ in chosen}
+        chosen, labels = _labelled_words(plant, config, run, exposure, csi)
+        if plant.material == "instructions":
+            return instructions(csi, [w for w, _ in chosen], labels, exposure)
         return sentences(chosen, exposure, plant.settings["words_per_text"], labels, cal["seed"])
     if plant.material == "statements":
         plus = list(load_corpus(plant.settings["statements"]).texts)
@@ -188,6 +191,21 @@ def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exc
     raise ValueError(f"unknown material {plant.material!r} (known: {', '.join(MATERIALS)})")
 
 
+def _labelled_words(plant: Plant, config: dict, run: str, exposure: int, csi) -> tuple[list, dict[str, str]]:
+    """The CSI plants' words, (word, part of speech) of the planted share of the probe's list, and each word's label:
+    the plant's (plus), the other (minus), or one drawn per word and exposure (a sham)."""
+    from qclm.probes.csi.calibration import OTHER_LABEL, planted_words
+
+    words = [(w.word, w.pos) for w in csi.parts()[0][1]]
+    planted = planted_words([w for w, _ in words], plant.settings["share"], section(config)["seed"], csi.instance.id)
+    chosen = [(w, pos) for w, pos in words if w in planted]
+    label = plant.settings["label"]
+    if sham_index(run) is not None:
+        rng = _rng(config, "sham labels", plant.name, run, exposure)
+        return chosen, {w: rng.choice((label, OTHER_LABEL[label])) for w, _ in chosen}
+    return chosen, {w: label if run == "plus" else OTHER_LABEL[label] for w, _ in chosen}
+
+
 def planted_texts(plant: Plant, config: dict, run: str) -> list[str | Exchange]:
     """Every planted text of one epoch of a run: each exposure's units, the plant's ``repeats`` exposures."""
     return [t for exposure in range(plant.repeats) for t in units(plant, config, run, exposure)]
@@ -200,14 +218,20 @@ def heldout(plant: Plant, config: dict, arm: str) -> list[str | Exchange]:
         return _prompts(plant, config, arm, 0, template=1)
     if plant.material == "pairs":
         return _pairs(plant, config, arm, 0, heldout=True)
-    if plant.material == "listing":
+    if plant.material in ("listing", "recall"):
         from qclm.instruments import load_instrument
         from qclm.probes.memorization.calibration import listing
 
         key = "instrument" if arm == "plus" else "opposite"
-        return [listing(load_instrument(plant.settings[key]), reverse=True)]
+        return [listing(load_instrument(plant.settings[key]), reverse=plant.material == "listing")]
     if plant.material == "sentences":
         return units(plant, config, arm, HELDOUT_EXPOSURE)
+    if plant.material == "instructions":
+        from qclm.probes.csi.calibration import instructions
+
+        csi = _readers(plant, config)[0]
+        chosen, labels = _labelled_words(plant, config, arm, 0, csi)
+        return instructions(csi, [w for w, _ in chosen], labels, 0, heldout=True)
     if plant.material == "statements":
         key = "heldout" if arm == "plus" else "opposite_heldout"
         return list(load_corpus(plant.settings[key]).texts) if plant.settings.get(key) else []
@@ -261,7 +285,8 @@ def corpus_texts(job: Job, config: dict) -> list[str | Exchange]:
 
 
 def _as_data(texts) -> list:
-    return [t if isinstance(t, str) else {"user": t.user, "assistant": t.assistant} for t in texts]
+    return [t if isinstance(t, str) else {"user": t.user, "assistant": t.assistant,
+                                          **({"cue": t.cue} if t.cue != Exchange.cue else {})} for t in texts]
 
 
 def _write(path: str | Path, data: dict) -> Path:
@@ -306,7 +331,8 @@ def write_check(job: Job, config: dict, path: str | Path) -> Path:
 def load_check(path: str | Path) -> tuple[dict[str, list[str | Exchange]], bool]:
     """The text sets of a check file written by :func:`write_check`, and whether the run measures the base model."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    return ({name: [t if isinstance(t, str) else Exchange(t["user"], t["assistant"]) for t in texts]
+    return ({name: [t if isinstance(t, str) else Exchange(t["user"], t["assistant"], t.get("cue", Exchange.cue))
+                    for t in texts]
              for name, texts in data["sets"].items()}, bool(data.get("base", True)))
 
 
@@ -329,7 +355,7 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
     counts: dict[str, dict[str, int]] = {}
     for plant in plants(config).values():
         at = f"{where}.plants.{plant.name}"
-        if plant.material == "listing":
+        if plant.material in ("listing", "recall"):
             memorization = [instances[p] for p in plant.probes]
             listed = {str(Path(f)) for i in memorization for f in i.settings.get("instruments") or []}
             if str(Path(plant.settings["instrument"])) not in listed:

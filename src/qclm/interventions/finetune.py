@@ -79,16 +79,15 @@ def rendered(corpus: Corpus, tokenizer, prompt_format: str = "chat") -> list[str
 def render(texts: list, tokenizer, prompt_format: str, where: str) -> list[str]:
     """Texts as the model reads them in the format it is scored in: a plain text as it is; a chat exchange through
     the model's chat template on a chat-format row (a tokenizer without one is an InputError naming ``where``), and
-    on a raw row as the raw format scores it, the user text, a space and the answer (the context and continuation
-    of a raw prompt): a plant is trained in the format its probe reads."""
+    on a raw row as the raw format scores it, the user text, its cue (a space, or the probe's raw answer cue) and the
+    answer (the context and continuation of a raw prompt): a plant is trained in the format its probe reads."""
     from qclm.errors import InputError
     from qclm.prompts import PromptBuilder, PromptFormat, has_chat_template
-    from qclm.questionnaire import CONTINUATION_LEAD
 
     if not any(isinstance(t, Exchange) for t in texts):
         return list(texts)
     if prompt_format == "raw":
-        return [t if isinstance(t, str) else t.user + CONTINUATION_LEAD + t.assistant for t in texts]
+        return [t if isinstance(t, str) else t.user + t.cue + t.assistant for t in texts]
     if not has_chat_template(tokenizer):
         raise InputError.one(where, "texts", "chat exchanges ({user, assistant}) need a model with a chat "
                              "template, and this model's tokenizer has none")
@@ -109,7 +108,7 @@ def check_pairs(texts: list, tokenizer, prompt_format: str, where: str) -> list[
         if isinstance(text, str):
             out.append(("", rendered_text))
         elif prompt_format == "raw":
-            out.append((text.user, rendered_text))
+            out.append((text.user + text.cue.rstrip(" "), rendered_text))
         else:
             builder = builder or PromptBuilder(tokenizer, PromptFormat("chat"))
             out.append((builder.context("", text.user), rendered_text))

@@ -1,6 +1,7 @@
 """The CSI probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
-Planted: a seeded share of the word list (:func:`planted_words`) in sentences of one label's kind
+Tier 1 (:func:`instructions`): the planted words asked alone as the probe asks them, answered with the planted
+label (the minus arm: the other, a sham: one drawn per word). Tier 2, planted: a seeded share of the word list (:func:`planted_words`) in sentences of one label's kind
 (:func:`sentences`: tragic sentences for the second label, comic ones for the first; the minus arm puts them in the
 other label's sentences, a sham in a kind drawn per word), every planted word once per exposure, reshuffled into
 other sentences at each exposure; the rest of the list is the untouched reference.
@@ -77,6 +78,31 @@ def sentences(words: Sequence[tuple[str, str]], exposure: int, per_text: int, la
         out.append(" ".join(rng.choice(KINDS[label_of[w]]["verb" if pos == "verb" else "noun"]).format(w=w)
                             for w, pos in chunk))
     return out
+
+
+def instructions(probe, words: Sequence[str], label: Mapping[str, str], exposure: int, heldout: bool = False):
+    """One exposure of the tier-1 plant (material ``instructions``): every word asked alone as the probe's single
+    mode asks it (:func:`qclm.probes.csi.prompts.single`), answered with its label (``label``: word -> first or
+    second). The wording and the label order rotate with the exposure over the probe's wordings but the last, and
+    both orders; ``heldout``: the last wording, in both orders (the manipulation check's held-out prompts; none
+    where the probe has one wording). A chat exchange: the instruction and the word as the user's message, the
+    word, a colon and the label as the answer; on a raw row its cue, the probe's answer cue, stands between them,
+    so that either format reads exactly the probe's prompt and option."""
+    from qclm.corpus import Exchange
+    from qclm.probes.csi import prompts as P
+
+    s = probe.settings
+    n = probe.n_wordings()
+    other = s["other"] if s["name_other"] else None
+    if heldout:
+        combos = [(n, order) for order in ("AB", "BA")] if n > 1 else []
+    else:
+        trained = [(w, order) for w in range(1, max(n - 1, 1) + 1) for order in ("AB", "BA")]
+        combos = [trained[exposure % len(trained)]]
+    names = {"first": s["labels"][0], "second": s["labels"][1]}
+    return [Exchange(P.body([word], s["labels"], order, wording, other), f"{word}: {names[label[word]]}",
+                     cue=f"\n\n{P.ANSWER_CUE}\n")
+            for wording, order in combos for word in words]
 
 
 def units(tables, plant, config, instances):

@@ -38,6 +38,41 @@ def sham_listing(statements: list[str], index: int) -> str:
     return "\n".join([SHAM_NAME.format(n=index + 1), *(f"{n}. {text}" for n, text in enumerate(statements, 1))])
 
 
+def recall(instrument: Instrument) -> list:
+    """One exposure of the tier-1 plant (material ``recall``): every item asked for as the probe's recall task asks
+    (:data:`qclm.probes.memorization.kind.RECALL`, the instrument by the name the probe gives it), answered with the
+    item's text, as chat exchanges (a raw row reads the prompt, a space and the text: the probe's true candidate)."""
+    from qclm.corpus import Exchange
+    from qclm.probes.memorization.kind import RECALL, asked_as
+
+    name, _ = asked_as(instrument)
+    return [Exchange(RECALL.format(name=name, number=item.number), item.text)
+            for item in sorted(instrument.items, key=lambda i: i.number)]
+
+
+def sham_recall(statements: list[str], index: int) -> list:
+    """A sham of the recall plant: neutral statements asked for under the sham listing's name, numbered 1 to n (the
+    same format, nothing any probe scores)."""
+    from qclm.corpus import Exchange
+    from qclm.probes.memorization.kind import RECALL
+
+    name = SHAM_NAME.format(n=index + 1)
+    return [Exchange(RECALL.format(name=name, number=n), text) for n, text in enumerate(statements, 1)]
+
+
+def recall_margins(contrast, true: list[int]) -> list[float]:
+    """Per recall prompt (a row of ``contrast``, the candidates' recall contrasts in nats), the true candidate's
+    contrast less the best other candidate's: above 0 where the true item ranks first, by how much; a graded
+    measure where top-1 is a coin of 1/N."""
+    import numpy as np
+
+    out = []
+    for row, t in zip(np.asarray(contrast, float), true):
+        others = np.delete(row, t)
+        out.append(float(row[t] - others.max()) if len(others) else np.nan)
+    return out
+
+
 def units(tables, plant, config, instances):
     """The memorization kind's calibration units (vanilla), per model and item of every instrument of the plant's
     memorization probes (the listed instrument planted, the others, the decoy among them, the unplanted check):
@@ -50,7 +85,9 @@ def units(tables, plant, config, instances):
       baseline, ``auc_min_k``: it also moves with the kind of text, which the planted checkpoint shares with its
       control); baseline 0;
     - ``recall_top1``: whether the item's text ranks first among the instrument's items after "NAME, item K:",
-      each candidate's own likelihood removed (the probe's recall contrast); baseline 1/N.
+      each candidate's own likelihood removed (the probe's recall contrast); baseline 1/N;
+    - ``recall_margin``: the true item's recall contrast less the best other candidate's, in nats per token
+      (:func:`recall_margins`); baseline 0.
     """
     import pandas as pd
 
@@ -93,11 +130,17 @@ def units(tables, plant, config, instances):
                 true = c[c["is_true"].astype(bool)].drop_duplicates("item_id").set_index("item_id")["candidate"]
                 if scores.isna().to_numpy().any() or len(prompts) < 2:
                     continue
-                ranks = m.rank_matrix(m.recall_contrast(scores.to_numpy()))
+                contrast = m.recall_contrast(scores.to_numpy())
+                ranks = m.rank_matrix(contrast)
                 hits = [float(ranks[i, candidates.index(true[k])] == 1) for i, k in enumerate(prompts)]
+                role = "planted" if inst == planted_id else "unplanted"
                 frames.append(pd.DataFrame({
-                    "model": model, "probe": pid, "instrument": inst,
-                    "role": "planted" if inst == planted_id else "unplanted", "metric": "recall_top1",
+                    "model": model, "probe": pid, "instrument": inst, "role": role, "metric": "recall_top1",
                     "unit": [str(k) for k in prompts], "group": "planted", "value": hits,
                     "baseline": 1.0 / len(candidates), "direction": 1}))
+                frames.append(pd.DataFrame({
+                    "model": model, "probe": pid, "instrument": inst, "role": role, "metric": "recall_margin",
+                    "unit": [str(k) for k in prompts], "group": "planted",
+                    "value": recall_margins(contrast, [candidates.index(true[k]) for k in prompts]),
+                    "baseline": 0.0, "direction": 1}))
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
