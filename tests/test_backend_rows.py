@@ -49,6 +49,8 @@ def test_backend_columns_are_read_and_checked(tmp_path):
                         ("line 5 (model d): column server", "must be an http:// or https:// URL"),
                         ("line 5 (model d): column gpus", "only a backend: vllm row")):
         assert any(line.startswith(f"{bad}: {where}: ") and what in line for line in lines), (where, lines)
+    # a key pasted where the variable's name belongs is refused without being printed back
+    assert "sk-abc" not in str(err.value) and "10 characters" in str(err.value)
 
 
 def test_validate_refuses_a_likert_instance_on_an_openai_row_naming_both(tmp_path):

@@ -206,7 +206,8 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     key_env = (row.get("api_key_env") or "").strip()
     if key_env and not ENV_NAME_PATTERN.match(key_env):
         problems.append((file, f"{where}: column api_key_env", "must name an environment variable (letters, digits, "
-                         f"_; the key itself never goes in a file); got {key_env!r}"))
+                         f"_; the key itself never goes in a file); got a value of {len(key_env)} characters that is "
+                         "not one, not shown here: if it is a key, remove it from the file and revoke it"))
     if key_env and backend == "local":
         problems.append((file, f"{where}: column api_key_env", "a local row sends no request: leave it empty"))
     gpus_text = (row.get("gpus") or "").strip() or "1"
