@@ -271,6 +271,33 @@ def test_qclm_finetune_prints_the_checkpoints_and_refuses_bad_options(tiny_llama
         "command line: --checkpoints: epoch 3 is past epochs (2): a checkpoint is saved after one of the epochs that run"]
 
 
+def test_a_checkpoint_of_qclm_finetune_is_probed_as_its_base_models_row(tiny_llama_dir, tmp_path):
+    """What `qclm finetune`'s help promises: each checkpoint loads like any local model, `qclm probe KIND --model
+    DIR`, and runs to its analysis, named as the workflow names a checkpoint, with its base model's family, type and
+    size (a base of unknown size: the size left empty, not 0)."""
+    from qclm.commands import main
+
+    table = tmp_path / "models.tsv"
+    table.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\n"
+                     f"tiny\t{tiny_llama_dir}\t\t0.002\tinstruct\tllama\tfloat32\traw\n")
+    corpus = _corpus(tmp_path, ["I open the window.", "I close the door."], name="my corpus")
+    for model, extra in (("tiny", ["--models", str(table)]), (str(tiny_llama_dir), [])):
+        out = tmp_path / f"out{len(extra)}"
+        assert main(["finetune", "--model", model, *extra, "--corpus", str(corpus), "--out", str(out),
+                     "--epochs", "1", "--device", "cpu"]) == 0
+        probed = tmp_path / f"probe{len(extra)}"
+        assert main(["probe", "likert", "--model", str(out / "e1"), "--out", str(probed), "--conditions", "vanilla",
+                     "--questionnaire", str(ROOT / "resources/questionnaires/gad7.yaml"), "--device", "cpu"]) == 0
+        items = pd.read_parquet(probed / "scores" / "item_scores.parquet")
+        if extra:
+            assert set(items["model"]) == {"tiny@my_corpus-e1"}
+            assert set(items["params_b"]) == {0.002} and set(items["model_type"]) == {"instruct"}
+            assert set(items["family"]) == {"llama"}
+        else:
+            assert set(items["model"]) == {f"{Path(tiny_llama_dir).name}@my_corpus-e1"}
+            assert items["params_b"].isna().all()
+
+
 def test_a_corpus_that_teaches_nothing_stops_the_job_and_writes_no_checkpoint(tiny_llama_dir, tmp_path):
     # texts of one token each: the causal-LM loss is over every token after the first, so there is nothing to
     # predict and the loss is NaN; the job used to save the base model's weights as a checkpoint, exit 0

@@ -54,7 +54,8 @@ def model_info(models: dict[str, ModelSpec], raw_paths: list[str | Path]) -> pd.
         base = parse_derived(name)
         if name not in rows and base and base[0] in models:
             rows[name] = replace(models[base[0]], name=name)
-    return pd.DataFrame([{"model": m.name, "params_b": m.params_b, "model_type": m.type, "family": m.family,
+    # a size of 0 is an unknown one (a directory or a hub id without a model-table row): empty, not 0
+    return pd.DataFrame([{"model": m.name, "params_b": m.params_b or None, "model_type": m.type, "family": m.family,
                           **used.get(m.name, {"dtype": None, "prompt_format": None})} for m in rows.values()])
 
 

@@ -50,8 +50,10 @@ def base_of(model: str) -> str:
 def without_derived(frame):
     """A table's rows of the model table's own models (derived models' rows dropped), and the names dropped: the
     across-model analyses count models, and a checkpoint is not another model (the intervention analysis reads
-    the checkpoints beside their base model)."""
+    the checkpoints beside their base model). A checkpoint whose base model is not in the table (``qclm probe
+    --model DIR`` on a checkpoint alone) stays: it is the one model there is to analyse."""
     if frame is None or "model" not in frame:
         return frame, []
-    derived = sorted(m for m in frame["model"].unique() if parse_derived(str(m)))
+    names = set(frame["model"].astype(str).unique())
+    derived = sorted(m for m in names if (parsed := parse_derived(m)) and parsed[0] in names)
     return (frame[~frame["model"].isin(derived)] if derived else frame), derived
