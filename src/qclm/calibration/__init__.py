@@ -11,6 +11,11 @@ each ``repeats`` times, at most :data:`MAX_SHARE` of the corpus. The **dose ladd
 ``MODEL@cal_PLANT_ARM-eEPOCH``, by the probes of the kinds its material plants (those the plant names read the planted
 instrument; the others are the unplanted check).
 
+Plants that name the same ``runs`` **share their runs**: one corpus per arm and sham holds all their planted texts
+(``MODEL@cal_RUNS_ARM-eEPOCH``, scored by the probes of every kind they plant), fewer fine-tunings for a detection
+that may also carry the other plants' signal; each is read as if alone, and each one's check says whether it took.
+Shared runs are fine-tuned into every model one of their plants applies to, the others' texts included.
+
 The **effect** at a dose is half the difference of the two arms (what fine-tuning does to every text cancels); the
 **shams' spread** at the same dose is what two runs differ by without a signal, and a dose is detected where the effect
 lies beyond it. Each run also measures its **manipulation check** (:mod:`qclm.interventions.finetune`: per-token NLL of
