@@ -103,6 +103,20 @@ def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monke
            "set" in capfd.readouterr().err
 
 
+def test_qclm_probe_with_a_missing_api_key_says_so_in_one_line_and_exits_2(tmp_path, monkeypatch, capfd):
+    from qclm.commands import main
+
+    monkeypatch.delenv("QCLM_TEST_ABSENT_KEY", raising=False)
+    table = _table(tmp_path, "api\tgpt-x\t\t8\tinstruct\tgpt\tauto\tchat\topenai\thttp://127.0.0.1:9/v1\t"
+                             "QCLM_TEST_ABSENT_KEY\t")
+    code = main(["probe", "survey", "--model", "api", "--models", str(table), "--out", str(tmp_path / "o"),
+                 "--instrument", str(ROOT / "resources/questionnaires/gad7.yaml")])
+    err = capfd.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("qclm probe: model api: the environment variable QCLM_TEST_ABSENT_KEY") and \
+        "internal error" not in err[0]
+
+
 def test_scoring_jobs_lock_the_gpus_their_rows_need(tmp_path, monkeypatch):
     """A workstation's scoring jobs share its GPUs through lock files: one GPU for a local row, a vllm row's
     `gpus` (its tensor-parallel size) together, none for an API row; a held GPU is not handed out again."""

@@ -2,7 +2,8 @@
 command runs lives in the package (config checking, the engine, the probes, the analysis).
 
 No command prints a Python traceback for the input it was given: bad input is an
-:class:`~qclm.errors.InputError` (one ``FILE: LOCATION: PROBLEM`` line per problem, exit 2); anything else
+:class:`~qclm.errors.InputError` (one ``FILE: LOCATION: PROBLEM`` line per problem, exit 2), and so is a missing or
+rejected API key (:class:`~qclm.engine.remote.CredentialsError`: one line, exit 2); anything else
 that goes wrong is said in one line, ``qclm COMMAND: internal error: ...; the full traceback is in FILE``
 (exit 1), with the traceback written to FILE for a bug report (in ``$QCLM_TRACEBACK_DIR``, else the
 temporary directory); an error of the machine (a full disk, a permission) is said the same way, without
@@ -55,6 +56,7 @@ def _traceback_file(command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from qclm.engine.remote import CredentialsError
     from qclm.errors import InputError
 
     args = build_parser().parse_args(argv)
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except InputError as err:
         print("\n".join(err.lines), file=sys.stderr)
+        return 2
+    except CredentialsError as err:  # a missing or rejected key: the user's to fix, one line, as bad input
+        print(f"qclm {args.command}: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"qclm {args.command}: interrupted", file=sys.stderr)
