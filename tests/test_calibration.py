@@ -334,6 +334,12 @@ def test_the_recall_and_csi_plants_are_the_probes_own_prompts_answered(tmp_path,
     trained = {t.user.split(".")[0] for e in range(8) for t in units(plants["instructions"], config, "plus", e)}
     held = {t.user.split(".")[0] for t in check_sets(plants["instructions"], config)["heldout_plus"]}
     assert held and held.isdisjoint(trained) and all(h.startswith(P.INSTRUCTIONS[2].split(":")[0]) for h in held)
+    # a plant its probes cannot read is refused: recall without the recall task, instructions in list mode
+    config["probes"]["memorization"]["tasks"] = ["exposure"]
+    config["probes"]["csi"]["mode"] = "list"
+    lines = _lines(config, tmp_path)
+    assert any("plants.recall.probes" in line and "runs the recall task" in line for line in lines), lines
+    assert any("plants.instructions.probes" in line and "must ask in mode single" in line for line in lines), lines
 
 
 def test_recall_margin_is_the_true_items_lead_over_the_best_other_in_nats():

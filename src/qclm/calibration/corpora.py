@@ -355,6 +355,18 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
     counts: dict[str, dict[str, int]] = {}
     for plant in plants(config).values():
         at = f"{where}.plants.{plant.name}"
+        if plant.material == "recall" and not any("recall" in r.settings["tasks"] for r in _readers(plant, config)):
+            out.append((cf, f"{at}.probes", f"none of {', '.join(plant.probes)} runs the recall task: material "
+                        "recall plants the recall prompts, and a probe it names must read them (tasks)"))
+            continue
+        if plant.material == "instructions":
+            csi = _readers(plant, config)[0]
+            if csi.settings["mode"] != "single" or csi.n_wordings() < 2:
+                out.append((cf, f"{at}.probes", f"material instructions plants the CSI's single-mode prompts in every "
+                            f"wording but the last (held out): {plant.probes[0]} must ask in mode single with at "
+                            f"least two wordings (it has mode {csi.settings['mode']}, {csi.n_wordings()} "
+                            "wording(s))"))
+                continue
         if plant.material in ("listing", "recall"):
             memorization = [instances[p] for p in plant.probes]
             listed = {str(Path(f)) for i in memorization for f in i.settings.get("instruments") or []}

@@ -130,6 +130,8 @@ def units(tables, plant, config, instances):
         a = answers[(answers["probe"] == pid) & (answers["part"] == "words") & (answers["condition"] == VANILLA)]
         if a.empty:
             continue
+        if "prompt_id" in a.columns:  # single mode: a repetition that repeats an earlier prompt is a copy, once
+            a = a.drop_duplicates(["model", "word", "prompt_id"])
         a = a.assign(bias=a["logp_a"].astype(float) - a["logp_b"].astype(float),
                      hit=(a["choice"] == planted_choice))
         per = a.groupby(["model", "word"], as_index=False).agg(bias=("bias", "mean"), hit=("hit", "all"))
