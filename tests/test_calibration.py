@@ -550,6 +550,13 @@ def test_the_permutation_p_is_uniform_under_the_null():
     assert 0.02 < np.mean(np.array(ps) < 0.05) < 0.1
 
 
+def test_shams_that_agree_exactly_detect_nothing():
+    # a coarse metric (top-1 over ten items): three shams at the same value have a spread below its resolution,
+    # not a spread of zero; an arm one item apart is not a detection
+    run_sd, p, bound = A.run_test(0.05, np.array([0.1, 0.1, 0.1]))
+    assert run_sd == 0 and np.isnan(p) and np.isnan(bound)
+
+
 def test_the_run_test_rejects_at_its_level_under_the_null():
     rng = np.random.default_rng(4)
     # two arms and three shams of one run-to-run distribution: half the arms' difference against the shams

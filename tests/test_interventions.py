@@ -428,7 +428,10 @@ def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulatio
     assert {len(c.texts) for c in corpora.values()} == {40}
     assert not (res / "logprobs/tiny-llama@cal_listing_plus-e3/gad7").exists()  # scored by its kind only
     check = json.loads((res / "checkpoints/tiny-llama@cal_listing_plus" / iv.CHECK_FILE).read_text())
-    assert sorted({r["epoch"] for r in check["rows"]}) == [0, 3] and check["sets"]["neutral"] >= 100
+    assert sorted({r["epoch"] for r in check["rows"]}) == [0, 3] and check["sets"]["listing/neutral"] >= 100
+    # the base model is read by the plus arm alone: every run starts from the same weights
+    sham = json.loads((res / "checkpoints/tiny-llama@cal_listing_sham0" / iv.CHECK_FILE).read_text())
+    assert sorted({r["epoch"] for r in sham["rows"]}) == [3]
     checks = pd.read_csv(res / "analysis/calibration_check.csv")
     own = checks[(checks["plant"] == "listing") & (checks["set"] == "planted_" + checks["run"])]
     assert own["took"].astype(bool).all() and (own["vs_shams"] < -1).all(), own

@@ -139,7 +139,9 @@ def min_permutation_p(planted: np.ndarray, n_perm: int) -> float:
 def run_test(effect: float, shams: np.ndarray) -> tuple[float, float, float]:
     """(run SD, one-sided p, upper 95% bound) of half the arms' difference against the shams' spread: without a
     signal, half the difference of two runs has the SD of one run over sqrt(2), estimated from the shams with
-    len(shams) - 1 degrees of freedom (a t); fewer than two shams: no spread, all NaN."""
+    len(shams) - 1 degrees of freedom (a t); fewer than two shams: no spread, all NaN; shams that agree exactly (a
+    coarse metric, such as top-1 over a few items): the spread is below the metric's resolution, not zero, so
+    nothing is tested (p and bound NaN, run SD 0)."""
     from scipy import stats as sps
 
     shams = shams[np.isfinite(shams)]
@@ -148,7 +150,7 @@ def run_test(effect: float, shams: np.ndarray) -> tuple[float, float, float]:
     run_sd = float(np.std(shams, ddof=1) / sqrt(2))
     df = len(shams) - 1
     if run_sd == 0:
-        return 0.0, (0.0 if effect > 0 else 1.0), effect
+        return 0.0, np.nan, np.nan
     return run_sd, float(sps.t.sf(effect / run_sd, df)), float(effect + sps.t.ppf(0.95, df) * run_sd)
 
 
@@ -296,6 +298,9 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             notes = []
             if len(found) < 2:
                 notes.append(f"{len(found)} sham(s) scored: no runs' spread, nothing can be detected")
+            elif row["run_sd"] == 0:
+                notes.append("the shams agree exactly: their spread is below the metric's resolution, nothing can "
+                             "be detected")
             if few < MIN_UNITS:
                 notes.append(f"{few} units in a group (< {MIN_UNITS}): the unit CIs and p cannot be read")
             row["underpowered"] = bool(notes)
