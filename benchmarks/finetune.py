@@ -1,11 +1,12 @@
-"""Benchmark: fine-tuning for the interventions (issue 20, point 5), full fine-tuning and LoRA side by side on one
-model and one corpus, the way the `finetune` rule runs them (qclm.interventions.finetune: the same loader, loss,
+"""Benchmark: fine-tuning for the interventions and the calibration (issue 20, point 5; issue 35), full fine-tuning
+and LoRA, each in random batches and in batches grouped by length (``group_by_length``), side by side on one model
+and one corpus, the way the `finetune` rule runs them (qclm.interventions.finetune: the same loader, loss,
 optimizer and checkpoint writing).
 
-Per method, interleaved round by round (best of ``--repeats``): seconds per epoch, the whole job (loading,
-``--epochs`` epochs, one checkpoint), trainable parameters and the final mean loss; the ratio of the two; and
-whether a second full fine-tuning with the same seed wrote the same tensors (the determinism the tests check on a
-tiny model, here on the real one).
+Per variant, interleaved round by round (best of ``--repeats``): seconds per epoch, the whole job (loading,
+``--epochs`` epochs, one checkpoint), trainable parameters and the final mean loss; the ratios (full over LoRA,
+random over grouped batches); and whether a second full fine-tuning with the same seed wrote the same tensors (the
+determinism the tests check on a tiny model, here on the real one).
 
     PYTHONPATH=src .venv/bin/python benchmarks/finetune.py --model smollm2-135m-instruct \\
         --corpus resources/corpora/depressive.yaml --epochs 1 --json benchmarks/out/finetune-smollm2.json
@@ -23,6 +24,10 @@ from pathlib import Path
 from qclm import bench
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+#: (method, group_by_length) of every variant, in the order each round runs them
+VARIANTS = (("full", False), ("full", True), ("lora", False), ("lora", True))
 
 
 def say(message: str) -> None:
@@ -56,9 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     saved: dict[str, list[Path]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.repeats):
-            for method in ("full", "lora"):
+            for method, grouped in VARIANTS:
                 item = iv.Intervention(corpus.name, {**iv.defaults(), "corpus": args.corpus, "epochs": args.epochs,
-                                                     "method": method})
+                                                     "method": method, "group_by_length": grouped})
+                method = f"{method}+grouped" if grouped else method
                 out = Path(tmp) / f"{method}-{round_}"
                 t0 = time.perf_counter()
                 saved.setdefault(method, []).append(finetune(spec, prepared, corpus, item, out, "cpu")[-1])
@@ -84,14 +90,18 @@ def main(argv: list[str] | None = None) -> int:
               "threads": args.threads, "torch": torch.__version__, "load_at_end": round(os.getloadavg()[0], 2),
               "methods": rows,
               "epoch_full_over_lora": round(rows["full"]["best_epoch_seconds"] / rows["lora"]["best_epoch_seconds"], 2),
+              **{f"epoch_{m}_random_over_grouped": round(rows[m]["best_epoch_seconds"]
+                                                         / rows[f"{m}+grouped"]["best_epoch_seconds"], 2)
+                 for m in ("full", "lora")},
               "same_seed_identical_full": same}
     print(json.dumps(record, indent=2))
-    print(f"{'':8s}{'trainable':>12s}{'epoch s':>9s}{'job s':>8s}{'loss':>8s}", file=sys.stderr)
+    print(f"{'':14s}{'trainable':>12s}{'epoch s':>9s}{'job s':>8s}{'loss':>8s}", file=sys.stderr)
     for method, row in rows.items():
-        print(f"{method:8s}{row['trainable']:12d}{row['best_epoch_seconds']:9.1f}{row['best_job_seconds']:8.1f}"
+        print(f"{method:14s}{row['trainable']:12d}{row['best_epoch_seconds']:9.1f}{row['best_job_seconds']:8.1f}"
               f"{row['loss']:8.4f}", file=sys.stderr)
-    print(f"full / LoRA per epoch: {record['epoch_full_over_lora']}x; same seed, same tensors (full): {same}",
-          file=sys.stderr)
+    print(f"full / LoRA per epoch: {record['epoch_full_over_lora']}x; random / grouped batches per epoch: full "
+          f"{record['epoch_full_random_over_grouped']}x, LoRA {record['epoch_lora_random_over_grouped']}x; same seed, "
+          f"same tensors (full): {same}", file=sys.stderr)
     bench.write_json(args.json, record)
     return 0
 

@@ -668,7 +668,7 @@ def test_survey_units_read_the_planted_option(tmp_path):
                     prob = (0.7 if score == planted else 0.1) if planted is not None else 0.25 + noise
                     choices.append({**key, "option_score": score, "prob": prob})
                 responses.append({**key, "seed": 0, "repetition": 0, "status": "answered",
-                                  "option_score": {1: 3.0, -1: 0.0}.get(arm, float(item % 4))})
+                                  "option_score": {1: 3.0, -1: 0.0}.get(arm, float((item + n) % 4))})
     units = survey_units({"choices": pd.DataFrame(choices), "responses": pd.DataFrame(responses)}, plant, config,
                          instances)
     fc = units[units["metric"] == "fc_planted"]

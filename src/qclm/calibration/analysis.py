@@ -147,10 +147,10 @@ def run_test(effect: float, shams: np.ndarray) -> tuple[float, float, float]:
     shams = shams[np.isfinite(shams)]
     if len(shams) < 2 or not np.isfinite(effect):
         return np.nan, np.nan, np.nan
-    run_sd = float(np.std(shams, ddof=1) / sqrt(2))
     df = len(shams) - 1
-    if run_sd == 0:
+    if np.ptp(shams) <= 1e-12 * max(1.0, float(np.abs(shams).max())):  # equal, up to floating-point noise
         return 0.0, np.nan, np.nan
+    run_sd = float(np.std(shams, ddof=1) / sqrt(2))
     return run_sd, float(sps.t.sf(effect / run_sd, df)), float(effect + sps.t.ppf(0.95, df) * run_sd)
 
 
