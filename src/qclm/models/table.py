@@ -275,9 +275,8 @@ def resolve_model(model: str, models_table: str | Path | None, dtype: str | None
                 raise ValueError(f"unknown embedded model {model!r}; known: "
                                  + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED)))
             name = model[len("embedded:"):]
-        elif path.is_dir() and checkpoint_row(path) is not None:
-            spec = checkpoint_row(path)
-            return replace(spec, dtype=dtype) if dtype else spec
+        elif path.is_dir() and (made := checkpoint_row(path)) is not None:
+            return replace(made, dtype=dtype) if dtype else made
         elif path.is_dir() or (path.suffix == ".gguf" and path.is_file()):
             name = path.stem if path.suffix == ".gguf" else path.resolve().name
             model = str(path)
@@ -300,17 +299,15 @@ def checkpoint_row(path: str | Path) -> ModelSpec | None:
     """A checkpoint directory written by a fine-tuning (``qclm finetune``, an intervention) as its base model's row:
     its family, type, size and format, named as the workflow names a checkpoint (``BASE@INTERVENTION-eEPOCH``),
     loaded from the directory; None for a directory without a fine-tuning's marker."""
-    import json
+    from qclm.models.checkpoints import CHECKPOINT_MARKER, checkpoint_provenance, derived_name
 
-    from qclm.models.checkpoints import CHECKPOINT_MARKER, derived_name
-
-    marker = Path(path).expanduser() / CHECKPOINT_MARKER
-    if not marker.is_file():
+    made = checkpoint_provenance(path)
+    if made is None:
         return None
-    made = json.loads(marker.read_text(encoding="utf-8"))
     row = {**made["base_model"], "source": str(path), "revision": ""}  # the weights are the checkpoint's
     unknown = float(row.get("params_b") or 0) <= 0  # a base of unknown size (a directory without a table row)
-    base = parse_model_row({**row, "params_b": "1" if unknown else row["params_b"]}, str(marker), 0)
+    base = parse_model_row({**row, "params_b": "1" if unknown else row["params_b"]},
+                           str(Path(path).expanduser() / CHECKPOINT_MARKER), 0)
     intervention = re.sub(r"[^A-Za-z0-9_]", "_", str(made["intervention"])).lstrip("_") or "finetuned"
     return replace(base, name=derived_name(base.name, intervention, int(made["epoch"])),
                    params_b=0.0 if unknown else base.params_b)
