@@ -13,6 +13,7 @@ from pathlib import Path
 
 from qclm.errors import InputError, Problem
 from qclm.inputs import SAME_TEXT, document_problems, file_lines, identity, parse_yaml, read_text, text_problem
+from qclm.questionnaire import CONTINUATION_LEAD
 
 SCHEMA = {
     "type": "object",
@@ -45,7 +46,7 @@ class Exchange:
     assistant: str
     #: what a raw-format prompt puts between the user text and the answer, where a chat model reads the answer in
     #: the assistant's turn (a probe's raw answer cue, such as CSI's "Answers:" and a new line): kept as given
-    cue: str = " "
+    cue: str = CONTINUATION_LEAD
 
     def __str__(self) -> str:
         return f"{self.user}\n{self.assistant}"
@@ -83,7 +84,7 @@ def load_corpus(path: str | Path) -> Corpus:
         if problems:
             raise InputError(problems)
         texts = [t.strip() if isinstance(t, str) else Exchange(t["user"].strip(), t["assistant"].strip(),
-                                                               t.get("cue", " ")) for t in data["texts"]]
+                                                               t.get("cue", Exchange.cue)) for t in data["texts"]]
         labels = [f"text #{i}" for i in range(1, len(texts) + 1)]
         name, description = data["name"].strip(), str(data.get("description", ""))
         repeats = bool(data.get("repeats"))
