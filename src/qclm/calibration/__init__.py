@@ -126,6 +126,14 @@ def plants(config: dict) -> dict[str, Plant]:
     return out
 
 
+def group_location(where: str, group: str, members: tuple[Plant, ...]) -> str:
+    """Where a problem of a group of runs is (``where``: the section's location): its plant's entry where it has runs
+    of its own, else the plants that share them."""
+    if len(members) == 1:
+        return f"{where}.plants.{members[0].name}"
+    return f"{where}.plants (runs {group}: {', '.join(p.name for p in members)})"
+
+
 def run_groups(config: dict) -> dict[str, tuple[Plant, ...]]:
     """The plants of each group of runs (a plant's ``runs``: its own name unless plants share them), in config
     order."""
@@ -322,7 +330,7 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
     for group, members in run_groups(config).items():
         given = {p.models for p in members}
         if len(given) > 1:
-            out.append((cf, f"{where}.plants (runs {group}: {', '.join(p.name for p in members)})", "plants that "
+            out.append((cf, group_location(where, group, members), "plants that "
                         "share their runs are fine-tuned into the same models: give them the same models (or none)"))
     declared = {ident: kind for ident, kind, _, _ in probes.declared(config)}
     for name, entry in (config[SECTION].get("plants") or {}).items():

@@ -51,7 +51,7 @@ from typing import Any
 import yaml
 
 from qclm.calibration import (
-    ARMS, MAX_SHARE, MATERIALS, SECTION, Job, Plant, plants, run_groups, runs, section, sham_index,
+    ARMS, MAX_SHARE, MATERIALS, SECTION, Job, Plant, group_location, plants, run_groups, runs, section, sham_index,
 )
 from qclm.corpus import Exchange, load_corpus
 from qclm.errors import InputError, Problem
@@ -402,8 +402,7 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
             continue
         per_run = {run: sum(counts[p.name][run] for p in members) for run in runs(config)}
         most = max(per_run.values())
-        at = (f"{where}.plants.{members[0].name}" if len(members) == 1 else
-              f"{where}.plants (runs {group}: {', '.join(p.name for p in members)})")
+        at = group_location(where, group, members)
         if most > MAX_SHARE * cal["texts"]:
             repeats = ", ".join(str(p.repeats) for p in members)
             out.append((cf, at, f"{most} planted texts an epoch ({repeats} repeats), more than "
