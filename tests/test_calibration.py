@@ -438,6 +438,19 @@ def test_the_check_reads_each_text_as_alone_whatever_its_batch(tiny_llama_dir):
     assert [r["text"] for r in together] == list(range(len(texts)))
     assert [r["tokens"] for r in together] == [r["tokens"] for r in alone]
     assert np.allclose([r["nll"] for r in together], [r["nll"] for r in alone], atol=1e-4)
+    # the head's projection of the scored positions only gives the NLL of the whole vocabulary's softmax
+    import torch
+
+    for (prefix, full), row in zip(pairs, together):
+        ids = tok(full, return_tensors="pt")["input_ids"]
+        skip = len(tok(prefix)["input_ids"]) if prefix else 0
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+        picked = logprobs.gather(-1, ids[0, 1:, None])[max(skip - 1, 0):, 0]
+        assert row["tokens"] == len(picked) and abs(row["nll"] + float(picked.sum())) < 1e-4
+    # a set of the same texts under another name (the neutral set of each plant of a shared run): the same rows
+    twice = check_nll(model, tok, {"s": pairs, "t": list(pairs)}, 256, 3, "cpu", 1)
+    assert [dict(r, set="s") for r in twice[len(pairs):]] == together
 
 
 def test_the_check_reads_at_most_check_texts_of_a_set_and_one_run_reads_the_base_model(tmp_path):
