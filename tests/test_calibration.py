@@ -608,6 +608,29 @@ def test_the_check_says_whether_a_plant_took_and_what_it_cost():
     assert "| m | p (2) | q: q | shift | yes / yes | -4.00 nats/token |" in text and "| none up to 8 |" in text
 
 
+def test_a_plant_that_teaches_answers_took_where_its_arms_prefer_their_own_answers():
+    # every run learns the prompts' answer format (its planted sets fall together, by a shift of its own: the
+    # shams' spread is wide); an arm learns its own answers beyond that, and the other arm's less
+    config = _cal_config()
+    shift = {"plus": 0.0, "minus": 0.0, "sham0": -0.6, "sham1": 0.0, "sham2": 0.6}
+    frame = _checks(False)
+    for run, g in frame.groupby("run"):
+        extra = np.where(g["set"] == f"planted_{run}", -0.5, np.where(g["set"].str.startswith("planted"), 0.5, 0.0))
+        frame.loc[g.index, "nll"] += 10 * g["epoch"] * (np.where(g["set"] != "neutral", shift[run], 0.0) + extra)
+    check = A.check_table(frame, config).set_index(["run", "epoch", "set"])
+    assert not check.loc[("plus", 2, "planted_plus"), "took"]  # no further than the shams' spread
+    assert check.loc[("plus", 2, "prefers_plus"), "vs_shams"] == pytest.approx(-2.0, abs=0.1)
+    assert check.loc[("plus", 2, "prefers_plus"), "took"] and check.loc[("minus", 2, "prefers_minus"), "took"]
+    # a sham's preference is its planted_plus less its planted_minus, the format shift cancelled
+    assert check.loc[("sham0", 2, "prefers_plus"), "nll"] == pytest.approx(0.0, abs=0.1)
+    floor = A.floor_table(A.calibration_table(_units(0.0, seed=1), config), check.reset_index(), config).iloc[0]
+    assert floor["took_plus"] and floor["took_minus"] and "did not take" not in floor["note"]
+    assert floor["preference_change"] == pytest.approx(-2.0, abs=0.1)
+    # and where no arm learned anything of its own, no preference either
+    none = A.check_table(_checks(False), config).set_index(["run", "epoch", "set"])
+    assert not none.loc[("plus", 2, "prefers_plus"), "took"]
+
+
 # -- each kind's units, on tables of the kind's own shape ---------------------------------------------------------
 
 MODELS = ["m", "m@cal_PLANT_plus-e1", "m@cal_PLANT_minus-e1", "m@cal_PLANT_sham0-e1", "m@cal_PLANT_sham1-e1",

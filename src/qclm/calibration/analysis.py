@@ -34,7 +34,11 @@ Per model x plant x probe x instrument x metric x dose (``calibration.csv``):
 ``calibration_check.csv``: per model x plant x run x epoch x text set, the per-token NLL (the sets of
 :data:`qclm.calibration.corpora.CHECK_SETS`), beside the shams' mean and SD of the same set and dose, ``vs_shams``
 (the run's less the shams' mean), ``took`` (an arm's own planted texts lie below the shams' one-sided 95% prediction
-bound for one more run) and ``perplexity_change`` (of the neutral held-out texts against the shams': the cost).
+bound for one more run) and ``perplexity_change`` (of the neutral held-out texts against the shams': the cost). Two
+sets more per run: ``prefers_plus`` and ``prefers_minus``, the NLL of that arm's planted texts less the other arm's
+(a sham that answers the same prompts at random learns their answer format as the arms do; what an arm learned that
+the other did not is this difference), whose ``took`` is read the same way; a plant took where either did (two
+one-sided tests at 5%: at most 10% of runs without a plant would be said to have taken).
 ``calibration_floor.csv``, per planted series: the floor dose, the effect at the largest dose beside the runs'
 spread, its bound where no dose is detected, and whether each arm's plant took at the largest dose.
 """
@@ -72,11 +76,13 @@ CHECK_COLUMNS = ["base_model", "plant", "run", "epoch", "dose", "set", "n_texts"
 FLOOR_COLUMNS = KEYS + ["floor_dose", "max_dose", "detected_doses", "effect_at_max_dose",
                         "effect_at_max_dose_ci_low", "effect_at_max_dose_ci_high", "run_sd_at_max_dose",
                         "bound_at_max_dose", "min_p_units", "took_plus", "took_minus", "planted_nll_change",
-                        "perplexity_change", "shared_with", "training", "note"]
+                        "preference_change", "perplexity_change", "shared_with", "training", "note"]
 #: a metric over fewer units than this has no CI to read: the row is marked underpowered
 MIN_UNITS = 5
 #: the one-sided level of the shams' prediction bound that an arm's planted NLL must pass to have "taken"
 TOOK_LEVEL = 0.95
+#: the check table's set of a run's preference for an arm's planted texts over the other arm's (``prefers_plus``)
+PREFERS = "prefers_"
 
 
 def statistic(values: np.ndarray, planted: np.ndarray) -> float:
@@ -333,6 +339,24 @@ def read_checks(paths: list[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
+def _preferences(per: pd.DataFrame) -> pd.DataFrame:
+    """Each run's preference for each arm's planted texts over the other arm's (``prefers_plus``: the per-token
+    NLL of planted_plus less that of planted_minus; ``prefers_minus`` its negation), a set of the check table: a
+    sham trained on the same prompts answered at random learns the answer format as the arms do, so where a plant
+    teaches answers its planted NLL may fall no further than the shams'; what it learned that the opposite arm did
+    not is this difference, in which what the fine-tuning does to both arms' texts cancels, as in the effect."""
+    keys = ["base_model", "plant", "run", "epoch"]
+    wide = per[per["set"].isin([f"planted_{a}" for a in cal.ARMS])].pivot_table(
+        index=keys, columns="set", values=["nll", "n_texts", "tokens"], aggfunc="first")
+    if wide.empty or any(("nll", f"planted_{a}") not in wide.columns for a in cal.ARMS):
+        return per.iloc[:0]
+    plus, minus = wide[("nll", "planted_plus")], wide[("nll", "planted_minus")]
+    frames = [pd.DataFrame({"set": PREFERS + arm, "nll": sign * (plus - minus),
+                            "n_texts": wide["n_texts"].sum(axis=1), "tokens": wide["tokens"].sum(axis=1)}).reset_index()
+              for arm, sign in zip(cal.ARMS, (1, -1))]
+    return pd.concat(frames, ignore_index=True).dropna(subset=["nll"])
+
+
 def check_table(checks: pd.DataFrame, config: dict) -> pd.DataFrame:
     """``calibration_check.csv`` (module docstring): per-token NLL of each set on each run's checkpoints, beside
     the shams'."""
@@ -343,6 +367,7 @@ def check_table(checks: pd.DataFrame, config: dict) -> pd.DataFrame:
     per = checks.groupby(["base_model", "plant", "run", "epoch", "set"], as_index=False, sort=False).agg(
         n_texts=("text", "size"), tokens=("tokens", "sum"), nll_sum=("nll", "sum"))
     per["nll"] = per["nll_sum"] / per["tokens"].where(per["tokens"] > 0)
+    per = pd.concat([per, _preferences(per)], ignore_index=True)
     base = per[per["epoch"] == 0].groupby(["base_model", "plant", "set"])["nll"].mean().rename("base_nll")
     per = per[per["epoch"] > 0].merge(base.reset_index(), on=["base_model", "plant", "set"], how="left")
     shams = per[per["run"].map(lambda r: cal.sham_index(r) is not None)]
@@ -354,7 +379,7 @@ def check_table(checks: pd.DataFrame, config: dict) -> pd.DataFrame:
     k = out["n_shams"]
     t = np.where(k >= 2, sps.t.ppf(TOOK_LEVEL, np.maximum(k - 1, 1)), np.nan)
     out["vs_shams_bound"] = -t * out["sham_sd"] * np.sqrt(1 + 1 / k.where(k > 0))
-    own = out["set"] == "planted_" + out["run"]
+    own = (out["set"] == "planted_" + out["run"]) | (out["set"] == PREFERS + out["run"])
     out["took"] = np.where(own, (out["vs_shams"] < out["vs_shams_bound"]), pd.NA)
     out["perplexity_change"] = np.where(out["set"] == "neutral", np.exp(out["vs_shams"]) - 1, np.nan)
     out["underpowered"] = out["n_shams"] < 2  # no shams' spread: "took" cannot be read
@@ -386,10 +411,12 @@ def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict) -> pd.Da
         c = check[(check["base_model"] == key[0]) & (check["plant"] == key[1]) & (check["epoch"] == last["epoch"])]
 
         def took(arm: str) -> Any:
-            hit = c[(c["run"] == arm) & (c["set"] == f"planted_{arm}")]["took"]
-            return bool(hit.iloc[0]) if len(hit) and not pd.isna(hit.iloc[0]) else pd.NA
+            # its planted texts or its preference for them over the other arm's beyond the shams' bound
+            hit = c[(c["run"] == arm) & c["set"].isin([f"planted_{arm}", PREFERS + arm])]["took"].dropna()
+            return bool(hit.astype(bool).any()) if len(hit) else pd.NA
 
         planted = c[(c["run"].isin(cal.ARMS)) & (c["set"] == "planted_" + c["run"])]["vs_shams"]
+        prefers = c[(c["run"].isin(cal.ARMS)) & (c["set"] == PREFERS + c["run"])]["vs_shams"]
         neutral = c[(c["run"].isin(cal.ARMS)) & (c["set"] == "neutral")]["perplexity_change"]
         notes = [] if detected else [f"not detected at any dose up to {int(g['dose'].max())}: the effect there is "
                                      "below its bound"]
@@ -406,6 +433,7 @@ def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict) -> pd.Da
                      "bound_at_max_dose": last["bound"], "min_p_units": last["min_p_units"],
                      "took_plus": plant_took[0], "took_minus": plant_took[1],
                      "planted_nll_change": float(planted.mean()) if len(planted) else np.nan,
+                     "preference_change": float(prefers.mean()) if len(prefers) else np.nan,
                      "perplexity_change": float(neutral.mean()) if len(neutral) else np.nan,
                      "shared_with": ", ".join(p.name for p in groups[plants[key[1]].runs] if p.name != key[1]),
                      "training": training, "note": "; ".join(notes)})
@@ -548,14 +576,17 @@ def overview(results: dict[str, pd.DataFrame]) -> str:
               "with seeds of their own, checkpointed along a ladder of epochs (dose: exposures of every planted "
               "text). The effect is half the arms' difference in the metric's own units; a dose is detected where "
               "it exceeds the shams' spread (a t over the shams, tested from the largest dose down). The plant "
-              "*took* where an arm's planted texts lost more NLL than the shams' 95% bound (`calibration_check.csv`). "
+              "*took* where an arm's planted texts, or its preference for them over the other arm's (own less "
+              "opposite NLL: the answer format a sham learns too cancels), lie beyond the shams' 95% bound "
+              "(`calibration_check.csv`). "
               "Tier 1 plants the probe's own format (can the readout see?), tier 2 a transfer (does the model "
               "generalize to what the probe reads?). A null of a probe on a model is a signal below its floor, "
               "bounded by the effect's upper bound at the largest dose; where the plant did not take, it says "
               "nothing of the probe.", "",
               "| model | plant (tier) | probe: instrument | metric | plant took (plus / minus) | planted NLL vs "
-              "shams | held-out perplexity vs shams | floor (dose) | effect at the largest dose [CI] | runs' SD | "
-              "upper bound | smallest unit p |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "shams | preference vs shams | held-out perplexity vs shams | floor (dose) | effect at the largest "
+              "dose [CI] | runs' SD | "
+              "upper bound | smallest unit p |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in floors.itertuples(index=False):
         floor = f"none up to {r.max_dose}" if pd.isna(r.floor_dose) else str(int(r.floor_dose))
         effect = (f"{_fmt(r.effect_at_max_dose)} [{_fmt(r.effect_at_max_dose_ci_low)}, "
@@ -564,7 +595,8 @@ def overview(results: dict[str, pd.DataFrame]) -> str:
         min_p = "n/a" if pd.isna(r.min_p_units) else f"{r.min_p_units:.2g}"
         lines.append(f"| {r.base_model} | {r.plant} ({int(r.tier)}) | {r.probe}: {r.instrument} | {r.metric} | "
                      f"{_took(r.took_plus)} / {_took(r.took_minus)} | {_fmt(r.planted_nll_change, 2)} nats/token | "
-                     f"{ppl} | {floor} | {effect} | {_fmt(r.run_sd_at_max_dose, sign=False)} | "
+                     f"{_fmt(r.preference_change, 2)} nats/token | {ppl} | {floor} | {effect} | "
+                     f"{_fmt(r.run_sd_at_max_dose, sign=False)} | "
                      f"{_fmt(r.bound_at_max_dose) if pd.isna(r.floor_dose) else '-'} | {min_p} |")
     if len(table):
         unplanted = table[table["role"] == "unplanted"]
