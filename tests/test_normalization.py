@@ -179,6 +179,9 @@ def test_the_sensitivity_table_shows_a_contrast_that_is_only_the_terms_main_effe
     assert (table["mean_diff_iterated"].abs() < 1e-5).all() and (table["mean_diff_one_pass"].abs() > 1e-4).all()
     np.testing.assert_allclose(table["mean_diff_difference"],
                                table["mean_diff_one_pass"] - table["mean_diff_iterated"], rtol=1e-12)
+    # the overview's headline puts both forms beside the run's difference, with the terms' main effect
+    overview = (tmp_path / "out" / "overview.md").read_text()
+    assert "| difference, one pass | difference, iterated | terms' main effect (one pass - iterated) | d |" in overview
     # told the scores were iterated when their p_norm is the one pass: the table says so in the log
     with caplog.at_level(logging.WARNING, logger="qclm.analysis"):
         other = sensitivity_table(variants, None, "first", [("vanilla", "stress")],

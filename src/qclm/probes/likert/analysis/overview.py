@@ -90,7 +90,26 @@ def headline(result: dict[str, pd.DataFrame]) -> pd.DataFrame:
                                      zip(merged["eta2_condition"], merged["eta2_condition_ci_low"],
                                          merged["eta2_condition_ci_high"])],
         "underpowered": ["yes" if u else "" for u in merged["underpowered"]],
-    })
+    }).pipe(_with_both_normalizations, merged, result.get("normalization_sensitivity"))
+
+
+def _with_both_normalizations(table: pd.DataFrame, merged: pd.DataFrame, sensitivity: pd.DataFrame | None
+                              ) -> pd.DataFrame:
+    """The headline with the difference under both forms of the two-way normalization (method.md section 4a,
+    ``normalization_sensitivity.csv``) and their difference, the part of the one-pass contrast that the construct
+    terms' main effect makes; unchanged without the table (no variant probabilities)."""
+    from qclm.probes.likert.analysis.normalization import KEYS
+    from qclm.settings import NORMALIZATIONS
+
+    if sensitivity is None or sensitivity.empty:
+        return table
+    both = merged[KEYS].merge(sensitivity, on=KEYS, how="left")
+    at = list(table.columns).index("d")
+    for form in NORMALIZATIONS:
+        table.insert(at, f"difference, {form.replace('_', ' ')}", [_fmt(x) for x in both[f"mean_diff_{form}"]])
+        at += 1
+    table.insert(at, "terms' main effect (one pass - iterated)", [_fmt(x) for x in both["mean_diff_difference"]])
+    return table
 
 
 def _md_table(df: pd.DataFrame) -> list[str]:
@@ -113,6 +132,9 @@ def overview(ctx, result: dict[str, pd.DataFrame], info: dict) -> str:
         head = ("Headline per-model results: the difference of questionnaire scores (first minus second "
                 "condition; mean over stimuli, 95% bootstrap CI over stimuli), Cohen's d over stimuli, and the "
                 "condition share of the item-score variance with items as subjects (the single-model state-trait "
-                "position; per_model_state_trait.csv).")
+                "position; per_model_state_trait.csv); where the variant probabilities were read, the difference under "
+                "both forms of the two-way normalization (the paper's one pass and the iterated form, which leaves "
+                "only the term x intensifier interaction; method.md section 4a) and the part of the one-pass "
+                "difference that is the construct terms' main effect (normalization_sensitivity.csv).")
         md += ["### Per-model results", "", head, ""] + _md_table(table)
     return "\n".join(md + [null_note("Likert"), ""])
