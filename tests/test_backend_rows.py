@@ -168,3 +168,21 @@ def test_each_row_gets_its_backend_from_the_registry_and_each_backend_answers_th
             given = inspect.signature(getattr(cls, method)).parameters
             if not any(p.kind is p.VAR_KEYWORD for p in given.values()):
                 assert set(wanted) <= set(given), (name, method, list(given))
+
+
+def test_retries_are_jittered_so_threads_stopped_together_come_back_apart():
+    import random
+
+    from qclm.engine.remote import BACKOFF_BASE_S, BACKOFF_MAX_S, backoff
+
+    rng = random.Random(0)
+    # eight threads that a 429 stopped at once: eight different waits, each between half and the whole backoff
+    first = [backoff(0, rng=rng) for _ in range(8)]
+    assert len(set(first)) == 8 and all(BACKOFF_BASE_S / 2 <= w <= BACKOFF_BASE_S for w in first)
+    assert max(first) - min(first) > BACKOFF_BASE_S / 8
+    third = [backoff(2, rng=rng) for _ in range(8)]
+    assert all(2 * BACKOFF_BASE_S <= w <= 4 * BACKOFF_BASE_S for w in third)
+    assert all(BACKOFF_MAX_S / 2 <= backoff(30, rng=rng) <= BACKOFF_MAX_S for _ in range(8))
+    # the server's Retry-After is kept, plus a spread of at most the base
+    after = [backoff(0, 5.0, rng=rng) for _ in range(8)]
+    assert len(set(after)) == 8 and all(5.0 <= w <= 5.0 + BACKOFF_BASE_S for w in after)

@@ -10,7 +10,8 @@ server backends (:mod:`qclm.engine.vllm`, :mod:`qclm.engine.openai_api`): what a
 - **Concurrency, timeout, retries**: at most ``engine.api_concurrency`` HTTP requests at once, each with a timeout
   of ``engine.api_timeout`` seconds; a rate limit (429), a server error (5xx), a timeout or a dropped connection
   is retried up to ``engine.api_retries`` times with exponential backoff (1, 2, 4... s, at most 60 s, or what
-  the server's Retry-After header says).
+  the server's Retry-After header says), jittered (:func:`backoff`) so that threads stopped together do not retry
+  together.
 - **Usage**: the tokens the server reports (prompt, completion), requests sent, answers from the cache, retries,
   for the provenance of every cell.
 - **Credentials**: a missing or rejected key is a :class:`CredentialsError` (the scoring job ends with one line
@@ -26,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +38,8 @@ from typing import Any
 
 log = logging.getLogger("qclm.engine")
 
-#: backoff of retried requests: BACKOFF_BASE_S x 2^attempt, at most BACKOFF_MAX_S (or the server's Retry-After)
+#: backoff of retried requests: BACKOFF_BASE_S x 2^attempt, at most BACKOFF_MAX_S (or the server's Retry-After),
+#: jittered (:func:`backoff`)
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
 
@@ -201,8 +204,7 @@ class CompletionsClient:
                 if attempt >= self.retries or self.cancelled:
                     raise RemoteError(f"{what}: {self.base_url} failed {attempt + 1} times, last: "
                                       f"{type(err).__name__}: {_message(err)}") from None
-                wait = _retry_after(err)
-                wait = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** attempt) if wait is None else wait
+                wait = backoff(attempt, _retry_after(err))
                 log.warning("model %s: %s (%s); retry %d of %d in %.1f s", self.name, type(err).__name__,
                             _message(err), attempt + 1, self.retries, wait)
                 with self._lock:
@@ -233,6 +235,16 @@ def _message(err: Exception) -> str:
         if inner.get("message"):
             return " ".join(str(inner["message"]).split())[:300]
     return " ".join(str(err).split())[:300] or type(err).__name__
+
+
+def backoff(attempt: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+    """Seconds before retry ``attempt`` (0 first): BACKOFF_BASE_S x 2^attempt, at most BACKOFF_MAX_S, of which a
+    random half (between half and the whole), or the server's Retry-After plus up to BACKOFF_BASE_S: the threads
+    that a rate limit stopped together come back spread out, not in lockstep (a thundering herd)."""
+    draw = (rng or random).random()
+    if retry_after is not None:
+        return retry_after + BACKOFF_BASE_S * draw
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** attempt) * (0.5 + 0.5 * draw)
 
 
 def _retry_after(err: Exception) -> float | None:
