@@ -186,3 +186,22 @@ def test_retries_are_jittered_so_threads_stopped_together_come_back_apart():
     # the server's Retry-After is kept, plus a spread of at most the base
     after = [backoff(0, 5.0, rng=rng) for _ in range(8)]
     assert len(set(after)) == 8 and all(5.0 <= w <= 5.0 + BACKOFF_BASE_S for w in after)
+
+
+def test_the_http_clients_request_lines_go_to_a_jobs_log_not_to_the_terminal(tmp_path):
+    import logging
+
+    from qclm.logs import configure_logging
+
+    saved = sys.stderr
+    try:
+        configure_logging()  # a command on the terminal
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert logging.getLogger("qclm.engine").isEnabledFor(logging.INFO)
+        configure_logging(str(tmp_path / "job.log"))  # a workflow job: its log file holds them
+        assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    finally:
+        if sys.stderr is not saved:
+            sys.stderr.close()
+        sys.stderr = saved
+        configure_logging()

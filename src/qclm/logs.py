@@ -24,6 +24,8 @@ def configure_logging(log_file: str | None = None, level: int = logging.INFO) ->
     root.addHandler(handler)
     root.setLevel(level)
     logging.getLogger("fontTools").setLevel(logging.WARNING)  # matplotlib's PDF font subsetting, line by line
+    # the HTTP client logs every request at INFO: in a job's log file, not on a terminal (thousands of lines a cell)
+    logging.getLogger("httpx").setLevel(logging.INFO if log_file else logging.WARNING)
     logging.captureWarnings(True)
 
 
