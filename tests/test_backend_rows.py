@@ -33,6 +33,15 @@ def test_backend_columns_are_read_and_checked(tmp_path):
     models = load_model_table(ok)
     assert (models["api"].backend, models["api"].kind, models["api"].job_gpus) == ("openai", "api", 0)
     assert (models["big"].gpus, models["big"].job_gpus, models["remote"].job_gpus) == (4, 4, 0)
+    # a closed model's size is unknown: an API row may leave params_b empty; a local row may not
+    closed = load_model_table(_table(tmp_path, "api\tgpt-4o-mini\t\t\tinstruct\tgpt\tauto\tchat\topenai\t"
+                                               "https://api.example.com/v1\tMY_KEY\t"))["api"]
+    assert closed.params_b == 0.0
+    from qclm.jobs.stages import model_info
+
+    assert model_info({"api": closed}, [])["params_b"].isna().all()  # empty in the tables, not 0
+    with pytest.raises(InputError, match=r"column params_b: must be a positive number, got ''"):
+        load_model_table(_table(tmp_path, "m\torg/m\t\t\tinstruct\tm\tauto\traw\t\t\t\t"))
     assert models["big"].as_row()["gpus"] == "4" and "backend" not in load_model_table(
         ROOT / "config/models.tsv")["gemma3-270m"].as_row()  # a local row's provenance is unchanged
     bad = _table(tmp_path, "a\tgpt-4o\t\t8\tinstruct\tgpt\tauto\traw\tollama\t\t\t",

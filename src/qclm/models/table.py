@@ -77,7 +77,7 @@ class ModelSpec:
     name: str
     source: str
     revision: str
-    params_b: float
+    params_b: float  # billions of parameters; 0: unknown (an API row may leave it empty)
     type: str
     family: str
     dtype: str = "auto"
@@ -165,11 +165,14 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
         problems.append((file, f"{where}: column source",
                          f"{source!r} is neither a hub id (org/name), an existing path nor embedded:NAME"))
     try:
-        params_b = float(row["params_b"])
-        if not (params_b > 0 and math.isfinite(params_b)):
+        # an API row may leave its size empty: a closed model's is not known (0: unknown, empty in the tables;
+        # analyses by size class leave it out and say so)
+        params_b = 0.0 if backend == "openai" and not str(row["params_b"] or "").strip() else float(row["params_b"])
+        if not ((params_b > 0 or backend == "openai" and params_b == 0) and math.isfinite(params_b)):
             raise ValueError
     except ValueError:
-        problems.append((file, f"{where}: column params_b", f"must be a positive number, got {row['params_b']!r}"))
+        problems.append((file, f"{where}: column params_b", "must be a positive number" + (
+            " or empty (unknown)" if backend == "openai" else "") + f", got {row['params_b']!r}"))
         params_b = float("nan")
     dtype = row["dtype"].strip() or "auto"
     if dtype not in DTYPES:
