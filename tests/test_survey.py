@@ -411,6 +411,21 @@ def test_the_forced_choice_scores_the_option_number_as_the_first_answer_token(ti
             == best.reindex(responses.set_index(["item_id", "variant", "order"]).index)).all()
 
 
+def test_a_forced_choice_the_row_cannot_score_is_empty_not_a_crash(tiny_llama_dir):
+    """An API row returns the top log-probabilities only: options outside them have none (several tokens, or
+    unlikely). A forced choice with no scored option has no argmax, and its responses are still judged."""
+    settings = {"instrument": str(GAD7), "variants": ["natural"], "generation": {"max_new_tokens": 4}}
+    _, raw, _ = _score(_loaded(tiny_llama_dir), settings)
+    options = raw["record"] == "option"
+    raw.loc[options, ["logprob", "prob"]] = np.nan  # as a row outside whose top log-probabilities they all fall
+    tables = cell_tables(raw)
+    choices, responses = tables["choices"], tables["responses"]
+    assert not choices["argmax"].any() and choices["prob"].isna().all()
+    assert len(responses) == (raw["record"] == "response").sum() and responses["status"].notna().all()
+    assert responses["fc_argmax_position"].isna().all() and responses["fc_agrees"].isna().all()
+    assert responses["fc_prob_judged"].isna().all()
+
+
 def test_each_stimulus_gets_its_own_draws_and_a_stimulus_the_same_under_every_condition(tiny_llama_dir):
     """A generation's seed: the run seed, model, probe, item, variant, persona, order, seed, repetition and the
     stimulus; the condition is not in it."""

@@ -25,6 +25,10 @@ RESPONSE_COLUMNS = PROMPT_KEY + [
 CHOICE_VALUES = ("logprob", "n_tokens", "prob", "prob_mean", "argmax", "expected", "mass")
 
 
+#: the forced choice's argmax of a prompt none of whose options the row could score
+_NO_ARGMAX = pd.Series({"position": None, "label": "", "expected": np.nan})
+
+
 def suffix(answer: str) -> str:
     """The column suffix of a forced choice in the choices table ("" for the one the analysis reads)."""
     return "" if answer == SCORED else f"_{answer}"
@@ -49,7 +53,8 @@ def cell_tables(raw: pd.DataFrame) -> dict[str, pd.DataFrame]:
         labels = list(shown["label"])
         done = process(row["raw_text"], labels, row["variant"] == "json", row["item_text"])
         v = done.verdict
-        argmax = shown[shown["argmax"]].iloc[0]
+        # no argmax where the row could score none of the options (an API's top log-probabilities held none)
+        argmax = shown[shown["argmax"]].iloc[0] if shown["argmax"].any() else _NO_ARGMAX
         record = {c: row[c] for c in PROMPT_KEY + ["dimension"]}
         record.update({
             "seed": row["seed"], "repetition": row["repetition"], "request_seed": row["request_seed"],
@@ -58,7 +63,7 @@ def cell_tables(raw: pd.DataFrame) -> dict[str, pd.DataFrame]:
             "json": done.json, "judged_text": done.judged_text, "validator": done.validator,
             "validator_phrase": done.validator_phrase, "judge": v.name,
             "mentions": json.dumps({"counted": list(v.mentions), "negated": list(v.negated)}),
-            "status": done.status, "fc_argmax_position": int(argmax["position"]),
+            "status": done.status, "fc_argmax_position": argmax["position"],
             "fc_argmax_option": argmax["label"], "fc_expected": float(argmax["expected"]),
         })
         if done.status == "answered":
@@ -66,7 +71,8 @@ def cell_tables(raw: pd.DataFrame) -> dict[str, pd.DataFrame]:
             record.update({"judged_position": int(chosen["position"]), "judged_option": chosen["label"],
                            "option_score": float(chosen["option_score"]), "score": float(chosen["keyed_score"]),
                            "fc_prob_judged": float(chosen["prob"]),
-                           "fc_agrees": bool(chosen["position"] == argmax["position"])})
+                           "fc_agrees": (bool(chosen["position"] == argmax["position"])
+                                         if argmax is not _NO_ARGMAX else None)})
         else:
             record.update({"judged_position": None, "judged_option": "", "option_score": np.nan, "score": np.nan,
                            "fc_prob_judged": np.nan, "fc_agrees": None})
@@ -88,8 +94,9 @@ def _choices(options: pd.DataFrame) -> pd.DataFrame:
         part = options[options["answer"] == answer].copy()
         part["position"] = part["position"].astype(int)
         part["argmax"] = False
-        if len(part):
-            best = part.groupby(PROMPT_KEY, sort=False)["prob"].idxmax()
+        scored = part.dropna(subset=["prob"])  # a prompt none of whose options could be scored has no argmax
+        if len(scored):
+            best = scored.groupby(PROMPT_KEY, sort=False)["prob"].idxmax()
             part.loc[best.to_numpy(), "argmax"] = True
         mass = np.exp(part["logprob"].astype(float)).groupby([part[c] for c in PROMPT_KEY], sort=False) \
             .transform("sum") if len(part) else part["logprob"]
