@@ -424,6 +424,15 @@ def test_a_forced_choice_the_row_cannot_score_is_empty_not_a_crash(tiny_llama_di
     assert len(responses) == (raw["record"] == "response").sum() and responses["status"].notna().all()
     assert responses["fc_argmax_position"].isna().all() and responses["fc_agrees"].isna().all()
     assert responses["fc_prob_judged"].isna().all()
+    # the analysis writes its tables: the agreement with the forced choice is empty and says why
+    from qclm.probes.survey.analysis import FC_UNSCORED, agreement, summary
+    from qclm.probes.survey.overview import overview
+
+    rows = agreement(responses, choices, None, 0, n_perm=20)
+    assert (~rows["fc_scored"]).all() and rows["agree_argmax"].isna().all()
+    assert rows["note"].str.contains(FC_UNSCORED, regex=False).all()
+    table = summary(responses, choices, 20, 0)
+    assert len(table) and FC_UNSCORED.split(" (")[0] in overview(responses, table, rows)
 
 
 def test_each_stimulus_gets_its_own_draws_and_a_stimulus_the_same_under_every_condition(tiny_llama_dir):

@@ -39,8 +39,9 @@ for agreement over fewer than :data:`MIN_ANSWERED` answered responses; ``correla
 correlations over fewer than :data:`MIN_ITEMS` items. A measure that does not vary gets no p-value:
 ``fc_degenerate`` (the forced choice gave one position on every prompt of each option order) and
 ``answers_degenerate`` (the generated answers did), where shuffling the pairing cannot change the statistic; its
-p-value is left empty, and so is any permutation p-value whose permutations all give the observed value. ``note``
-says which.
+p-value is left empty, and so is any permutation p-value whose permutations all give the observed value.
+``fc_scored`` false where the row could score no option of some prompt's forced choice (an API row's top
+log-probabilities held none of them): the agreement with it is left empty. ``note`` says which.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ ALL = "all"
 #: what the tables say where a measure does not vary
 FC_DEGENERATE = "the forced choice gave one option position on every prompt"
 ANSWERS_DEGENERATE = "the generated answers gave one option position on every prompt"
+FC_UNSCORED = "the row could score no option of some prompts' forced choice (outside its top log-probabilities)"
 
 
 def _suffix(answer: str) -> str:
@@ -236,7 +238,10 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
     fc_one = one_position(c[c["argmax"].astype(bool)], "position", strata)
     answers_one = one_position(answered, "judged_position", strata)
     row.update({"fc_degenerate": fc_one is not None, "answers_degenerate": answers_one is not None})
-    if n:
+    # a row that could score no option of some prompt (an API's top log-probabilities held none): no agreement
+    unscored = bool(len(c)) and not c.groupby(PROMPT_KEY, sort=False)["argmax"].any().all()
+    row["fc_scored"] = not unscored
+    if n and not unscored:
         agrees = answered["fc_agrees"].astype(bool).to_numpy()
         judged = answered["judged_option"].to_numpy()
         argmax = answered["fc_argmax_option"].to_numpy()
@@ -280,7 +285,7 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
     else:
         row.update({k: np.nan for k in ("agree_argmax", "agree_chance", "agree_p", "fc_prob_generated",
                                         "fc_prob_random", "fc_prob_p", "tv_distance", "tv_distance_sampling")})
-        row["prompts_answered"] = 0
+        row["prompts_answered"] = len(answered[PROMPT_KEY].drop_duplicates())
     # correlations over items
     survey_items = answered.groupby("item_id")["score"].mean()
     fc_items = c.drop_duplicates(PROMPT_KEY).groupby("item_id")["expected"].mean()
@@ -294,14 +299,16 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
         row.update({f"rho_{name}": rho, f"rho_{name}_p": p, f"n_items_{name}": int(np.sum(np.isfinite(x) & np.isfinite(y)))})
     row["qclm_scored"] = bool(np.isfinite(q).any())
     notes = []
+    if unscored:
+        notes.append(f"{FC_UNSCORED}: no agreement of the answers with it")
     if fc_one is not None:
         notes.append(f"{FC_DEGENERATE} of each {'/'.join(strata)} ({_positions(fc_one)}): no agreement p-value")
     if answers_one is not None and n:
         notes.append(f"{ANSWERS_DEGENERATE} of each {'/'.join(strata)} ({_positions(answers_one)}): no agreement or "
                      "forced-choice-probability p-value")
-    if n and fc_one is None and answers_one is None and np.isnan(row["agree_p"]):
+    if n and not unscored and fc_one is None and answers_one is None and np.isnan(row["agree_p"]):
         notes.append("no permutation of the answers changes their agreement with the argmax: no agreement p-value")
-    if n and answers_one is None and np.isnan(row["fc_prob_p"]):
+    if n and not unscored and answers_one is None and np.isnan(row["fc_prob_p"]):
         notes.append("no permutation of the answers changes the forced choice's probability of them (the same "
                      "probabilities on every prompt): no p-value")
     if n < MIN_ANSWERED:

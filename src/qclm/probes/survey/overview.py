@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from qclm.analysis.overview import null_note
+from qclm.probes.survey.analysis import FC_UNSCORED
 
 
 def _f(x, digits: int = 2) -> str:
@@ -58,7 +59,9 @@ def overview(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataF
         few = " (underpowered)" if r.underpowered else ""
         items = " (underpowered)" if r.correlations_underpowered else ""
         agree_p = _p(r.agree_p)
-        if r.fc_degenerate:
+        if not r.fc_scored:
+            agree_p = "not scored on this row"
+        elif r.fc_degenerate:
             agree_p = "degenerate: the forced choice gave one option position on every prompt"
         elif r.answers_degenerate and r.n_answered:
             agree_p = "degenerate: the answers gave one option position on every prompt"
@@ -81,6 +84,10 @@ def overview(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataF
                   "option order (`fc_degenerate`); it does not vary, so its agreement with the answers has no "
                   "p-value (left empty), and its scale score and order shift show a position habit, not the "
                   "items."]
+    if not agreement.empty and not agreement["fc_scored"].all():
+        lines += ["", f"Not scored: on some rows {FC_UNSCORED} (`fc_scored` false): the forced choice has no "
+                  "option there, and the answers' agreement with it is left empty; the generated answers are "
+                  "judged as everywhere."]
     lines += ["", "Tables: `survey_summary.csv`, `survey_agreement.csv`; figures: `survey_rates`, `survey_agreement`. "
               "A row marked underpowered rests on too few answers or items (its `note` says which). The forced "
               "choice scores each option's number as the first answer token; the options' labels and the whole "
