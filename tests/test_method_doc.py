@@ -169,3 +169,22 @@ def test_config_keys_and_names_in_the_method_exist():
         if rest and not re.search(rf"^\s*(?:def |class )?{rest[0]}\b", module.read_text(encoding="utf-8"), re.M):
             missing.append(name)
     assert not missing, missing
+
+
+def test_every_config_key_of_the_schema_is_in_config_readme():
+    """config/README.md says it lists every key: each leaf of the config schema is there, as its dotted name or
+    as its own name in the table of its section (a plant's keys as plants.NAME.KEY), so the two cannot drift."""
+    import yaml
+
+    schema = yaml.safe_load((ROOT / "src" / "qclm" / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
+    readme = (ROOT / "config" / "README.md").read_text(encoding="utf-8")
+
+    def leaves(node, path):
+        for key, sub in ((node or {}).get("properties") or {}).items():
+            below = list(leaves(sub, path + [key])) if isinstance(sub, dict) else []
+            yield from below or [path + [key]]
+
+    found = list(leaves(schema, []))
+    missing = [".".join(p) for p in found
+               if not any(f"`{name}" in readme for name in (".".join(p), f"{p[-1]}`", f"{p[-1]}:", f"{p[-1]}."))]
+    assert len(found) > 50 and not missing, missing
