@@ -575,6 +575,9 @@ def test_the_run_test_rejects_at_its_level_under_the_null():
     # two arms and three shams of one run-to-run distribution: half the arms' difference against the shams
     ps = [A.run_test((rng.normal() - rng.normal()) / 2, rng.normal(size=3))[1] for _ in range(4000)]
     assert 0.035 < np.mean(np.array(ps) < 0.05) < 0.065
+    # each of three shams held against the other two as one more run: 5% of the holds beyond, not 5% of the rows
+    hits = [A.sham_false_alarms(rng.normal(size=3), 1, 0.05) for _ in range(4000)]
+    assert 0.04 < np.sum(hits) / (3 * len(hits)) < 0.06
 
 
 def _checks(took: bool) -> pd.DataFrame:

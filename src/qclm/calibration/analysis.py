@@ -601,13 +601,17 @@ def overview(results: dict[str, pd.DataFrame]) -> str:
     if len(table):
         unplanted = table[table["role"] == "unplanted"]
         off = unplanted[unplanted["detected"].astype(bool)]
-        alarms = table["sham_false_alarms"].dropna()
+        held = table.dropna(subset=["sham_false_alarms"])
+        alarms, holds = held["sham_false_alarms"], int(held["n_shams"].sum())
         lines += ["", f"Specificity: {len(off)} of {len(unplanted)} series-doses on instruments the plant did not "
                   "target were detected." + ("" if off.empty else " They are: " + "; ".join(
                       f"{r.base_model} {r.plant} -> {r.probe}: {r.instrument} {r.metric} at dose {int(r.dose)}"
                       for r in off.itertuples(index=False))),
-                  f"Shams: {int(alarms.sum()) if len(alarms) else 0} false alarms in {len(alarms)} series-doses "
-                  "(each sham held against the others' spread; none is expected at most alpha of the time)."]
+                  f"Shams: each held against the others' spread as one more run, {int(alarms.sum())} of {holds} "
+                  f"({100 * alarms.sum() / max(holds, 1):.1f}%) lie beyond it in the planted direction at the "
+                  "detection's level alpha, over "
+                  f"{len(held)} series-doses: a spread that holds gives alpha of them by chance, and many more "
+                  "would say the shams' spread is too narrow to test against."]
     return "\n".join(lines + [""])
 
 
