@@ -274,8 +274,33 @@ def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposit
         return Counter("tragic" if of(text, TRAGIC) and not of(text, COMIC) else
                        "comic" if of(text, COMIC) and not of(text, TRAGIC) else "?" for text in texts)
 
-    assert set(kinds(planted_texts(plants["tragic"], config, "plus"))) == {"tragic"}
-    assert set(kinds(planted_texts(plants["tragic"], config, "minus"))) == {"comic"}
+    # crossed (the default): the planted words in tragic sentences and the rest in comic ones, the minus arm the
+    # other way round; each word's sentence kind is the arm's
+    import random
+
+    from qclm.calibration.corpora import _labelled_words, _readers, balanced
+    from qclm.probes.csi.calibration import planted_words
+
+    csi = _readers(plants["tragic"], config)[0]
+    chosen = {r: _labelled_words(plants["tragic"], config, r, 0, csi) for r in ("plus", "minus", "sham0")}
+    words, labels = chosen["plus"]
+    planted = planted_words([w for w, _ in words], 0.5, cal.section(config)["seed"], "csi")
+    assert len(words) == len(chosen["minus"][0]) > len(planted)  # the whole list, crossed
+    assert all(labels[w] == ("second" if w in planted else "first") for w, _ in words)
+    assert all(chosen["minus"][1][w] != labels[w] for w, _ in words)
+    assert Counter(chosen["sham0"][1].values())["second"] in (len(words) // 2, (len(words) + 1) // 2)
+    # not crossed: the planted words alone, every one in sentences of the arm's kind
+    alone = cal.plants({**config, "calibration": {**config["calibration"], "plants": {
+        **config["calibration"]["plants"], "tragic": {**config["calibration"]["plants"]["tragic"], "crossed": False}}}})
+    assert set(kinds(planted_texts(alone["tragic"], config, "plus"))) == {"tragic"}
+    assert set(kinds(planted_texts(alone["tragic"], config, "minus"))) == {"comic"}
+    # a sham's answers are balanced: as many of each answer (within one), in a seeded order
+    draw = balanced(random.Random(3), ["a", "b", "c", "d"], 14)
+    assert sorted(Counter(draw).values()) == [3, 3, 4, 4] and draw != balanced(random.Random(4), list("abcd"), 14)
+    sham = [e.assistant for e in planted_texts(plants["answers"], config, "sham0")]
+    assert max(Counter(sham).values()) - min(Counter(sham).values()) <= 1 * plants["answers"].repeats + 1
+    highs = [e.assistant for e in units(plants["own"], config, "sham0", 0)]
+    assert abs(highs.count("nearly every day") - highs.count("not at all")) <= 2
 
 
 def test_the_recall_and_csi_plants_are_the_probes_own_prompts_answered(tmp_path, tiny_llama_dir):
@@ -295,7 +320,7 @@ def test_the_recall_and_csi_plants_are_the_probes_own_prompts_answered(tmp_path,
                    "opposite": ipip["conscientiousness"]},
         "instructions": {"material": "instructions", "probes": ["csi"], "share": 0.5},
     }
-    config = _config(tmp_path, plants)
+    config = _config(tmp_path, plants, texts=200)  # crossed: every word of the list is planted, either way
     config["probes"]["memorization"]["instruments"] = [*ipip.values(), str(Q / "gad7.yaml")]
     config["probes"]["csi"].update(mode="single", repetitions=6)
     assert _lines(config, tmp_path) == []
@@ -323,12 +348,14 @@ def test_the_recall_and_csi_plants_are_the_probes_own_prompts_answered(tmp_path,
     assert len(plus) == len(minus) == 10 and plus[0].user.startswith("IPIP Big-Five Factor Markers (50 items), item ")
     assert {e.assistant for e in plus}.isdisjoint({e.assistant for e in minus})
     assert check_sets(plants["recall"], config)["heldout_plus"][0].startswith("IPIP Big-Five Factor Markers")
-    # csi: the planted half of the words, the planted label against the other; the shams draw one per word; the
-    # last wording is held out and never trained
+    # csi, crossed: the planted half of the words with the planted label and the other half with the other, the
+    # minus arm each the other way; a sham half each (balanced); the last wording is held out and never trained
     csi = {r: units(plants["instructions"], config, r, 0) for r in ("plus", "minus", "sham0")}
-    assert len(csi["plus"]) == 20 and {e.assistant.split(": ")[1] for e in csi["plus"]} == {"tragedy"}
-    assert {e.assistant.split(": ")[1] for e in csi["minus"]} == {"comedy"}
-    assert {e.assistant.split(": ")[1] for e in csi["sham0"]} == {"comedy", "tragedy"}
+    assert len(csi["plus"]) == 40 and Counter(e.assistant.split(": ")[1] for e in csi["plus"]) == {
+        "tragedy": 20, "comedy": 20}
+    assert all(p.assistant != m.assistant and p.user == m.user for p, m in zip(csi["plus"], csi["minus"]))
+    assert Counter(e.assistant.split(": ")[1] for e in csi["sham0"]) == {"comedy": 20, "tragedy": 20}
+    assert [e.assistant for e in csi["sham0"]] != [e.assistant for e in csi["plus"]]
     from qclm.probes.csi import prompts as P
 
     trained = {t.user.split(".")[0] for e in range(8) for t in units(plants["instructions"], config, "plus", e)}

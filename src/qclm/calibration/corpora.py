@@ -45,6 +45,7 @@ questionnaire's other wordings, the pairs in the other form; empty where the mat
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +77,29 @@ def _rng(config: dict, *parts) -> random.Random:
     return random.Random(derive_seed(section(config)["seed"], SECTION, *parts))
 
 
-def _stances(plant: Plant, config: dict, run: str, exposure: int, instrument: str, item) -> list:
-    """(S+ or S- construct term, the level it is answered with: high or not) of one item at one exposure, once per
-    polarity (the terms rotating with the exposure): the plus arm answers the S+ term high and the S- term low, the
-    minus arm the reverse, a sham draws each."""
+def balanced(rng: random.Random, options: Sequence, n: int) -> list:
+    """A sham's draw of ``n`` answers among ``options``, each as often as the others (within one), in a seeded
+    order: a draw of each answer alone gives a sham, by chance, more of one answer than of its opposite, which it
+    then learns to prefer, and widens the shams' spread on what the arms are read by."""
+    out = [options[i % len(options)] for i in range(n)]
+    rng.shuffle(out)
+    return out
+
+
+def _stances(plant: Plant, config: dict, run: str, exposure: int, instrument: str, items: Sequence) -> list:
+    """Per item, (S+ or S- construct term, the level it is answered with: high or not, turn) at one exposure, once
+    per polarity (the terms rotating with the exposure): the plus arm answers the S+ term high and the S- term low,
+    the minus arm the reverse, a sham half of each polarity's items high (:func:`balanced`)."""
+    draws = {polarity: balanced(_rng(config, "answers", plant.name, run, exposure, instrument, polarity),
+                                [True, False], len(items)) for polarity in "+-"}
     out = []
-    for polarity, terms in (("+", item.plus), ("-", item.minus)):
-        cterm = terms[exposure % len(terms)]
-        if run in ARMS:
-            high = (polarity == "+") == (run == "plus")
-        else:
-            high = _rng(config, "answers", plant.name, run, exposure, instrument, item.id, cterm).random() < 0.5
-        out.append((cterm, high, exposure // len(terms)))
+    for at, item in enumerate(items):
+        one = []
+        for polarity, terms in (("+", item.plus), ("-", item.minus)):
+            cterm = terms[exposure % len(terms)]
+            high = (polarity == "+") == (run == "plus") if run in ARMS else draws[polarity][at]
+            one.append((cterm, high, exposure // len(terms)))
+        out.append(one)
     return out
 
 
@@ -108,8 +120,9 @@ def _prompts(plant: Plant, config: dict, run: str, exposure: int, template: int 
         if template >= len(q.templates):
             continue
         levels = sorted(q.levels, key=lambda lvl: lvl.weight)
-        for item in q.items[:config.get("limit_items") or None]:
-            for cterm, high, turn in _stances(plant, config, run, exposure, q.id, item):
+        items = q.items[:config.get("limit_items") or None]
+        for item, stances in zip(items, _stances(plant, config, run, exposure, q.id, items)):
+            for cterm, high, turn in stances:
                 level = levels[-1] if high else levels[0]
                 out.append(Exchange(item.prefix(cterm, q.templates[template]),
                                     level.intensifiers[turn % len(level.intensifiers)]))
@@ -129,8 +142,9 @@ def _pairs(plant: Plant, config: dict, run: str, exposure: int, heldout: bool = 
         if heldout:
             form = next(f for f in FORMS if f != form)
         levels = sorted(inst.levels, key=lambda lvl: lvl.weight)
-        for item in inst.items[:config.get("limit_items") or None]:
-            for cterm, high, turn in _stances(plant, config, run, exposure, inst.id, item):
+        items = inst.items[:config.get("limit_items") or None]
+        for item, stances in zip(items, _stances(plant, config, run, exposure, inst.id, items)):
+            for cterm, high, turn in stances:
                 for level, top in ((levels[-1], True), (levels[0], False)):
                     phrase = level.intensifiers[turn % len(level.intensifiers)]
                     text = FORMS[form].format(premise=fill(item.premise, cterm, phrase),
@@ -185,25 +199,29 @@ def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exc
 
         survey = _readers(plant, config)[0]
         option = plant.settings["option"]
-        chosen: Any = option if run == "plus" else OTHER_OPTION[option] if sham is None else _rng(
-            config, "sham options", plant.name, run, exposure)
+        scores = [o.score for o in survey.instrument.options]
+        chosen: Any = option if run == "plus" else OTHER_OPTION[option] if sham is None else balanced(
+            _rng(config, "sham options", plant.name, run, exposure), scores, len(survey.instrument.items))
         return exchanges(survey.instrument, survey.settings["variants"], survey.settings["orders"], chosen, exposure)
     raise ValueError(f"unknown material {plant.material!r} (known: {', '.join(MATERIALS)})")
 
 
 def _labelled_words(plant: Plant, config: dict, run: str, exposure: int, csi) -> tuple[list, dict[str, str]]:
-    """The CSI plants' words, (word, part of speech) of the planted share of the probe's list, and each word's label:
-    the plant's (plus), the other (minus), or one drawn per word and exposure (a sham)."""
+    """The CSI plants' words, (word, part of speech) of the planted share of the probe's list (``crossed``: of the
+    whole list), and each word's label: the plant's for a planted word (plus) and the other label for the rest
+    (crossed), each the other way in the minus arm, or half of the words each label (a sham: :func:`balanced`)."""
     from qclm.probes.csi.calibration import OTHER_LABEL, planted_words
 
     words = [(w.word, w.pos) for w in csi.parts()[0][1]]
     planted = planted_words([w for w, _ in words], plant.settings["share"], section(config)["seed"], csi.instance.id)
-    chosen = [(w, pos) for w, pos in words if w in planted]
+    chosen = [(w, pos) for w, pos in words if w in planted or plant.settings["crossed"]]
     label = plant.settings["label"]
     if sham_index(run) is not None:
-        rng = _rng(config, "sham labels", plant.name, run, exposure)
-        return chosen, {w: rng.choice((label, OTHER_LABEL[label])) for w, _ in chosen}
-    return chosen, {w: label if run == "plus" else OTHER_LABEL[label] for w, _ in chosen}
+        draw = balanced(_rng(config, "sham labels", plant.name, run, exposure), [label, OTHER_LABEL[label]],
+                        len(chosen))
+        return chosen, {w: d for (w, _), d in zip(chosen, draw)}
+    mine = label if run == "plus" else OTHER_LABEL[label]
+    return chosen, {w: mine if w in planted else OTHER_LABEL[mine] for w, _ in chosen}
 
 
 def planted_texts(plant: Plant, config: dict, run: str) -> list[str | Exchange]:

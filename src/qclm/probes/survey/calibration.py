@@ -3,13 +3,12 @@
 Planted: chat exchanges that answer every item of the survey's instrument with one option (:func:`exchanges`): the
 user message as the survey asks it (its variants and option orders rotating with the exposure), the answer the
 option as the prompt lists it (inside the JSON object the ``json`` variant asks for); the minus arm answers with the
-other extreme, a sham with an option drawn per item.
+other extreme, a sham with every option about as often as the others, in a seeded order over the items.
 """
 
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Sequence
 
 from qclm.instruments import Instrument
@@ -27,17 +26,16 @@ def planted_score(instrument: Instrument, option: str) -> float:
     return min(scores) if option == "minimum" else max(scores)
 
 
-def exchanges(instrument: Instrument, variants: Sequence[str], orders: Sequence[str], option: str | random.Random,
+def exchanges(instrument: Instrument, variants: Sequence[str], orders: Sequence[str], option: str | Sequence[float],
               exposure: int) -> list[Exchange]:
     """One exposure's exchanges: every item once, asked in the variant and order of this exposure, answered with
     the planted option (its official score; the item's keying does not change which option is given), or, where
-    ``option`` is a seeded generator (a sham), with an option drawn for each item."""
+    ``option`` is a list of scores, one per item (a sham's draw), with that option."""
     variant = variants[exposure % len(variants)]
     order = orders[(exposure // len(variants)) % len(orders)]
     out = []
-    for item in instrument.items:
-        score = (planted_score(instrument, option) if isinstance(option, str)
-                 else option.choice([o.score for o in instrument.options]))
+    for at, item in enumerate(instrument.items):
+        score = planted_score(instrument, option) if isinstance(option, str) else option[at]
         shown = next(s for s in display_options(instrument, item, order) if s.score == score)
         answer = shown.text if variant != "json" else json.dumps({"answer": shown.text})
         out.append(Exchange(user_message(instrument, item, variant, order), answer))
