@@ -214,3 +214,43 @@ def test_the_http_clients_request_lines_go_to_a_jobs_log_not_to_the_terminal(tmp
             sys.stderr.close()
         sys.stderr = saved
         configure_logging()
+
+
+def test_an_openai_row_says_what_log_probabilities_its_endpoint_returns(tmp_path):
+    from qclm.engine import capabilities
+    from qclm.engine.openai_api import TOP_CHAT_LOGPROBS, TOP_LOGPROBS, OpenAIBackend
+    from qclm.errors import InputError
+    from qclm.models.table import load_model_table
+
+    header = HEADER.rstrip("\n") + "\tlogprobs\n"
+    path = tmp_path / "models.tsv"
+    url = "https://api.example.com/v1"
+    path.write_text(header + f"none\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\tnone\n"
+                    f"five\tm-b\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\ttop-5\n"
+                    f"open\tm-c\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\t\n")
+    rows = load_model_table(path)
+    assert (rows["none"].logprobs, rows["five"].logprobs, rows["open"].logprobs) == (0, 5, None)
+    assert rows["five"].as_row()["logprobs"] == "top-5" and "logprobs" not in rows["open"].as_row()
+    # what each row answers: no forced choice where the endpoint returns no log-probabilities
+    assert capabilities.gives("openai", 0) == ("generate",) and capabilities.gives("openai", 5) == ("choose", "generate")
+    assert capabilities.missing("openai", ("choose", "generate"), 0) == ["choose"]
+    assert "logprobs: none" in capabilities.why_not("openai", "choose", 0)
+    # the backend asks for no more than the row's endpoint gives (and OpenAI's documented maxima otherwise)
+    assert OpenAIBackend(object(), 5).top == (5, 5) and OpenAIBackend(object()).top == (TOP_LOGPROBS, TOP_CHAT_LOGPROBS)
+    path.write_text(header + f"a\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\ttop-50\n"
+                    "b\torg/m\t\t1\tinstruct\tm\tauto\tchat\tvllm\t\t\t\ttop-5\n")
+    with pytest.raises(InputError) as err:
+        load_model_table(path)
+    text = str(err.value)
+    assert "line 2 (model a): column logprobs: must be none or top-K (K from 1 to 20" in text
+    assert "line 3 (model b): column logprobs: a vllm row returns every log-probability" in text
+    # validate refuses a forced choice on a row without log-probabilities, naming the column, before any request
+    path.write_text(header + f"none\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\tnone\n")
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config.update(models=str(path), questionnaires={}, probes={"csi": {"kind": "csi", "mode": "single"}})
+    config["stimuli"]["classes"] = {k: str(ROOT / v) for k, v in config["stimuli"]["classes"].items()}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", str(tmp_path / "config.yaml")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and (f"{path}: line 2 (model none): column logprobs: probe csi (kind csi) needs choose "
+                                    "requests") in run.stdout + run.stderr, run.stdout + run.stderr

@@ -239,12 +239,16 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
                         f"would score it: give {'it' if one else 'them'} the models {'it scores' if one else 'they score'}"
                         " (models: [...]) or leave the row out of the table"))
         for i in scoring:
-            lacking = capabilities.missing(spec.backend, probes.kind_class(i.kind).request_kinds(i.settings))
+            lacking = capabilities.missing(spec.backend, probes.kind_class(i.kind).request_kinds(i.settings),
+                                           spec.logprobs)
             if lacking:
-                out.append((table, f"line {spec.line} (model {spec.name}): column backend",
+                why = "; ".join(capabilities.why_not(spec.backend, k, spec.logprobs) for k in lacking)
+                column = "logprobs" if spec.logprobs == 0 and not capabilities.missing(
+                    spec.backend, lacking) else "backend"
+                out.append((table, f"line {spec.line} (model {spec.name}): column {column}",
                             f"probe {i.id} (kind {i.kind}) needs {', '.join(lacking)} requests, and backend "
-                            f"{spec.backend} cannot answer them ({'; '.join(capabilities.why_not(spec.backend, k) for k in lacking)}): "
-                            "score this probe on another row (models: [...]) or serve the model with vllm or locally"))
+                            f"{spec.backend} cannot answer them ({why}): score this probe on another row "
+                            "(models: [...]) or serve the model with vllm or locally"))
     return out
 
 

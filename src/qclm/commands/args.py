@@ -273,10 +273,11 @@ def model_problem(cls, spec, instances) -> str | None:
     if problem:
         return problem
     lacking = list(dict.fromkeys(k for i in instances for k in capabilities.missing(
-        spec.backend, cls.request_kinds(i.settings))))
+        spec.backend, cls.request_kinds(i.settings), spec.logprobs)))
     if lacking:
         return (f"model {spec.name} (backend {spec.backend}) cannot answer the {', '.join(lacking)} requests of "
-                f"probe kind {cls.name}: " + "; ".join(capabilities.why_not(spec.backend, k) for k in lacking))
+                f"probe kind {cls.name}: " + "; ".join(capabilities.why_not(spec.backend, k, spec.logprobs)
+                                                       for k in lacking))
     if cls.chat_only and spec.prompt_format == "raw":
         return (f"model {spec.name}: probe kind {cls.name} asks chat-format models only, and its prompt format is "
                 "raw: give --prompt-format chat (or a model table row with prompt_format chat)")

@@ -31,11 +31,24 @@ CANNOT: dict[tuple[str, str], str] = {
 }
 
 
-def missing(backend: str, needs: set[str] | frozenset[str] | tuple[str, ...]) -> list[str]:
-    """The request kinds of ``needs`` that ``backend`` does not answer (in REQUEST_KINDS order)."""
-    gives = GIVES[backend]
-    return [kind for kind in REQUEST_KINDS if kind in needs and kind not in gives]
+#: the request kinds that need log-probabilities from an API (a row whose endpoint returns none cannot answer them)
+NEEDS_LOGPROBS = ("choose",)
 
 
-def why_not(backend: str, kind: str) -> str:
+def gives(backend: str, logprobs: int | None = None) -> tuple[str, ...]:
+    """The request kinds a row answers: its backend's, less forced choices where an ``openai`` row's endpoint
+    returns no log-probabilities (model table ``logprobs: none``)."""
+    return tuple(k for k in GIVES[backend] if not (backend == "openai" and logprobs == 0 and k in NEEDS_LOGPROBS))
+
+
+def missing(backend: str, needs: set[str] | frozenset[str] | tuple[str, ...], logprobs: int | None = None) -> list[str]:
+    """The request kinds of ``needs`` that a row of ``backend`` (``logprobs``: the row's column) does not answer (in
+    REQUEST_KINDS order)."""
+    row = gives(backend, logprobs)
+    return [kind for kind in REQUEST_KINDS if kind in needs and kind not in row]
+
+
+def why_not(backend: str, kind: str, logprobs: int | None = None) -> str:
+    if backend == "openai" and logprobs == 0 and kind in NEEDS_LOGPROBS:
+        return "the row's endpoint returns no log-probabilities (logprobs: none): a forced choice has nothing to read"
     return CANNOT.get((backend, kind), f"backend {backend} does not answer {kind} requests")

@@ -69,8 +69,12 @@ class OpenAIBackend:
     method = "openai"
     tokenizer = None  # the provider tokenizes
 
-    def __init__(self, client: CompletionsClient):
+    def __init__(self, client: CompletionsClient, logprobs: int | None = None):
         self.client = client
+        # the top log-probabilities asked: the documented maxima, or fewer where the row says its endpoint gives
+        # fewer (model table ``logprobs``; ``none`` is refused before a forced choice is asked)
+        self.top = (TOP_LOGPROBS, TOP_CHAT_LOGPROBS) if logprobs is None else (
+            min(TOP_LOGPROBS, logprobs), min(TOP_CHAT_LOGPROBS, logprobs))
         self.stats = RemoteStats(self.method, client)
         self.outside_top = 0  # forced choices with an option outside the top log-probabilities
 
@@ -100,8 +104,8 @@ class OpenAIBackend:
     def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,
                progress: Callable[[int], None] | None = None) -> list[ChoiceResult]:
         answers = self._ask([r.context for r in requests],
-                            {"max_tokens": 1, "temperature": 0.0, "logprobs": TOP_LOGPROBS},
-                            {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": TOP_CHAT_LOGPROBS},
+                            {"max_tokens": 1, "temperature": 0.0, "logprobs": self.top[0]},
+                            {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": self.top[1]},
                             describe)
         out = []
         for r, a in zip(requests, answers):

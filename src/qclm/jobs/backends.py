@@ -126,7 +126,8 @@ def load_openai(spec: ModelSpec, prepared_dir, engine: dict, responses_dir=None)
 
     tokenizer, identity, common, provenance = _remote(spec, prepared_dir, engine, responses_dir)
     client = CompletionsClient(spec.server, spec.source, identity, key=api_key(spec.api_key_env, spec.name), **common)
-    return Loaded(spec, None, tokenizer, {**provenance, "server": spec.server}, engine, OpenAIBackend(client))
+    return Loaded(spec, None, tokenizer, {**provenance, "server": spec.server}, engine,
+                  OpenAIBackend(client, spec.logprobs))
 
 
 def load_vllm(spec: ModelSpec, prepared_dir, engine: dict, responses_dir=None) -> Loaded:

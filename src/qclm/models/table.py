@@ -29,7 +29,7 @@ log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
 OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "backend", "server",
-                    "api_key_env", "gpus", "notes")
+                    "api_key_env", "gpus", "logprobs", "notes")
 #: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
 #: entailment probe scores through; qclm.engine.nli)
 HEADS = ("", "nli")
@@ -46,6 +46,10 @@ SERVER_PATTERN = re.compile(r"^https?://[^\s/]+(/\S*)?\Z")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
 #: the ``gpus`` column: GPUs a ``backend: vllm`` row's server gets (its tensor_parallel_size)
 MAX_GPUS = 64
+#: the ``logprobs`` column of an ``openai`` row: what its endpoint returns where it differs from OpenAI's, ``none``
+#: (no log-probabilities: generation only) or ``top-K`` (the K most likely next tokens, K up to MAX_TOP_LOGPROBS)
+LOGPROBS_PATTERN = re.compile(r"^(none|top-([1-9]|1[0-9]|20))\Z")
+MAX_TOP_LOGPROBS = 20
 
 
 def _smollm2_gguf(cache_dir: Path) -> Path:
@@ -90,6 +94,7 @@ class ModelSpec:
     server: str = ""  # vllm: the URL of a server the user runs (empty: the job starts one); openai: the base URL
     api_key_env: str = ""  # the environment variable that holds the API key (empty: none is sent)
     gpus: int = 1  # GPUs of the row's scoring job (vllm: tensor_parallel_size; openai and a user's server: none)
+    logprobs: int | None = None  # openai: top log-probabilities its endpoint returns (0: none; None: OpenAI's maxima)
     line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
 
     @property
@@ -125,6 +130,8 @@ class ModelSpec:
             **({"server": self.server} if self.server else {}),
             **({"api_key_env": self.api_key_env} if self.api_key_env else {}),
             **({"gpus": str(self.gpus)} if self.gpus != 1 else {}),
+            **({"logprobs": "none" if self.logprobs == 0 else f"top-{self.logprobs}"}
+               if self.logprobs is not None else {}),
         }
 
 
@@ -221,6 +228,17 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     elif gpus > 1 and backend != "vllm":
         problems.append((file, f"{where}: column gpus", f"{gpus} GPUs: only a backend: vllm row spreads a model over "
                          "several GPUs (tensor parallel); a local row scores on one"))
+    logprobs_text = (row.get("logprobs") or "").strip().lower()
+    logprobs = None
+    if logprobs_text and backend != "openai":
+        problems.append((file, f"{where}: column logprobs", f"a {backend} row returns every log-probability it is "
+                         "asked for: leave it empty (it says what an openai row's endpoint returns)"))
+    elif logprobs_text and not LOGPROBS_PATTERN.match(logprobs_text):
+        problems.append((file, f"{where}: column logprobs", f"must be none or top-K (K from 1 to {MAX_TOP_LOGPROBS}: "
+                         "the top log-probabilities the endpoint returns), or empty (OpenAI's); got "
+                         f"{logprobs_text!r}"))
+    elif logprobs_text:
+        logprobs = 0 if logprobs_text == "none" else int(logprobs_text.split("-")[1])
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
@@ -231,7 +249,7 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
         raise InputError(problems)
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
                      "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head,
-                     backend=backend, server=server, api_key_env=key_env, gpus=gpus)
+                     backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs)
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
