@@ -198,6 +198,7 @@ def test_retries_are_jittered_so_threads_stopped_together_come_back_apart():
 
 
 def test_the_http_clients_request_lines_go_to_a_jobs_log_not_to_the_terminal(tmp_path):
+    import io
     import logging
 
     from qclm.logs import configure_logging
@@ -207,8 +208,11 @@ def test_the_http_clients_request_lines_go_to_a_jobs_log_not_to_the_terminal(tmp
         configure_logging()  # a command on the terminal
         assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
         assert logging.getLogger("qclm.engine").isEnabledFor(logging.INFO)
-        configure_logging(str(tmp_path / "job.log"))  # a workflow job: its log file holds them
+        terminal = sys.stderr = io.StringIO()
+        configure_logging(str(tmp_path / "job.log"), announce=True)  # a long job: its log file holds them
         assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        # and the terminal gets one line naming the log
+        assert terminal.getvalue() == f"qclm: this job's log (progress, warnings, errors): {tmp_path / 'job.log'}\n"
     finally:
         if sys.stderr is not saved:
             sys.stderr.close()

@@ -8,11 +8,14 @@ import sys
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(log_file: str | None = None, level: int = logging.INFO) -> None:
+def configure_logging(log_file: str | None = None, level: int = logging.INFO, announce: bool = False) -> None:
     """Log to a file (workflow jobs: ``snakemake.log[0]``) or to stderr, with timestamps. With a file, stderr
     goes there too: progress bars, warnings and tracebacks land in the job's log. Called again in the same
     process (tests, notebooks), the handler follows the current ``sys.stderr`` (an old one, whose stream may be
-    closed by now, is replaced, not flushed)."""
+    closed by now, is replaced, not flushed). ``announce``: a long job (scoring, fine-tuning) first says on the
+    terminal where its log is (its progress bars, warnings and errors go there)."""
+    if log_file and announce:  # one line on the terminal naming the job's log
+        print(f"qclm: this job's log (progress, warnings, errors): {log_file}", file=sys.stderr, flush=True)
     if log_file:
         sys.stderr = open(log_file, "w", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the job
     root = logging.getLogger()

@@ -4,7 +4,7 @@ from pathlib import Path
 from qclm.jobs.gpu import bind_one_gpu
 from qclm.logs import configure_logging
 
-configure_logging(snakemake.log[0])
+configure_logging(snakemake.log[0], announce=True)
 gpu_lock = bind_one_gpu(str(snakemake.params.device))  # before torch starts CUDA
 
 import torch  # noqa: E402

@@ -7,7 +7,7 @@ from qclm.interventions import parse_row
 from qclm.jobs.gpu import bind_gpus
 from qclm.logs import configure_logging
 
-configure_logging(snakemake.log.main)
+configure_logging(snakemake.log.main, announce=True)
 spec = parse_row(snakemake.params.model, "config model table", 0)
 gpu_locks = bind_gpus(str(snakemake.params.engine["device"]), spec.job_gpus)  # before torch starts CUDA
 
