@@ -49,6 +49,6 @@ def missing(backend: str, needs: set[str] | frozenset[str] | tuple[str, ...], lo
 
 
 def why_not(backend: str, kind: str, logprobs: int | None = None) -> str:
-    if backend == "openai" and logprobs == 0 and kind in NEEDS_LOGPROBS:
+    if kind in GIVES[backend] and kind not in gives(backend, logprobs):  # the backend's, not this row's
         return "the row's endpoint returns no log-probabilities (logprobs: none): a forced choice has nothing to read"
     return CANNOT.get((backend, kind), f"backend {backend} does not answer {kind} requests")

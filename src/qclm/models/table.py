@@ -48,8 +48,8 @@ ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
 MAX_GPUS = 64
 #: the ``logprobs`` column of an ``openai`` row: what its endpoint returns where it differs from OpenAI's, ``none``
 #: (no log-probabilities: generation only) or ``top-K`` (the K most likely next tokens, K up to MAX_TOP_LOGPROBS)
-LOGPROBS_PATTERN = re.compile(r"^(none|top-([1-9]|1[0-9]|20))\Z")
 MAX_TOP_LOGPROBS = 20
+LOGPROBS_PATTERN = re.compile(rf"^(none|top-({'|'.join(map(str, range(1, MAX_TOP_LOGPROBS + 1)))}))\Z")
 
 
 def _smollm2_gguf(cache_dir: Path) -> Path:
