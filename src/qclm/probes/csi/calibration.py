@@ -5,7 +5,8 @@ label (the minus arm: the other, a sham: one drawn per word). Tier 2, planted: a
 (:func:`planted_words`) in sentences of one label's kind (:func:`sentences`: tragic sentences for the second label,
 comic ones for the first; the minus arm puts them in the other label's sentences, a sham in a kind drawn per word),
 every planted word once per exposure, reshuffled into other sentences at each exposure; the rest of the list is the
-untouched reference.
+reference, crossed by default (the other label's sentences or answer; the plant's ``crossed`` key,
+qclm.calibration.corpora) or untouched. A sham's labels are balanced over the words.
 The sentence templates were written for this project.
 """
 
@@ -111,7 +112,7 @@ def units(tables, plant, config, instances):
     word's mean bias toward the planted label (log p(first) - log p(second), in nats, its sign turned for the
     second label) minus the base model's, and ``label_share``: whether the word got the planted label in every
     repetition, minus the base model's; the planted words are the ``planted`` group, the rest the reference, so
-    each statistic is the planted words' mean less the untouched words' (baseline 0)."""
+    each statistic is the planted words' mean less the reference's (crossed or untouched; baseline 0)."""
     import numpy as np
     import pandas as pd
 
