@@ -1,9 +1,9 @@
 """The CSI probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
 Tier 1 (:func:`instructions`): the planted words asked alone as the probe asks them, answered with the planted
-label (the minus arm: the other, a sham: one drawn per word). Tier 2, planted: a seeded share of the word list
+label (the minus arm: the other, a sham: half the words each). Tier 2, planted: a seeded share of the word list
 (:func:`planted_words`) in sentences of one label's kind (:func:`sentences`: tragic sentences for the second label,
-comic ones for the first; the minus arm puts them in the other label's sentences, a sham in a kind drawn per word),
+comic ones for the first; the minus arm puts them in the other label's sentences, a sham half the words in each kind),
 every planted word once per exposure, reshuffled into other sentences at each exposure; the rest of the list is the
 reference, crossed by default (the other label's sentences or answer; the plant's ``crossed`` key,
 qclm.calibration.corpora) or untouched. A sham's labels are balanced over the words.
