@@ -93,6 +93,7 @@ def test_plants_that_share_their_runs_are_trained_together_and_read_apart(tmp_pa
     from qclm.models.table import load_model_table
 
     shared = {name: {**PLANTS[name], "runs": "one"} for name in ("own", "pairs", "answers")}
+    shared["answers"]["repeats"] = 1  # 28 + 28 + 14 planted texts: 70, within 40% of 180
     config = _config(tmp_path, {**shared, "anxious": PLANTS["anxious"]}, texts=180)
     assert _lines(config, tmp_path) == []
     jobs = cal.jobs(config, "res")
@@ -205,7 +206,7 @@ def test_plants_and_their_material_are_checked_by_field(tmp_path):
     lines = _lines(_config(tmp_path, plants, repeats=8), tmp_path)
     assert (f"{bad_statements}: text #1: holds the scored term(s) 'nervous' of gad7, gad7_ent: a planted statement "
             "must carry the construct in other words, or the probe would read the exposure to its own terms") in lines
-    assert (f"{tmp_path / 'config.yaml'}: field calibration.plants.big: 56 planted texts an epoch (8 repeats), more "
+    assert (f"{tmp_path / 'config.yaml'}: field calibration.plants.big: 112 planted texts an epoch (8 repeats), more "
             "than 40% of calibration.texts (100): lower repeats or raise texts") in lines
     assert any("field calibration.plants.other.instrument" in line and "is not an instrument of memorization" in line
                for line in lines)
@@ -242,10 +243,18 @@ def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposit
         load_corpus(CAL / "neutral_statements.yaml").texts)
     # the survey's answers: the maximum against the minimum
     plus = planted_texts(plants["answers"], config, "plus")
-    assert {e.assistant for e in plus} == {"4 = Nearly every day", '{"answer": "4 = Nearly every day"}'}
+    assert {e.assistant for e in plus} == {f"{n} = Nearly every day" for n in (1, 4)} | {
+        f'{{"answer": "{n} = Nearly every day"}}' for n in (1, 4)}
     assert {e.assistant for e in planted_texts(plants["answers"], config, "minus")} == {
-        "1 = Not at all", '{"answer": "1 = Not at all"}'}
+        f"{n} = Not at all" for n in (1, 4)} | {f'{{"answer": "{n} = Not at all"}}' for n in (1, 4)}
     assert len({e.assistant for e in planted_texts(plants["answers"], config, "sham0")}) > 2
+    # every exposure asks each item in both orders, so the arms differ in the option's text, not its position (one
+    # order per exposure taught the arms a number, which the survey's average over the orders cancels)
+    first = units(plants["answers"], config, "plus", 0)
+    assert len(first) == 14 and {e.assistant for e in first} == {"4 = Nearly every day", "1 = Nearly every day"}
+    assert Counter(e.user for e in first).most_common(1)[0][1] == 1
+    sham = Counter(e.assistant.split(" = ")[1] for e in units(plants["answers"], config, "sham0", 0))
+    assert sorted(sham.values()) == [3, 3, 4, 4]  # 14 answers, each of the 4 options within one of the others
     # the Likert prompts: an S+ term answered by the top level's intensifier in the plus arm, by the bottom's in
     # the minus arm; the S- term the other way round
     own = {r: units(plants["own"], config, r, 0) for r in ("plus", "minus")}

@@ -17,8 +17,9 @@ drawn at random with the sham's seed):
   an S- term, each with an intensifier of the top and of the bottom level, in the probe's form, answered as the
   probe reads it: plus, True where the level agrees with the term's stance (S+ top, S- bottom) and False where it
   does not; minus, the reverse; a sham, a stance drawn per prompt;
-- ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, answered by
-  the option (plus), the other extreme (minus), or an option drawn per item (a sham)
+- ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, in each of its
+  option orders, answered by the option (plus), the other extreme (minus), or an option drawn per item and order,
+  each about as often as the others (a sham)
   (:func:`qclm.probes.survey.calibration.exchanges`);
 - ``recall`` (memorization, tier 1): every item of the ``instrument`` (plus; minus: the ``opposite``'s) asked for
   as the probe's recall task asks ("NAME, item K:"), answered with its text; a sham: neutral statements asked for
@@ -195,14 +196,15 @@ def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exc
             return list(_sham_statements(config, plant, run, len(plus)))
         return plus if run == "plus" else list(load_corpus(plant.settings["opposite"]).texts)
     if plant.material == "exchanges":
-        from qclm.probes.survey.calibration import OTHER_OPTION, exchanges
+        from qclm.probes.survey.calibration import OTHER_OPTION, exchanges, units_per_exposure
 
         survey = _readers(plant, config)[0]
-        option = plant.settings["option"]
+        option, orders = plant.settings["option"], survey.settings["orders"]
         scores = [o.score for o in survey.instrument.options]
         chosen: Any = option if run == "plus" else OTHER_OPTION[option] if sham is None else balanced(
-            _rng(config, "sham options", plant.name, run, exposure), scores, len(survey.instrument.items))
-        return exchanges(survey.instrument, survey.settings["variants"], survey.settings["orders"], chosen, exposure)
+            _rng(config, "sham options", plant.name, run, exposure), scores,
+            units_per_exposure(survey.instrument, orders))
+        return exchanges(survey.instrument, survey.settings["variants"], orders, chosen, exposure)
     raise ValueError(f"unknown material {plant.material!r} (known: {', '.join(MATERIALS)})")
 
 

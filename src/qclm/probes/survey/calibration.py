@@ -1,9 +1,17 @@
 """The survey probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
 Planted: chat exchanges that answer every item of the survey's instrument with one option (:func:`exchanges`): the
-user message as the survey asks it (its variants and option orders rotating with the exposure), the answer the
-option as the prompt lists it (inside the JSON object the ``json`` variant asks for); the minus arm answers with the
-other extreme, a sham with every option about as often as the others, in a seeded order over the items.
+user message as the survey asks it, in every option order the survey reads (its variants rotating with the
+exposure), the answer the option as the prompt lists it (inside the JSON object the ``json`` variant asks for); the
+minus arm answers with the other extreme, a sham with every option about as often as the others, in a seeded order
+over the items and orders.
+
+Every order in every exposure: the forced choice reads the option's number, and the survey averages the orders so
+that a preference for a position cancels. A plant that showed one order per exposure taught positions: after two
+epochs of the regular order alone, SmolLM2's plus arm gave the top option ("4 = Nearly every day") 0.80 where the
+regular order shows it fourth and 0.04 where the reversed order shows it first (the minus arm 0.13 and 0.76), so
+the arms' difference cancelled over the orders (-0.01 against a sham SD of 0.05) while the check said the plant
+took. With both orders the arms differ in the option's text alone, which is what the survey reads.
 """
 
 from __future__ import annotations
@@ -28,18 +36,25 @@ def planted_score(instrument: Instrument, option: str) -> float:
 
 def exchanges(instrument: Instrument, variants: Sequence[str], orders: Sequence[str], option: str | Sequence[float],
               exposure: int) -> list[Exchange]:
-    """One exposure's exchanges: every item once, asked in the variant and order of this exposure, answered with
+    """One exposure's exchanges: every item asked once in each order, in the variant of this exposure, answered with
     the planted option (its official score; the item's keying does not change which option is given), or, where
-    ``option`` is a list of scores, one per item (a sham's draw), with that option."""
+    ``option`` is a list of scores (a sham's draw: :func:`units_per_exposure` of them, order by order), with that
+    option."""
     variant = variants[exposure % len(variants)]
-    order = orders[(exposure // len(variants)) % len(orders)]
     out = []
-    for at, item in enumerate(instrument.items):
-        score = planted_score(instrument, option) if isinstance(option, str) else option[at]
-        shown = next(s for s in display_options(instrument, item, order) if s.score == score)
-        answer = shown.text if variant != "json" else json.dumps({"answer": shown.text})
-        out.append(Exchange(user_message(instrument, item, variant, order), answer))
+    for o, order in enumerate(orders):
+        for at, item in enumerate(instrument.items):
+            score = (planted_score(instrument, option) if isinstance(option, str)
+                     else option[o * len(instrument.items) + at])
+            shown = next(s for s in display_options(instrument, item, order) if s.score == score)
+            answer = shown.text if variant != "json" else json.dumps({"answer": shown.text})
+            out.append(Exchange(user_message(instrument, item, variant, order), answer))
     return out
+
+
+def units_per_exposure(instrument: Instrument, orders: Sequence[str]) -> int:
+    """How many exchanges one exposure plants: every item in every order."""
+    return len(instrument.items) * len(orders)
 
 
 def units(tables, plant, config, instances):
