@@ -500,6 +500,11 @@ def test_the_check_reads_at_most_check_texts_of_a_set_and_one_run_reads_the_base
         assert len(full[name]) == 28 and len(sets[name]) == 6
         assert [t for t in full[name] if t in sets[name]] == sets[name]  # a draw, in the set's order
     assert sets == check_sets(plants["pairs"], config) and len(sets["neutral"]) >= 100  # the neutral set whole
+    # the arms' sets drawn at the same places: the same prompts, each arm with its own answer
+    for kind in ("planted", "heldout"):
+        plus, minus = sets[f"{kind}_plus"], sets[f"{kind}_minus"]
+        assert [e.user for e in plus] == [e.user for e in minus]
+        assert all(p.assistant != m.assistant for p, m in zip(plus, minus))
     assert len(check_sets(plants["anxious"], config)["planted_plus"]) == 6
     jobs = cal.jobs(config, tmp_path)
     for run in cal.runs(config):

@@ -260,21 +260,31 @@ def heldout(plant: Plant, config: dict, arm: str) -> list[str | Exchange]:
 
 def check_sets(plant: Plant, config: dict) -> dict[str, list[str | Exchange]]:
     """The manipulation check's text sets of a plant (module docstring), each text once, a planted or held-out set
-    of more than ``check_texts`` texts a seeded draw of them (in their order)."""
+    of more than ``check_texts`` texts a seeded draw of them (in their order). The arms' sets of a kind are drawn
+    at the same places where they are as long: an answer plant's arms answer the same prompts in the same order, so
+    the draw keeps them paired and the arms' preference (:func:`qclm.calibration.analysis.check_table`) compares
+    two answers to one prompt, not two prompts."""
     cal = section(config)
     most = int(cal["check_texts"])
 
-    def drawn(name: str, texts: list) -> list:
-        texts = list(dict.fromkeys(texts))
-        if len(texts) <= most:
-            return texts
-        keep = set(_rng(config, "check", plant.name, name).sample(range(len(texts)), most))
-        return [t for i, t in enumerate(texts) if i in keep]
+    def drawn(kind: str, arms: dict[str, list]) -> dict[str, list]:
+        arms = {arm: list(dict.fromkeys(texts)) for arm, texts in arms.items()}
+        lengths = {len(texts) for texts in arms.values()}
+        out = {}
+        for arm, texts in arms.items():
+            if len(texts) <= most:
+                out[arm] = texts
+                continue
+            seed = (kind,) if len(lengths) == 1 else (f"{kind}_{arm}",)
+            keep = set(_rng(config, "check", plant.name, *seed).sample(range(len(texts)), most))
+            out[arm] = [t for i, t in enumerate(texts) if i in keep]
+        return out
 
     out: dict[str, list[str | Exchange]] = {}
-    for arm in ARMS:
-        out[f"planted_{arm}"] = drawn(f"planted_{arm}", planted_texts(plant, config, arm))
-        out[f"heldout_{arm}"] = drawn(f"heldout_{arm}", heldout(plant, config, arm))
+    for kind, texts in (("planted", lambda arm: planted_texts(plant, config, arm)),
+                        ("heldout", lambda arm: heldout(plant, config, arm))):
+        for arm, chosen in drawn(kind, {arm: texts(arm) for arm in ARMS}).items():
+            out[f"{kind}_{arm}"] = chosen
     out["neutral"] = list(load_corpus(cal["heldout_neutral"]).texts)
     return {name: out[name] for name in CHECK_SETS}
 
