@@ -258,3 +258,81 @@ def test_an_openai_row_says_what_log_probabilities_its_endpoint_returns(tmp_path
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and (f"{path}: line 2 (model none): column logprobs: probe csi (kind csi) needs choose "
                                     "requests") in run.stdout + run.stderr, run.stdout + run.stderr
+
+
+def test_an_answer_opening_is_folded_into_the_user_message_or_continued_as_the_row_says(tmp_path):
+    """Text after the messages (the survey's JSON opening, CSI's single mode) on an API chat row: folded into the
+    user message by default (any endpoint), or sent as the assistant's message that the server continues
+    (``opening: continue``); the provenance counts the prompts so sent; other rows refuse the column."""
+    from qclm.engine.openai_api import CONTINUE, FOLD, ApiChat, OpenAIBackend
+    from qclm.errors import InputError
+    from qclm.models.table import load_model_table
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    header = HEADER.rstrip("\n") + "\topening\n"
+    path = tmp_path / "models.tsv"
+    url = "https://api.example.com/v1"
+    path.write_text(header + f"fold\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\t\n"
+                    f"cont\tm-b\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\tcontinue\n"
+                    f"raw\tm-c\t\t\tinstruct\tm\tauto\traw\topenai\t{url}\t\t\t\n")
+    rows = load_model_table(path)
+    assert (rows["fold"].opening, rows["cont"].opening, rows["raw"].opening) == ("fold", "continue", "")
+    assert rows["cont"].as_row()["opening"] == "continue" and "opening" not in rows["raw"].as_row()
+    path.write_text(header + f"a\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\tprefill\n"
+                    f"b\tm-a\t\t\tinstruct\tm\tauto\traw\topenai\t{url}\t\t\tfold\n"
+                    "c\torg/m\t\t1\tinstruct\tm\tauto\tchat\tvllm\t\t\t\tcontinue\n")
+    with pytest.raises(InputError) as err:
+        load_model_table(path)
+    text = str(err.value)
+    assert "line 2 (model a): column opening: must be one of fold, continue (or empty: fold); got 'prefill'" in text
+    assert "line 3 (model b): column opening: says how an openai chat row sends an answer opening; a raw row" in text
+    assert "line 4 (model c): column opening: says how an openai chat row sends an answer opening; a vllm row" in text
+
+    class Client:  # records what would be sent
+        def __init__(self):
+            self.sent = []
+
+        def complete(self, prompts, params, describe, seeds, route):
+            self.sent.append((route, params, prompts))
+            return [{"message": {"content": "4"}, "finish_reason": "stop"} for _ in prompts]
+
+    prompts = PromptBuilder(ApiChat(), PromptFormat("chat"))
+    opened = prompts.context("", "How often? Reply with JSON.") + '{"answer": "'
+    plain = prompts.context("", "How are you?")
+    for mode in ("fold", "continue"):
+        client = Client()
+        backend = OpenAIBackend(client, None, mode)
+        backend._ask([opened, plain], {}, {"max_tokens": 1}, None)
+        routes = {tuple(sorted(p.get("extra_body", {}).items())): msgs for _, p, msgs in client.sent}
+        assert routes[()] == ([[{"role": "user", "content": "How often? Reply with JSON."
+                                 + FOLD.format(opening='{"answer": "')}]] if mode == "fold" else []) + [
+            [{"role": "user", "content": "How are you?"}]]
+        if mode == "continue":
+            assert routes[tuple(sorted(CONTINUE.items()))] == [[{"role": "user", "content": "How often? Reply with "
+                                                                 "JSON."}, {"role": "assistant",
+                                                                            "content": '{"answer": "'}]]
+        assert "1 chat prompt(s) opened the answer" in backend.stats.notes[-1] and (
+            ("folded into the user message" in backend.stats.notes[-1]) == (mode == "fold"))
+
+
+def test_validate_refuses_a_stimulus_before_the_messages_of_an_api_chat_row(tmp_path):
+    """``engine.stimulus_placement: prefix`` puts text before the chat messages, which a chat API cannot take:
+    refused before any request, naming the row and the setting."""
+    path = tmp_path / "models.tsv"
+    path.write_text(HEADER + "api\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\thttps://api.example.com/v1\t\t\n")
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config.pop("questionnaires", None)
+    config.update(models=str(path), probes={"survey": {
+        "kind": "survey", "instrument": str(ROOT / "resources/questionnaires/gad7.yaml")}})
+    config["stimuli"]["classes"] = {k: str(ROOT / v) for k, v in config["stimuli"]["classes"].items()}
+    config.setdefault("engine", {})["stimulus_placement"] = "prefix"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", str(tmp_path / "config.yaml")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and (f"{path}: line 2 (model api): column prompt_format: engine.stimulus_placement is "
+                                    "prefix") in run.stdout + run.stderr, run.stdout + run.stderr
+    config["engine"]["stimulus_placement"] = "user"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", str(tmp_path / "config.yaml")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr

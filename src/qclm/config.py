@@ -217,6 +217,7 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
 
     if table is None:
         return []
+    placement = settings.section(migrate(config)[0], settings.ENGINE).get("stimulus_placement")
     try:
         instances = probes.instances(config)
     except (probes.UnknownKind, TypeError, AttributeError, ValueError):
@@ -249,6 +250,11 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
                             f"probe {i.id} (kind {i.kind}) needs {', '.join(lacking)} requests, and backend "
                             f"{spec.backend} cannot answer them ({why}): score this probe on another row "
                             "(models: [...]) or serve the model with vllm or locally"))
+        if scoring and spec.backend == "openai" and spec.prompt_format == "chat" and placement == "prefix":
+            out.append((table, f"line {spec.line} (model {spec.name}): column prompt_format",
+                        f"engine.stimulus_placement is prefix, which puts the stimulus before the chat messages, and "
+                        f"a chat API takes messages only; probe{'s' if len(scoring) > 1 else ''} "
+                        f"{', '.join(i.id for i in scoring)} would send it: set engine.stimulus_placement to user"))
     return out
 
 

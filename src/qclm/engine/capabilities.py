@@ -31,6 +31,11 @@ CANNOT: dict[tuple[str, str], str] = {
 }
 
 
+#: how an ``openai`` chat row sends an answer opening, text after the messages (the model table's ``opening``; the
+#: first the default): ``fold`` into the user message as an instruction (any endpoint), or ``continue`` as the start
+#: of the assistant's message, continued by the server (vLLM's chat route: qclm.engine.openai_api)
+OPENINGS = ("fold", "continue")
+
 #: the request kinds that need log-probabilities from an API (a row whose endpoint returns none cannot answer them)
 NEEDS_LOGPROBS = ("choose",)
 

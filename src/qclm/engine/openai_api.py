@@ -5,7 +5,15 @@ A row in ``prompt_format: raw`` sends the rendered prompt text to ``/v1/completi
 user message to ``/v1/chat/completions``: the chat template is the provider's, so the prompt builder renders chat
 prompts with :class:`ApiChat` in place of a tokenizer, which writes the messages as a marked JSON text that this
 backend reads back (``chat_preamble`` and ``engine.stimulus_placement: prefix`` put text outside the messages that a
-chat API cannot take: refused, by the model table and by this backend naming the request).
+chat API cannot take: refused, by the model table and by ``qclm validate``, and by this backend naming the request).
+
+Text after the messages is an answer opening (the survey's JSON variant opens the answer with ``{"answer": "``,
+CSI's single mode with the word and a colon): the row's ``opening`` column says how it is sent (:data:`OPENINGS`):
+``continue``, as the start of the assistant's message, which the server continues (vLLM's chat route:
+``continue_final_message``; the answer is then what a local model reads after the opening), or ``fold`` (the
+default: any endpoint), into the user message as an instruction (:data:`FOLD`): the answer is then the model's
+first words after an instruction, not a continuation, and the provenance (``scoring_notes``) says how many prompts
+were sent so.
 
 What an API gives (qclm.engine.capabilities.GIVES): generation, and forced choices over options whose text is one
 token, from the next token's top log-probabilities (``TOP_LOGPROBS`` on the completions route, ``TOP_CHAT_LOGPROBS``
@@ -24,7 +32,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 
-from qclm.engine.capabilities import why_not
+from qclm.engine.capabilities import OPENINGS, why_not
 from qclm.engine.remote import CompletionsClient, RemoteError
 from qclm.engine.requests import (
     ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, choice_result, is_greedy,
@@ -36,6 +44,10 @@ TOP_LOGPROBS = 5
 TOP_CHAT_LOGPROBS = 20
 #: opens a chat prompt rendered by :class:`ApiChat` (a character no prompt text holds)
 CHAT_MARK = "\x00qclm-chat\x00"
+#: an opening folded into the user message (``{opening}``: its text)
+FOLD = "\n\nThe start of your answer is already written: {opening}\nReply with only what follows it."
+#: what the chat route is also sent to continue the assistant's message (vLLM's names)
+CONTINUE = {"continue_final_message": True, "add_generation_prompt": False}
 
 
 class ApiChat:
@@ -49,18 +61,29 @@ class ApiChat:
         return CHAT_MARK + json.dumps(list(messages), ensure_ascii=False)
 
 
-def chat_messages(text: str, what: str) -> list[dict] | None:
-    """The messages of a prompt :class:`ApiChat` rendered, or None for a plain text prompt."""
+def chat_messages(text: str, what: str) -> tuple[list[dict], str] | None:
+    """The messages of a prompt :class:`ApiChat` rendered and the text after them (an answer opening, or ""), or
+    None for a plain text prompt."""
     if CHAT_MARK not in text:
         return None
     if not text.startswith(CHAT_MARK):
         raise RemoteError(f"{what}: text before the chat messages (stimulus_placement: prefix) cannot be sent to a "
                           "chat API: use stimulus_placement: user")
     try:
-        return json.loads(text[len(CHAT_MARK):])
+        messages, end = json.JSONDecoder().raw_decode(text, len(CHAT_MARK))
     except ValueError:
-        raise RemoteError(f"{what}: text after the chat messages (an answer preamble?) cannot be sent to a chat "
-                          "API: use prompt_format chat") from None
+        raise RemoteError(f"{what}: not a chat prompt as qclm renders one for an API") from None
+    return messages, text[end:]
+
+
+def sent_messages(messages: list[dict], opening: str, mode: str) -> list[dict]:
+    """The messages a chat prompt with an answer ``opening`` is sent as (``mode``: one of :data:`OPENINGS`)."""
+    if not opening:
+        return messages
+    if mode == "continue":
+        return [*messages, {"role": "assistant", "content": opening}]
+    last = messages[-1]
+    return [*messages[:-1], {**last, "content": last["content"] + FOLD.format(opening=opening)}]
 
 
 class OpenAIBackend:
@@ -69,8 +92,10 @@ class OpenAIBackend:
     method = "openai"
     tokenizer = None  # the provider tokenizes
 
-    def __init__(self, client: CompletionsClient, logprobs: int | None = None):
+    def __init__(self, client: CompletionsClient, logprobs: int | None = None, opening: str = OPENINGS[0]):
         self.client = client
+        self.opening = opening  # how an answer opening is sent (OPENINGS)
+        self.openings = 0  # chat prompts sent with an opening
         # the top log-probabilities asked: the documented maxima, or fewer where the row says its endpoint gives
         # fewer (model table ``logprobs``; ``none`` is refused before a forced choice is asked)
         self.top = (TOP_LOGPROBS, TOP_CHAT_LOGPROBS) if logprobs is None else (
@@ -85,18 +110,32 @@ class OpenAIBackend:
         raise NotImplementedError(why_not("openai", "choose_chain"))
 
     def _ask(self, contexts: Sequence[str], params: dict, chat_params: dict, describe, seeds=None) -> list[dict]:
-        """Answers in order: plain prompts through completions, chat prompts through chat completions."""
+        """Answers in order: plain prompts through completions, chat prompts through chat completions (those with
+        an answer opening continued by the server or with it folded into the user message: :func:`sent_messages`)."""
         what = (lambda i: describe(i) if describe else f"request {i}")
-        messages = [chat_messages(c, what(i)) for i, c in enumerate(contexts)]
+        parsed = [chat_messages(c, what(i)) for i, c in enumerate(contexts)]
         seeds = list(seeds) if seeds is not None else [None] * len(contexts)
+        continued = {**chat_params, "extra_body": {**chat_params.get("extra_body", {}), **CONTINUE}}
+        routes = {"completions": ("completions", params), "chat": ("chat", chat_params), "continue": ("chat", continued)}
+
+        def route_of(p) -> str:
+            return "completions" if p is None else "continue" if p[1] and self.opening == "continue" else "chat"
+
+        opened = sum(1 for p in parsed if p is not None and p[1])
+        if opened:
+            self.openings += opened
+            note = (f"{self.openings} chat prompt(s) opened the answer with text after the messages: "
+                    + ("sent as the start of the assistant's message, continued by the server"
+                       if self.opening == "continue" else "folded into the user message as an instruction (the "
+                       "answer is the model's first words, not a continuation; model table column opening)"))
+            self.stats.notes[:] = [n for n in self.stats.notes if "opened the answer" not in n] + [note]
         out: list[dict | None] = [None] * len(contexts)
-        for route, mine in (("completions", [i for i, m in enumerate(messages) if m is None]),
-                            ("chat", [i for i, m in enumerate(messages) if m is not None])):
+        for name, (route, body) in routes.items():
+            mine = [i for i, p in enumerate(parsed) if route_of(p) == name]
             if not mine:
                 continue
-            prompts = [contexts[i] if route == "completions" else messages[i] for i in mine]
-            got = self.client.complete(prompts, params if route == "completions" else chat_params,
-                                       lambda j, m=mine: what(m[j]), [seeds[i] for i in mine], route)
+            prompts = [contexts[i] if parsed[i] is None else sent_messages(*parsed[i], self.opening) for i in mine]
+            got = self.client.complete(prompts, body, lambda j, m=mine: what(m[j]), [seeds[i] for i in mine], route)
             for i, a in zip(mine, got):
                 out[i] = a
         return out  # type: ignore[return-value]

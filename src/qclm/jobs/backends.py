@@ -121,13 +121,14 @@ def _remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> tuple
 
 def load_openai(spec: ModelSpec, prepared_dir, engine: dict, responses_dir=None) -> Loaded:
     """An ``openai`` row: the API's client with the response cache."""
+    from qclm.engine.capabilities import OPENINGS
     from qclm.engine.openai_api import OpenAIBackend
     from qclm.engine.remote import CompletionsClient, api_key
 
     tokenizer, identity, common, provenance = _remote(spec, prepared_dir, engine, responses_dir)
     client = CompletionsClient(spec.server, spec.source, identity, key=api_key(spec.api_key_env, spec.name), **common)
     return Loaded(spec, None, tokenizer, {**provenance, "server": spec.server}, engine,
-                  OpenAIBackend(client, spec.logprobs))
+                  OpenAIBackend(client, spec.logprobs, spec.opening or OPENINGS[0]))
 
 
 def load_vllm(spec: ModelSpec, prepared_dir, engine: dict, responses_dir=None) -> Loaded:

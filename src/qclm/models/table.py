@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from qclm.engine.capabilities import BACKENDS
+from qclm.engine.capabilities import BACKENDS, OPENINGS
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
 from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_problem
@@ -29,7 +29,7 @@ log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
 OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "backend", "server",
-                    "api_key_env", "gpus", "logprobs", "notes")
+                    "api_key_env", "gpus", "logprobs", "opening", "notes")
 #: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
 #: entailment probe scores through; qclm.engine.nli)
 HEADS = ("", "nli")
@@ -95,6 +95,7 @@ class ModelSpec:
     api_key_env: str = ""  # the environment variable that holds the API key (empty: none is sent)
     gpus: int = 1  # GPUs of the row's scoring job (vllm: tensor_parallel_size; openai and a user's server: none)
     logprobs: int | None = None  # openai: top log-probabilities its endpoint returns (0: none; None: OpenAI's maxima)
+    opening: str = ""  # an openai chat row: how an answer opening is sent (qclm.engine.openai_api.OPENINGS)
     line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
 
     @property
@@ -132,6 +133,7 @@ class ModelSpec:
             **({"gpus": str(self.gpus)} if self.gpus != 1 else {}),
             **({"logprobs": "none" if self.logprobs == 0 else f"top-{self.logprobs}"}
                if self.logprobs is not None else {}),
+            **({"opening": self.opening} if self.opening else {}),
         }
 
 
@@ -239,6 +241,17 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
                          f"{logprobs_text!r}"))
     elif logprobs_text:
         logprobs = 0 if logprobs_text == "none" else int(logprobs_text.split("-")[1])
+    opening = (row.get("opening") or "").strip().lower()
+    if opening and not (backend == "openai" and prompt_format == "chat"):
+        problems.append((file, f"{where}: column opening", "says how an openai chat row sends an answer opening; "
+                         + (f"a {backend} row reads the opening as part of the prompt text"
+                            if backend != "openai" else "a raw row sends the whole prompt, opening included, to the "
+                            "completions route") + ": leave it empty"))
+    elif opening and opening not in OPENINGS:
+        problems.append((file, f"{where}: column opening", f"must be one of {', '.join(OPENINGS)} (or empty: "
+                         f"{OPENINGS[0]}); got {opening!r}"))
+    elif backend == "openai" and prompt_format == "chat":
+        opening = opening or OPENINGS[0]
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
@@ -249,7 +262,8 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
         raise InputError(problems)
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
                      "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head,
-                     backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs)
+                     backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs,
+                     opening=opening)
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
