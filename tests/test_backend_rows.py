@@ -336,3 +336,30 @@ def test_validate_refuses_a_stimulus_before_the_messages_of_an_api_chat_row(tmp_
     run = subprocess.run([sys.executable, "-m", "qclm.commands", "validate", "--config", str(tmp_path / "config.yaml")],
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_response_cache_is_one_sqlite_file_shared_by_threads_and_jobs(tmp_path):
+    """One file per model, not one per answer (inode quotas); answers written from several threads and by two
+    caches on the same directory (two jobs of one model) are all read back; an answer an earlier version kept as a
+    JSON file is read once and moved in; the size goes to the provenance."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from qclm.engine.remote import ResponseCache
+
+    directory = tmp_path / "responses"
+    one, two = ResponseCache(directory), ResponseCache(directory)
+    keys = [f"{i:064x}" for i in range(400)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: (one if int(k, 16) % 2 else two).put(k, {"text": k[-4:]}), keys))
+    assert all(one.get(k) == {"text": k[-4:]} for k in keys) and two.get("f" * 64) is None
+    legacy = directory / "ab" / ("ab" + "0" * 62 + ".json")
+    legacy.parent.mkdir()
+    legacy.write_text(json.dumps({"text": "old"}))
+    assert two.get(legacy.stem) == {"text": "old"} and not legacy.exists() and one.get(legacy.stem) == {"text": "old"}
+    size = one.size()
+    assert size["answers"] == 401 and size["bytes"] > 0
+    one.close()
+    two.close()
+    assert sorted(p.name for p in directory.iterdir() if p.is_file()) == ["responses.sqlite"]
+    assert ResponseCache(None).get(keys[0]) is None and ResponseCache(None).size() == {}

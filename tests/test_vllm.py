@@ -132,10 +132,10 @@ def test_more_option_tokens_than_one_vllm_request_may_name(server, tiny_dir, loc
 class Proxy:
     """A forwarding proxy in front of the vLLM server: counts the requests that reach it and plays faults, each
     once, on the next requests (``faults``: "429" a rate limit with Retry-After 0, "drop" a connection closed
-    without an answer, "401" a rejected key)."""
+    without an answer, "401" a rejected key, "500" a server error)."""
 
     def __init__(self, upstream: str):
-        self.upstream, self.count, self.faults = upstream.rstrip("/"), 0, []
+        self.upstream, self.count, self.faults, self.keys = upstream.rstrip("/"), 0, [], set()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -145,11 +145,12 @@ class Proxy:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 proxy.count += 1
+                proxy.keys.add(self.headers.get("authorization", "").removeprefix("Bearer "))
                 fault = proxy.faults.pop(0) if proxy.faults else None
                 if fault == "drop":
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if fault in ("429", "401"):
+                if fault in ("429", "401", "500"):
                     message = b'{"error": {"message": "played by the test proxy"}}'
                     self.send_response(int(fault))
                     self.send_header("retry-after", "0")
@@ -322,3 +323,104 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
             assert (a[col].isna() == b[col].isna()).all(), col
         else:
             assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), col
+
+
+#: what an `openai` row can answer, each kind as a user runs it (the defaults, but for the settings whose defaults
+#: the capability table refuses on an API: CSI's list mode chains its choices, memorization's exposure needs prompt
+#: log-probabilities): (kind, row, options)
+API_RUNS = [
+    ("survey", "api-chat", ["--instrument", str(ROOT / "resources/questionnaires/gad7.yaml")]),
+    ("csi", "api-chat", ["--mode", "single"]),
+    ("csi", "api-raw", ["--mode", "single"]),
+    ("entailment", "api-chat", ["--instrument", str(ROOT / "resources/entailment/gad7.yaml")]),
+    ("entailment", "api-raw", ["--instrument", str(ROOT / "resources/entailment/gad7.yaml")]),
+    ("memorization", "api-chat", ["--instrument", str(ROOT / "resources/questionnaires/gad7.yaml"), "--tasks",
+                                  "recall,cloze,dimension,option_score,target", "--mode", "generate"]),
+]
+
+
+def test_every_kind_an_api_row_can_answer_runs_on_it_end_to_end(server, proxy, tmp_path):
+    """Issue 36's done-when, through `qclm probe`: each kind the capability table allows on an `openai` row, on a
+    chat row and a raw row of the tiny model served by vLLM (its OpenAI routes, behind the counting proxy), with
+    its default settings: every run ends with exit 0 and its tables; the survey's JSON variant and CSI's single mode
+    open the answer after the messages (folded into the user message on the chat row, the default); a rerun sends no
+    request; nothing on the terminal but the job's own lines."""
+    import subprocess
+    import sys
+
+    table = tmp_path / "models.tsv"
+    table.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\t"
+                     "api_key_env\n"
+                     f"api-chat\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\tQCLM_KEY\n"
+                     f"api-raw\t{server.served_name}\t\t\tinstruct\ttiny\tauto\traw\topenai\t{proxy.url}\tQCLM_KEY\n")
+    # a sentinel key: sent with every request (the proxy sees it), written nowhere and printed nowhere
+    sentinel = "sk-qclm-sentinel-5f1c0e9a7b"
+    env = {**os.environ, "QCLM_KEY": sentinel}
+    terminal = []
+
+    def probe(kind, row, options):
+        run = subprocess.run([sys.executable, "-m", "qclm.commands", "probe", kind, "--model", row, "--models",
+                              str(table), "--out", str(tmp_path / "out" / row), *options],
+                             capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
+        terminal.append(run.stdout + run.stderr)
+        return run
+
+    for kind, row, options in API_RUNS:
+        before = proxy.count
+        run = probe(kind, row, options)
+        assert run.returncode == 0, (kind, row, run.stderr[-3000:])
+        assert proxy.count > before, (kind, row)
+        assert "HTTP Request" not in run.stderr, (kind, row)  # the client's request lines go to the log only
+    out = tmp_path / "out"
+    from qclm.parquet import read_metadata
+
+    survey = next((out / "api-chat" / "logprobs" / "api-chat").glob("gad7/vanilla.parquet"))
+    raw = pd.read_parquet(survey)
+    assert set(raw["variant"]) == {"natural", "friendly", "json"} and (raw["record"] == "response").any()
+    notes = read_metadata(survey)["scoring_notes"]
+    assert any("opened the answer" in n and "folded into the user message" in n for n in notes), notes
+    for row in ("api-chat", "api-raw"):
+        assert list((out / row / "scores").glob("csi*")), row
+        assert list((out / row / "scores").glob("entailment*")), row
+    # a rerun, its scored cells deleted, answers from the response cache (OUT/cache): nothing is sent
+    import shutil
+
+    shutil.rmtree(out / "api-chat" / "logprobs")
+    sent = proxy.count
+    for kind, row, options in API_RUNS[:2]:
+        assert probe(kind, row, options).returncode == 0
+    assert proxy.count == sent
+    assert proxy.keys == {sentinel}
+    assert not any(sentinel in text for text in terminal)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != table]
+    assert len(written) > 20 and not [p for p in written if sentinel.encode() in p.read_bytes()]
+
+
+def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code(server, proxy, tmp_path):
+    """A rejected key and a model the endpoint does not serve: the user's to fix, one line, exit 2; a server that
+    answers 500 to every retry: one line naming the request, exit 1; no traceback, no HTTP client lines."""
+    import subprocess
+    import sys
+
+    table = tmp_path / "models.tsv"
+    table.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\n"
+                     f"api\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\n"
+                     f"nobody\tno-such-model\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("engine: {api_retries: 1}\n")
+
+    def probe(row):
+        return subprocess.run([sys.executable, "-m", "qclm.commands", "probe", "entailment", "--model", row,
+                               "--models", str(table), "--config", str(config), "--out", str(tmp_path / row),
+                               "--instrument", str(ROOT / "resources/entailment/gad7.yaml")],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+    for fault, row, code, says in (("401", "api", 2, "rejected the API key"),
+                                   (None, "nobody", 2, "serves no model 'no-such-model'"),
+                                   ("500", "api", 1, "failed 2 times, last: InternalServerError")):
+        proxy.faults = [fault] * 50 if fault else []
+        run = probe(row)
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        assert run.returncode == code and len(lines) == 1 and says in lines[0], (fault, row, run.stderr[-2000:])
+        assert "internal error" not in lines[0] and "Traceback" not in run.stderr
+        proxy.faults = []

@@ -3,7 +3,9 @@ command runs lives in the package (config checking, the engine, the probes, the 
 
 No command prints a Python traceback for the input it was given: bad input is an
 :class:`~qclm.errors.InputError` (one ``FILE: LOCATION: PROBLEM`` line per problem, exit 2), and so is a missing or
-rejected API key (:class:`~qclm.engine.remote.CredentialsError`: one line, exit 2); anything else
+rejected API key or a model the endpoint does not serve (:class:`~qclm.engine.remote.RowProblem`: one line, exit 2),
+and a server that refused a request or kept failing after its retries says so in one line naming the request (exit 1);
+anything else
 that goes wrong is said in one line, ``qclm COMMAND: internal error: ...; the full traceback is in FILE``
 (exit 1), with the traceback written to FILE for a bug report (in ``$QCLM_TRACEBACK_DIR``, else the
 temporary directory); an error of the machine (a full disk, a permission) is said the same way, without
@@ -56,7 +58,7 @@ def _traceback_file(command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qclm.engine.remote import CredentialsError
+    from qclm.engine.remote import RemoteError, RowProblem
     from qclm.errors import InputError
 
     args = build_parser().parse_args(argv)
@@ -65,9 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print("\n".join(err.lines), file=sys.stderr)
         return 2
-    except CredentialsError as err:  # a missing or rejected key: the user's to fix, one line, as bad input
+    except RowProblem as err:  # a missing or rejected key, an unknown model: the user's to fix, as bad input
         print(f"qclm {args.command}: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
+    except RemoteError as err:  # the server's, not the code's: no traceback
+        print(f"qclm {args.command}: {' '.join(str(err).split())}", file=sys.stderr)
+        return INTERNAL_ERROR
     except KeyboardInterrupt:
         print(f"qclm {args.command}: interrupted", file=sys.stderr)
         return 130

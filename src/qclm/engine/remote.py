@@ -2,8 +2,9 @@
 server backends (:mod:`qclm.engine.vllm`, :mod:`qclm.engine.openai_api`): what a user of an API needs.
 
 - **Response cache**: every prompt's answer is kept on disk under a key of everything that determines it (the
-  model's identity, the route, the request's parameters, its seed), so a rerun or a resumed run sends nothing it
-  sent before (``engine.response_cache``). The server's address is not in the key: a workflow-started vLLM
+  model's identity, the route, the request's parameters, its seed), in one SQLite file per model
+  (:class:`ResponseCache`), so a rerun or a resumed run sends nothing it sent before (``engine.response_cache``);
+  the provenance counts its hits (``api_usage.cached``) and its size (``response_cache``). The server's address is not in the key: a workflow-started vLLM
   server gets a new port every run, and the model's identity says what answers.
 - **Batches**: prompts that differ only in their prompt go in one HTTP request (a list of prompts) where the
   route takes lists (vLLM); an API gets one prompt per request.
@@ -44,12 +45,20 @@ BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
 
 
-class CredentialsError(RuntimeError):
-    """The API key is missing or the server rejected it (the scoring job exits 2)."""
+class RowProblem(RuntimeError):
+    """What the user fixes in a model row or the environment, not in the code: one line, exit 2, as bad input."""
+
+
+class CredentialsError(RowProblem):
+    """The API key is missing or the server rejected it."""
+
+
+class UnknownModelError(RowProblem):
+    """The endpoint serves no model of the row's name (or has no such route: a base URL without its ``/v1``)."""
 
 
 class RemoteError(RuntimeError):
-    """A request the server refused or kept failing after its retries, with the request named."""
+    """A request the server refused or kept failing after its retries, with the request named (one line, exit 1)."""
 
 
 @dataclass
@@ -86,31 +95,67 @@ def _key(identity: dict, route: str, payload: dict) -> str:
 
 
 class ResponseCache:
-    """Answers on disk, one JSON file per prompt (``DIR/ab/abcd....json``), written atomically."""
+    """Answers on disk in one SQLite file per model and endpoint (``DIR/responses.sqlite``: a paper-scale run asks
+    10^5 prompts of a model, and one file per answer would spend as many inodes, which HPC quotas refuse). Safe for
+    the client's threads (one connection, a lock) and for jobs of the same model side by side (SQLite's own file
+    locking, write-ahead log, a busy timeout). An answer that an earlier version kept as a JSON file
+    (``DIR/ab/abcd....json``) is read from there once and moved in."""
+
+    FILE = "responses.sqlite"
 
     def __init__(self, directory: str | Path | None):
         self.directory = Path(directory) if directory else None
+        self._db = None
+        self._lock = threading.Lock()
 
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
+    def _conn(self):
+        if self._db is None:
+            import sqlite3
+
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.directory / self.FILE, timeout=60, check_same_thread=False,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+        return self._db
 
     def get(self, key: str) -> dict | None:
         if self.directory is None:
             return None
-        path = self._path(key)
+        with self._lock:
+            row = self._conn().execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return json.loads(row[0])
+        legacy = self.directory / key[:2] / f"{key}.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            answer = json.loads(legacy.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+        self.put(key, answer)
+        legacy.unlink(missing_ok=True)
+        return answer
 
     def put(self, key: str, answer: dict) -> None:
         if self.directory is None:
             return
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(answer), encoding="utf-8")
-        tmp.replace(path)
+        with self._lock:
+            self._conn().execute("INSERT OR REPLACE INTO answers (key, answer) VALUES (?, ?)",
+                                 (key, json.dumps(answer)))
+
+    def size(self) -> dict[str, int]:
+        """What the cache holds: its answers and the file's bytes (the provenance's ``response_cache``)."""
+        if self.directory is None:
+            return {}
+        with self._lock:
+            n = self._conn().execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        files = [self.directory / f"{self.FILE}{suffix}" for suffix in ("", "-wal")]
+        return {"answers": int(n), "bytes": sum(f.stat().st_size for f in files if f.exists())}
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
 
 class CompletionsClient:
@@ -211,6 +256,11 @@ class CompletionsClient:
                     self.usage.retries += 1
                 time.sleep(wait)
                 attempt += 1
+            except openai.NotFoundError as err:
+                raise UnknownModelError(f"model {self.name}: {self.base_url} serves no model {self.model!r} on its "
+                                        f"{route} route ({err.status_code}: {_message(err)}): check the row's "
+                                        "source (the model's name at the endpoint) and server (its base URL, "
+                                        "with /v1)") from None
             except openai.APIStatusError as err:
                 raise RemoteError(f"{what}: {self.base_url} refused the request ({err.status_code}: "
                                   f"{_message(err)})") from None

@@ -76,6 +76,9 @@ class Loaded:
     def close(self) -> None:
         while self.resources:
             self.resources.pop().__exit__(None, None, None)
+        client = getattr(self.backend, "client", None)
+        if client is not None:
+            client.cache.close()  # the response cache's SQLite file, its write-ahead log folded in
 
 
 def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict,

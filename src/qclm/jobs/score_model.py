@@ -131,6 +131,7 @@ def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings, seed: int =
     }
     if usage_before is not None:  # what the server answered for this cell, and what the response cache did
         metadata["api_usage"] = {k: v - usage_before[k] for k, v in client.usage.as_dict().items()}
+        metadata["response_cache"] = client.cache.size()
     return df, metadata
 
 
@@ -139,9 +140,9 @@ def _one_line(err: BaseException) -> str:
 
     text = " ".join(str(err).split()) or "(no message)"
     text = text if len(text) <= 400 else text[:397] + "..."
-    from qclm.engine.remote import CredentialsError, RemoteError
+    from qclm.engine.remote import RemoteError, RowProblem
 
-    return text if isinstance(err, (ModelLoadError, InputError, CredentialsError, RemoteError)) \
+    return text if isinstance(err, (ModelLoadError, InputError, RowProblem, RemoteError)) \
         else f"{type(err).__name__}: {text}"
 
 
@@ -151,7 +152,8 @@ def _fail(line: str, code: int = 1) -> int:
     return code
 
 
-#: the exit code of a job whose API key is missing or rejected (nothing else is wrong: set the key, run again)
+#: the exit code of a job whose API key is missing or rejected, or whose endpoint serves no model of the row's name
+#: (nothing else is wrong: fix the row or the key, run again)
 CREDENTIALS_EXIT = 2
 #: a server backend's response cache, under the job's cell cache (qclm.engine.remote.ResponseCache)
 RESPONSES = "_responses"
@@ -196,7 +198,7 @@ def run_scoring_job(spec: ModelSpec, cells: list[CellSpec], outputs: list[str], 
 
 def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cache_dir, seed,
                  opened: list[Loaded]) -> int:
-    from qclm.engine.remote import CredentialsError
+    from qclm.engine.remote import RowProblem
 
     loaded = None
     root = logging.getLogger()
@@ -211,7 +213,7 @@ def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cac
         if loaded is None:
             try:
                 loaded = load(spec, prepared_dir, engine, cache_dir / spec.name / RESPONSES)
-            except CredentialsError as err:
+            except RowProblem as err:
                 return _fail(_one_line(err), CREDENTIALS_EXIT)
             except Exception as err:  # noqa: BLE001 - any cause: fail this model's job with one line
                 return _fail(f"model {spec.name}: cannot load: {_one_line(err)}")
@@ -221,7 +223,7 @@ def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cac
         root.addHandler(handler)
         try:
             df, metadata = score_cell(loaded, cell, run, seed)
-        except CredentialsError as err:
+        except RowProblem as err:
             return _fail(_one_line(err), CREDENTIALS_EXIT)
         except _cell_errors() as err:
             return _fail(f"model {spec.name}: {cell.label}: {_one_line(err)}")
