@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -294,7 +295,12 @@ def test_an_answer_opening_is_folded_into_the_user_message_or_continued_as_the_r
 
         def complete(self, prompts, params, describe, seeds, route):
             self.sent.append((route, params, prompts))
-            return [{"message": {"content": "4"}, "finish_reason": "stop"} for _ in prompts]
+            continued = route == "chat" and "extra_body" in params
+            top = [{"token": t, "logprob": lp} for t, lp in ((" comedy" if continued else "comedy", -0.1),
+                                                              (" tragedy" if continued else "tragedy", -2.4))]
+            return [{"message": {"content": "4"}, "finish_reason": "stop",
+                     "logprobs": {"content": [{"token": "x", "logprob": 0.0, "top_logprobs": top}]}}
+                    for _ in prompts]
 
     prompts = PromptBuilder(ApiChat(), PromptFormat("chat"))
     opened = prompts.context("", "How often? Reply with JSON.") + '{"answer": "'
@@ -313,6 +319,13 @@ def test_an_answer_opening_is_folded_into_the_user_message_or_continued_as_the_r
                                                                             "content": '{"answer": "'}]]
         assert "1 chat prompt(s) opened the answer" in backend.stats.notes[-1] and (
             ("folded into the user message" in backend.stats.notes[-1]) == (mode == "fold"))
+        # CSI's single mode: "sunset:" opens the answer, the options follow it with a space; folded, they open a
+        # new message without one, and are read so
+        from qclm.engine.requests import ChoiceRequest
+
+        ask = prompts.context("", "Is this word comedy or tragedy?") + "sunset:"
+        got = backend.choose([ChoiceRequest(ask, (" comedy", " tragedy"))])[0]
+        assert np.allclose(got.option_logprobs, [-0.1, -2.4]), mode
 
 
 def test_validate_refuses_a_stimulus_before_the_messages_of_an_api_chat_row(tmp_path):

@@ -149,7 +149,11 @@ class OpenAIBackend:
         out = []
         for r, a in zip(requests, answers):
             top = _top_logprobs(a)
-            lps = [top.get(o, math.nan) for o in r.options]
+            # an opening folded into the user message leaves the options to open a new message: without the space
+            # that follows the opening ("sunset: comedy" continued, "comedy" as a message's first word)
+            parsed = chat_messages(r.context, "") if self.opening == "fold" else None
+            folded = bool(parsed and parsed[1])
+            lps = [top.get(o.lstrip() if folded else o, math.nan) for o in r.options]
             if any(math.isnan(x) for x in lps):
                 self.outside_top += 1
                 note = (f"{self.outside_top} forced choice(s) had an option outside the API's top next tokens: their "
