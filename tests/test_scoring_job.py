@@ -4,6 +4,7 @@ import logging
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from qclm.jobs import score_model as scoring_job
 from qclm.models.table import parse_model_row
@@ -94,3 +95,47 @@ def test_a_model_that_cannot_load_fails_with_one_line(tmp_path, capfd, monkeypat
     assert code == 1
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("model tiny: cannot load: ")
+
+
+@pytest.mark.parametrize("kind,settings", [
+    ("likert", {"questionnaire": str(ROOT / "resources/questionnaires/stai_s.yaml")}),
+    ("csi", {"mode": "list", "limit_words": 12, "repetitions": 1, "control": None, "story_test": False}),
+    ("csi", {"mode": "single", "limit_words": 6, "repetitions": 2, "control": None, "story_test": False}),
+    ("entailment", {"instrument": str(ROOT / "resources/entailment/gad7.yaml")}),
+    ("memorization", {"instruments": [str(ROOT / "resources/questionnaires/gad7.yaml")],
+                      "tasks": ["exposure", "recall", "cloze"]}),
+], ids=["likert", "csi-list", "csi-single", "entailment", "memorization"])
+def test_the_progress_bar_has_the_cells_requests_as_its_total(tmp_path, tiny_llama_dir, monkeypatch, kind, settings):
+    """The scoring job's bar knows its total (so it shows an ETA) and reaches it: every kind counts its progress
+    in the requests its ``requests`` lists."""
+    import tqdm
+
+    from qclm import probes
+
+    seen = []
+
+    class Bar:
+        def __init__(self, *args, total=None, **kwargs):
+            self.total, self.n = total, 0
+            seen.append(self)
+
+        def update(self, n=1):
+            self.n += n
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(tqdm, "tqdm", Bar)
+    spec = _spec(tiny_llama_dir)
+    cls = probes.kind_class(kind)
+    full = {**cls.defaults(), **settings}
+    files = tuple(v for k in cls.file_keys for v in ([full[k]] if isinstance(full.get(k), str) else full.get(k) or []))
+    cell = CellSpec(kind, kind, "vanilla", full, files, version=cls.version)
+    out = tmp_path / "out.parquet"
+    assert run_scoring_job(spec, [cell], [str(out)], [str(tmp_path / "c.log")],
+                           ContextSettings(limit_items=1, limit_stimuli=2), {"method": "auto"}, tmp_path / "models",
+                           tmp_path / "cache") == 0
+    assert len(seen) == 1 and seen[0].total == seen[0].n > 0 and out.exists()

@@ -109,9 +109,13 @@ def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings, seed: int =
     client = getattr(loaded.backend, "client", None)
     usage_before = client.usage.as_dict() if client is not None else None
     tokens_before, t0 = stats.tokens_computed, time.perf_counter()
-    with tqdm(desc=f"{spec.name}/{cell.label}", unit="request", mininterval=5) as bar:
-        df, own = probe.score(ScoringCell(cell.condition, contexts, loaded.backend, loaded.prompts,
-                                          Asking(spec.name, spec.type, seed, run, cell.config), bar.update))
+    asking = Asking(spec.name, spec.type, seed, run, cell.config)
+    # the bar's total (its ETA): the requests the kind will send, as ``qclm render`` lists them (a kind counts its
+    # progress in requests; CSI's story test adds a few of its own after them)
+    total = sum(len(probe.requests(ctx, loaded.prompts, asking)) for ctx in contexts)
+    with tqdm(desc=f"{spec.name}/{cell.label}", unit="request", total=total or None, mininterval=5) as bar:
+        df, own = probe.score(ScoringCell(cell.condition, contexts, loaded.backend, loaded.prompts, asking,
+                                          bar.update))
     seconds = time.perf_counter() - t0
     tokens = stats.tokens_computed - tokens_before
     log.info("%s/%s: %d rows, %d contexts, %d tokens computed, %.1f s (%s)", spec.name, cell.label, len(df),

@@ -220,7 +220,7 @@ class CSIProbe(ProbeKind):
                     for position, (word, choice) in enumerate(zip(wl.words, res.steps), start=1):
                         rows.append(self._row(cell, ctx, wl, position, word, choice, info))
                     if cell.progress:
-                        cell.progress(len(wl.words))
+                        cell.progress(1)  # a chain is one request (the progress bar counts requests)
             else:
                 results = cell.backend.choose([r.request for r in labelled], describe=describe)
                 by_prompt = {r.key["prompt_id"]: res for r, res in zip(labelled, results)}
