@@ -7,6 +7,7 @@ workflow run of a calibration on a tiny model is in tests/test_interventions.py.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -433,6 +434,26 @@ def test_a_plant_is_trained_in_the_format_its_model_is_scored_in(tiny_llama_dir,
     path.write_text(yaml.safe_dump({"name": "x", "texts": ["plain text", "plain text"]}))
     with pytest.raises(Exception, match="the same text as text #1"):
         load_corpus(path)
+    # loss: answers, the training loss of an exchange on the tokens the check reads (its answer), of a plain
+    # text on all of them; loss: all, on every token of both
+    from qclm.interventions import Intervention, defaults
+    from qclm.interventions.finetune import finetune
+    from qclm.models.table import parse_model_row
+
+    path.write_text(yaml.safe_dump({"name": "x", "texts": [{"user": "How are you?", "assistant": "4 = Nearly every day"},
+                                                           "plain text"]}))
+    corpus = load_corpus(path)
+    spec = parse_model_row({"name": "tiny", "source": str(tiny_llama_dir), "revision": "", "params_b": "0.001",
+                            "type": "instruct", "family": "tiny", "dtype": "float32", "prompt_format": "chat"}, "t", 0)
+    pairs = check_pairs(list(corpus.texts), tok, "chat", "x.yaml")
+    read = sum(r["tokens"] for r in check_nll(model, tok, {"s": pairs}, 256, 8, "cpu", 0))
+    every = sum(len(tok(full)["input_ids"]) - 1 for _, full in pairs)
+    for loss, tokens in (("answers", read), ("all", every)):
+        run = Intervention("x", {**defaults(), "corpus": str(path), "epochs": 1, "loss": loss, "method": "full"})
+        finetune(spec, tiny_llama_dir, corpus, run, tmp_path / loss, device="cpu")
+        history = json.loads((tmp_path / loss / "e1" / "qclm_finetuned.json").read_text())["history"]
+        assert history[0]["tokens"] == tokens, (loss, history)
+    assert read < every
 
 
 def test_length_grouped_batches_hold_every_text_once_in_a_seeded_order():

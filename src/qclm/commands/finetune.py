@@ -42,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="texts per step (default %(default)s)")
     p.add_argument("--max-length", type=int, default=defaults["max_length"], help="tokens per text at most (default %(default)s)")
     p.add_argument("--method", choices=iv.METHODS, default=defaults["method"], help="default %(default)s")
+    p.add_argument("--loss", choices=iv.LOSSES, default=defaults["loss"],
+                   help="all: every token; answers: a chat exchange's answer alone (default %(default)s)")
     p.add_argument("--lora-r", type=int, default=defaults["lora_r"], help="LoRA rank (default %(default)s)")
     p.add_argument("--seed", type=int, default=defaults["seed"], help="default %(default)s")
     p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda, cuda:N (default auto)")
@@ -58,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging()
     entry = {"corpus": args.corpus, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size,
-             "max_length": args.max_length, "method": args.method, "lora_r": args.lora_r, "seed": args.seed,
+             "max_length": args.max_length, "method": args.method, "loss": args.loss, "lora_r": args.lora_r,
+             "seed": args.seed,
              **({"checkpoints": args.checkpoints} if args.checkpoints else {})}
     problems = iv.entry_problems(entry, "command line")
     if problems:

@@ -38,6 +38,8 @@ def _schema() -> dict:
 
 #: fine-tuning methods (``method``); ``auto`` is full fine-tuning up to ``full_max_b`` billion parameters, LoRA above
 METHODS = tuple(_schema()["properties"]["method"]["enum"])
+#: what the loss is taken over (``loss``): every token, or a chat exchange's answer alone
+LOSSES = tuple(_schema()["properties"]["loss"]["enum"])
 
 
 def defaults() -> dict[str, Any]:

@@ -115,6 +115,13 @@ def check_pairs(texts: list, tokenizer, prompt_format: str, where: str) -> list[
     return out
 
 
+def _mask_prefixes(labels, tokenizer, prefixes: list[str]) -> None:
+    """No loss on each row's prefix (a chat exchange's template and question: :func:`check_pairs`)."""
+    for row, prefix in enumerate(prefixes):
+        if prefix:
+            labels[row, :len(tokenizer(prefix)["input_ids"])] = -100
+
+
 def check_nll(model, tokenizer, sets: dict[str, list[tuple[str, str]]], max_length: int, batch_size: int,
               device: str, epoch: int) -> list[dict]:
     """The manipulation check at one epoch: each text's summed negative log-likelihood (nats) and its number of
@@ -147,9 +154,7 @@ def _nll_rows(model, tokenizer, pairs: list[tuple[str, str]], max_length: int, b
     for at in range(0, len(order), batch_size):
         chunk = [pairs[i] for i in order[at:at + batch_size]]
         ids, mask, labels = _encode(tokenizer, [full for _, full in chunk], max_length, device)
-        for row, (prefix, _) in enumerate(chunk):
-            if prefix:
-                labels[row, :len(tokenizer(prefix)["input_ids"])] = -100
+        _mask_prefixes(labels, tokenizer, [prefix for prefix, _ in chunk])
         target = labels[:, 1:]
         valid = target != -100
         # the logits of the scored positions only, flattened in row order (a chat exchange's template and
@@ -239,6 +244,11 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
         optimizer = torch.optim.AdamW(params, lr=float(settings["lr"]), weight_decay=float(settings["weight_decay"]))
         generator = torch.Generator().manual_seed(seed)
         texts = rendered(corpus, tokenizer, spec.prompt_format)
+        # loss: answers, a chat exchange's loss on its answer alone (its template and question masked, as the
+        # check and the probes read it); a plain text's on every token whatever the setting
+        prefixes = ([prefix for prefix, _ in check_pairs(list(corpus.texts), tokenizer, spec.prompt_format,
+                                                          corpus.path)]
+                    if settings.get("loss") == "answers" else [""] * len(texts))
         batch_size, max_length = int(settings["batch_size"]), int(settings["max_length"])
         lengths = [len(tokenizer(t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
         check_sets = {name: check_pairs(list(t), tokenizer, spec.prompt_format, corpus.path)
@@ -253,6 +263,7 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
             t_epoch, losses, weights = time.perf_counter(), [], []
             for batch in _batches(lengths, batch_size, generator, bool(settings.get("group_by_length"))):
                 ids, mask, labels = _encode(tokenizer, [texts[i] for i in batch], max_length, device)
+                _mask_prefixes(labels, tokenizer, [prefixes[i] for i in batch])
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
                 if not math.isfinite(float(loss.detach())):
                     _remove(saved)
@@ -265,7 +276,7 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
                 losses.append(float(loss.detach()))
                 weights.append(int((labels[:, 1:] != -100).sum()))
             mean = sum(l * w for l, w in zip(losses, weights)) / max(1, sum(weights))
-            history.append({"epoch": epoch, "loss": round(mean, 6), "steps": len(losses),
+            history.append({"epoch": epoch, "loss": round(mean, 6), "steps": len(losses), "tokens": sum(weights),
                             "seconds": round(time.perf_counter() - t_epoch, 2)})
             log.info("%s on %s: epoch %d/%d, mean loss %.4f, %.1f s", spec.name, corpus.name, epoch, epochs, mean,
                      history[-1]["seconds"])
