@@ -18,6 +18,17 @@ from conftest import ROOT, likert_cell
 HEADER = "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\tapi_key_env\tgpus\n"
 
 
+URL = "https://api.example.com/v1"
+
+
+def _api_table(tmp_path: Path, column: str, *rows: tuple[str, str, str]) -> Path:
+    """A table of openai rows with one more column: (name, prompt format, the column's value) per row."""
+    path = tmp_path / "models.tsv"
+    path.write_text(HEADER.rstrip("\n") + f"\t{column}\n" + "".join(
+        f"{name}\tm-{name}\t\t\tinstruct\tm\tauto\t{fmt}\topenai\t{URL}\t\t\t{value}\n" for name, fmt, value in rows))
+    return path
+
+
 def _table(tmp_path: Path, *rows: str) -> Path:
     path = tmp_path / "models.tsv"
     path.write_text(HEADER + "".join(r + "\n" for r in rows))
@@ -227,12 +238,8 @@ def test_an_openai_row_says_what_log_probabilities_its_endpoint_returns(tmp_path
     from qclm.errors import InputError
     from qclm.models.table import load_model_table
 
-    header = HEADER.rstrip("\n") + "\tlogprobs\n"
-    path = tmp_path / "models.tsv"
-    url = "https://api.example.com/v1"
-    path.write_text(header + f"none\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\tnone\n"
-                    f"five\tm-b\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\ttop-5\n"
-                    f"open\tm-c\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\t\n")
+    path = _api_table(tmp_path, "logprobs", ("none", "chat", "none"), ("five", "chat", "top-5"), ("open", "chat", ""))
+    header, url = HEADER.rstrip("\n") + "\tlogprobs\n", URL
     rows = load_model_table(path)
     assert (rows["none"].logprobs, rows["five"].logprobs, rows["open"].logprobs) == (0, 5, None)
     assert rows["five"].as_row()["logprobs"] == "top-5" and "logprobs" not in rows["open"].as_row()
@@ -270,12 +277,8 @@ def test_an_answer_opening_is_folded_into_the_user_message_or_continued_as_the_r
     from qclm.models.table import load_model_table
     from qclm.prompts import PromptBuilder, PromptFormat
 
-    header = HEADER.rstrip("\n") + "\topening\n"
-    path = tmp_path / "models.tsv"
-    url = "https://api.example.com/v1"
-    path.write_text(header + f"fold\tm-a\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\t\n"
-                    f"cont\tm-b\t\t\tinstruct\tm\tauto\tchat\topenai\t{url}\t\t\tcontinue\n"
-                    f"raw\tm-c\t\t\tinstruct\tm\tauto\traw\topenai\t{url}\t\t\t\n")
+    path = _api_table(tmp_path, "opening", ("fold", "chat", ""), ("cont", "chat", "continue"), ("raw", "raw", ""))
+    header, url = HEADER.rstrip("\n") + "\topening\n", URL
     rows = load_model_table(path)
     assert (rows["fold"].opening, rows["cont"].opening, rows["raw"].opening) == ("fold", "continue", "")
     assert rows["cont"].as_row()["opening"] == "continue" and "opening" not in rows["raw"].as_row()
