@@ -424,3 +424,39 @@ def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code
         assert run.returncode == code and len(lines) == 1 and says in lines[0], (fault, row, run.stderr[-2000:])
         assert "internal error" not in lines[0] and "Traceback" not in run.stderr
         proxy.faults = []
+
+
+def test_the_workflow_runs_every_kind_an_api_row_can_answer(server, proxy, tmp_path):
+    """Issue 36's done-when, through the workflow: an `openai` chat row and raw row of the tiny model behind the
+    vLLM server score the survey (chat), CSI's single mode and entailment, end to end to their collected tables;
+    the key is sent (the proxy sees it) and written nowhere."""
+    import yaml
+
+    workdir = tmp_path / "api-run"
+    cfg = write_workflow_config(workdir, {}, conditions=["vanilla", "stress"], probes={
+        "survey": {"kind": "survey", "instrument": str(ROOT / "resources/questionnaires/gad7.yaml"),
+                   "models": ["api-chat"]},
+        "csi": {"kind": "csi", "mode": "single", "limit_words": 10},
+        "gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")}})
+    config = yaml.safe_load(cfg.read_text())
+    config.pop("questionnaires")
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    (workdir / "models.tsv").write_text(
+        "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\tapi_key_env\n"
+        f"api-chat\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\tQCLM_KEY\n"
+        f"api-raw\t{server.served_name}\t\t\tinstruct\ttiny\tauto\traw\topenai\t{proxy.url}\tQCLM_KEY\n")
+    sentinel = "sk-qclm-sentinel-0d4e8b2c61"
+    os.environ["QCLM_KEY"] = sentinel
+    try:
+        run = run_snakemake(workdir, cfg, "results/scores/survey_choices.parquet", "results/scores/csi_answers.parquet",
+                            "results/scores/entailment_item_scores.parquet")
+    finally:
+        del os.environ["QCLM_KEY"]
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert proxy.keys == {sentinel} and sentinel not in run.stdout + run.stderr
+    assert set(pd.read_parquet(workdir / "results/scores/csi_answers.parquet").model) == {"api-chat", "api-raw"}
+    assert set(pd.read_parquet(workdir / "results/scores/survey_choices.parquet").model) == {"api-chat"}
+    assert set(pd.read_parquet(workdir / "results/scores/entailment_item_scores.parquet").model) == {"api-chat",
+                                                                                                     "api-raw"}
+    written = [p for p in workdir.rglob("*") if p.is_file()]
+    assert not [p for p in written if sentinel.encode() in p.read_bytes()]
