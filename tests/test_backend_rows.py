@@ -213,16 +213,22 @@ def test_the_http_clients_request_lines_go_to_a_jobs_log_not_to_the_terminal(tmp
     import io
     import logging
 
-    from qclm.logs import configure_logging
+    import openai._base_client
 
+    from qclm.logs import HTTP_LOGGERS, configure_logging
+
+    # the logger of the HTTP client the openai client uses (httpx before openai 3, httpx2 from it) is among those
+    used = {getattr(openai._base_client, name).__name__ for name in ("httpx", "httpx2")
+            if hasattr(openai._base_client, name)}
+    assert used and used <= set(HTTP_LOGGERS)
     saved = sys.stderr
     try:
         configure_logging()  # a command on the terminal
-        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert not any(logging.getLogger(name).isEnabledFor(logging.INFO) for name in used)
         assert logging.getLogger("qclm.engine").isEnabledFor(logging.INFO)
         terminal = sys.stderr = io.StringIO()
         configure_logging(str(tmp_path / "job.log"), announce=True)  # a long job: its log file holds them
-        assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert all(logging.getLogger(name).isEnabledFor(logging.INFO) for name in used)
         # and the terminal gets one line naming the log
         assert terminal.getvalue() == f"qclm: this job's log (progress, warnings, errors): {tmp_path / 'job.log'}\n"
     finally:

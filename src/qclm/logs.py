@@ -6,6 +6,8 @@ import logging
 import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: the loggers of the HTTP clients under the ``openai`` client (httpx; httpx2 from openai 3 on)
+HTTP_LOGGERS = ("httpx", "httpx2")
 
 
 def configure_logging(log_file: str | None = None, level: int = logging.INFO, announce: bool = False) -> None:
@@ -28,7 +30,8 @@ def configure_logging(log_file: str | None = None, level: int = logging.INFO, an
     root.setLevel(level)
     logging.getLogger("fontTools").setLevel(logging.WARNING)  # matplotlib's PDF font subsetting, line by line
     # the HTTP client logs every request at INFO: in a job's log file, not on a terminal (thousands of lines a cell)
-    logging.getLogger("httpx").setLevel(logging.INFO if log_file else logging.WARNING)
+    for name in HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if log_file else logging.WARNING)
     logging.captureWarnings(True)
 
 
