@@ -438,3 +438,18 @@ def test_the_decoy_is_asked_the_way_the_instruments_are(tmp_path, tiny_llama_dir
     assert len(problems) == 1 and problems[0][:2] == ("config.yaml", "probes.memorization.decoy"), problems
     assert problems[0][2].startswith(f"{telling}: field name: ")
     assert "decoy" in problems[0][2] and "published_name" in problems[0][2]
+
+
+def test_recall_by_generation_runs_on_a_chat_format_model(tmp_path, tiny_llama_dir):
+    """``--mode generate`` on a chat-format model: the recall task's greedy continuations beside its forced
+    choices (a generation's result has token log-probabilities too, and is not a log-likelihood's)."""
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "probe", "memorization", "--model",
+                          str(tiny_llama_dir), "--prompt-format", "chat", "--out", str(out), "--instrument",
+                          str(ROOT / "resources/questionnaires/gad7.yaml"), "--decoy", str(DECOY), "--tasks",
+                          "recall", "--mode", "generate"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    raw = pd.read_parquet(out / "scores" / "memorization_raw.parquet")
+    generated = raw[raw["task"] == "recall_generated"]
+    assert set(raw["task"]) == {"recall", "recall_generated"} and len(generated) == 7 + 30
+    assert generated["logprob"].isna().all() and (generated["candidate"] == "").all()

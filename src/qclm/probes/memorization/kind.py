@@ -474,7 +474,10 @@ class MemorizationProbe(ProbeKind):
 
 
 def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:
-    """The raw rows of one result: one per candidate of a choice, one for a log-likelihood or a generation."""
+    """The raw rows of one result: one per candidate of a choice, one for a log-likelihood or a generation (told
+    apart by their types: a generation has token log-probabilities too)."""
+    from qclm.engine.requests import GenerateResult
+
     task = key["task"]
     row = {**common, "task": task, "instrument": key["instrument"], "inventory": key.get("inventory", ""),
            "item_id": key["item_id"], "target": key.get("target", ""), "text": key.get("text", ""),
@@ -495,7 +498,7 @@ def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:
                         "logprob": res.option_logprobs[j], "logprob_mean": float(sum(lps) / len(lps)),
                         "n_tokens": len(lps), "token_logprobs": list(lps)})
         return out
-    if hasattr(res, "token_logprobs"):  # a log-likelihood
+    if not isinstance(res, GenerateResult):  # a log-likelihood
         lps = list(res.token_logprobs)
         return [{**row, "option": "", "candidate": key["candidate"], "candidate_value": float("nan"),
                  "is_true": key.get("is_true", True),
