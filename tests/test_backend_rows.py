@@ -385,3 +385,35 @@ def test_the_response_cache_is_one_sqlite_file_shared_by_threads_and_jobs(tmp_pa
     two.close()
     assert sorted(p.name for p in directory.iterdir() if p.is_file()) == ["responses.sqlite"]
     assert ResponseCache(None).get(keys[0]) is None and ResponseCache(None).size() == {}
+
+
+def test_a_rows_system_prompt_reaches_local_templates_and_apis_and_the_cell_key(tmp_path, smollm2_tokenizer_dir):
+    """The model table's ``system_prompt`` (persona work): the system message of every chat prompt, through the
+    model's own chat template and as a message to an API; in the cell key; refused on a raw row."""
+    from transformers import AutoTokenizer
+
+    from qclm.contexts import ContextSettings
+    from qclm.engine.openai_api import ApiChat, chat_messages
+    from qclm.errors import InputError
+    from qclm.jobs.score_model import cell_key
+    from qclm.models.table import load_model_table
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    persona = "You are a retired lighthouse keeper who answers briefly."
+    rows = load_model_table(_api_table(tmp_path, "system_prompt", ("api", "chat", persona), ("plain", "chat", "")))
+    assert rows["api"].system_prompt == persona and rows["api"].as_row()["system_prompt"] == persona
+    with pytest.raises(InputError, match="line 2 \\(model r\\): column system_prompt: a raw row"):
+        load_model_table(_api_table(tmp_path, "system_prompt", ("r", "raw", persona)))
+    fmt = PromptFormat.from_settings("chat", {}, persona)
+    local = PromptBuilder(AutoTokenizer.from_pretrained(smollm2_tokenizer_dir), fmt).context("", "How are you?")
+    assert persona in local and local.index(persona) < local.index("How are you?")
+    assert persona not in PromptBuilder(AutoTokenizer.from_pretrained(smollm2_tokenizer_dir),
+                                        PromptFormat("chat")).context("", "How are you?")
+    sent, _ = chat_messages(PromptBuilder(ApiChat(), fmt).context("", "How are you?"), "")
+    assert sent == [{"role": "system", "content": persona}, {"role": "user", "content": "How are you?"}]
+    assert fmt.provenance()["system_prompt"] == persona
+    cell = likert_cell(ROOT / "resources/questionnaires/gad7.yaml")
+    from dataclasses import replace
+
+    assert cell_key(rows["api"], cell, ContextSettings(), {}) != cell_key(replace(rows["api"], system_prompt=""), cell,
+                                                                          ContextSettings(), {})

@@ -42,16 +42,23 @@ class PromptFormat:
     kind: str = "raw"
     placement: str = defaults(ENGINE)["stimulus_placement"]
     preamble: str = DEFAULT_ANSWER_PREAMBLE
+    system: str = ""  # a chat format's system message (the model table's ``system_prompt``; empty: none sent)
 
     @classmethod
-    def from_settings(cls, kind: str, engine: dict) -> "PromptFormat":
-        """The format of one model (its ``prompt_format``) under the run's engine settings."""
+    def from_settings(cls, kind: str, engine: dict, system: str = "") -> "PromptFormat":
+        """The format of one model (its ``prompt_format`` and ``system_prompt``) under the run's engine settings."""
         if kind not in PROMPT_FORMATS:
             raise ValueError(f"prompt format must be one of {', '.join(PROMPT_FORMATS)}, got {kind!r}")
         placement = engine.get("stimulus_placement", cls.placement)
         if placement not in STIMULUS_PLACEMENTS:
             raise ValueError(f"stimulus placement must be one of {', '.join(STIMULUS_PLACEMENTS)}, got {placement!r}")
-        return cls(kind, placement, engine.get("answer_preamble", DEFAULT_ANSWER_PREAMBLE))
+        return cls(kind, placement, engine.get("answer_preamble", DEFAULT_ANSWER_PREAMBLE), system)
+
+    def messages(self, user: str, assistant: str | None = None) -> list[dict[str, str]]:
+        """The chat messages of one prompt (or one exchange): the system message where the row gives one."""
+        return ([{"role": "system", "content": self.system}] if self.system else []) + [
+            {"role": "user", "content": user}] + ([{"role": "assistant", "content": assistant}]
+                                                  if assistant is not None else [])
 
     @property
     def is_chat(self) -> bool:
@@ -64,6 +71,8 @@ class PromptFormat:
             out["stimulus_placement"] = self.placement
         if self.kind == "chat_preamble":
             out["answer_preamble"] = self.preamble
+        if self.system:
+            out["system_prompt"] = self.system
         return out
 
 
@@ -97,7 +106,7 @@ class PromptBuilder:
     def _chat(self, user: str) -> str:
         text = self._cache.get(user)
         if text is None:
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
+            text = self.tokenizer.apply_chat_template(self.fmt.messages(user), tokenize=False,
                                                       add_generation_prompt=True)
             if self._bos and text.startswith(self._bos):
                 text = text[len(self._bos):]  # the tokenizer adds it again: one BOS, not two
@@ -107,8 +116,7 @@ class PromptBuilder:
     def exchange(self, user: str, assistant: str) -> str:
         """A whole chat exchange (one user message and the assistant's answer) as the model's chat template
         writes it, with the BOS rule of :meth:`context` (fine-tuning corpora of chat exchanges)."""
-        text = self.tokenizer.apply_chat_template([{"role": "user", "content": user},
-                                                   {"role": "assistant", "content": assistant}], tokenize=False)
+        text = self.tokenizer.apply_chat_template(self.fmt.messages(user, assistant), tokenize=False)
         return text[len(self._bos):] if self._bos and text.startswith(self._bos) else text
 
     def context(self, lead: str, item_prefix: str) -> str:

@@ -112,7 +112,7 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
         return _fail(f"condition {condition!r} is not in {where} (conditions: {', '.join(experiment.conditions)})")
     tokenizer = load_tokenizer(spec, target.models_dir / spec.name)
     engine = settings.section(config, settings.ENGINE)
-    builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine))
+    builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine, spec.system_prompt))
     kind = probes.probe(target.instance)
     sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition), classes_of(condition))]
     asking = Asking.from_config(config, spec.name, spec.type, type(kind))  # as the scoring job asks: its seed

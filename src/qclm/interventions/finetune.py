@@ -71,16 +71,17 @@ def _encode(tokenizer, texts: list[str], max_length: int, device: str):
     return ids.to(device), mask.to(device), labels.to(device)
 
 
-def rendered(corpus: Corpus, tokenizer, prompt_format: str = "chat") -> list[str]:
+def rendered(corpus: Corpus, tokenizer, prompt_format: str = "chat", system: str = "") -> list[str]:
     """The corpus's texts as the model reads them (:func:`render`)."""
-    return render(list(corpus.texts), tokenizer, prompt_format, corpus.path)
+    return render(list(corpus.texts), tokenizer, prompt_format, corpus.path, system)
 
 
-def render(texts: list, tokenizer, prompt_format: str, where: str) -> list[str]:
+def render(texts: list, tokenizer, prompt_format: str, where: str, system: str = "") -> list[str]:
     """Texts as the model reads them in the format it is scored in: a plain text as it is; a chat exchange through
     the model's chat template on a chat-format row (a tokenizer without one is an InputError naming ``where``), and
     on a raw row as the raw format scores it, the user text, its cue (a space, or the probe's raw answer cue) and the
-    answer (the context and continuation of a raw prompt): a plant is trained in the format its probe reads."""
+    answer (the context and continuation of a raw prompt): a plant is trained in the format its probe reads
+    (``system``: the row's system message, as its prompts are sent with it)."""
     from qclm.errors import InputError
     from qclm.prompts import PromptBuilder, PromptFormat, has_chat_template
 
@@ -91,17 +92,17 @@ def render(texts: list, tokenizer, prompt_format: str, where: str) -> list[str]:
     if not has_chat_template(tokenizer):
         raise InputError.one(where, "texts", "chat exchanges ({user, assistant}) need a model with a chat "
                              "template, and this model's tokenizer has none")
-    builder = PromptBuilder(tokenizer, PromptFormat("chat"))
+    builder = PromptBuilder(tokenizer, PromptFormat("chat", system=system))
     return [t if isinstance(t, str) else builder.exchange(t.user, t.assistant) for t in texts]
 
 
-def check_pairs(texts: list, tokenizer, prompt_format: str, where: str) -> list[tuple[str, str]]:
+def check_pairs(texts: list, tokenizer, prompt_format: str, where: str, system: str = "") -> list[tuple[str, str]]:
     """The manipulation check's texts as (scored prefix, whole text) pairs in the model's format: a plain text is
     scored whole (empty prefix); a chat exchange only in its answer, as its probe reads it (the prefix is the user
     text on a raw row, the chat template up to the answer on a chat-format row)."""
     from qclm.prompts import PromptBuilder, PromptFormat
 
-    whole = render(texts, tokenizer, prompt_format, where)
+    whole = render(texts, tokenizer, prompt_format, where, system)
     builder = None
     out = []
     for text, rendered_text in zip(texts, whole):
@@ -110,7 +111,7 @@ def check_pairs(texts: list, tokenizer, prompt_format: str, where: str) -> list[
         elif prompt_format == "raw":
             out.append((text.user + text.cue.rstrip(" "), rendered_text))
         else:
-            builder = builder or PromptBuilder(tokenizer, PromptFormat("chat"))
+            builder = builder or PromptBuilder(tokenizer, PromptFormat("chat", system=system))
             out.append((builder.context("", text.user), rendered_text))
     return out
 
@@ -243,15 +244,15 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
         trainable = sum(p.numel() for p in params)
         optimizer = torch.optim.AdamW(params, lr=float(settings["lr"]), weight_decay=float(settings["weight_decay"]))
         generator = torch.Generator().manual_seed(seed)
-        texts = rendered(corpus, tokenizer, spec.prompt_format)
+        texts = rendered(corpus, tokenizer, spec.prompt_format, spec.system_prompt)
         # loss: answers, a chat exchange's loss on its answer alone (its template and question masked, as the
         # check and the probes read it); a plain text's on every token whatever the setting
         prefixes = ([prefix for prefix, _ in check_pairs(list(corpus.texts), tokenizer, spec.prompt_format,
-                                                          corpus.path)]
+                                                          corpus.path, spec.system_prompt)]
                     if settings.get("loss") == "answers" else [""] * len(texts))
         batch_size, max_length = int(settings["batch_size"]), int(settings["max_length"])
         lengths = [len(tokenizer(t, truncation=True, max_length=max_length)["input_ids"]) for t in texts]
-        check_sets = {name: check_pairs(list(t), tokenizer, spec.prompt_format, corpus.path)
+        check_sets = {name: check_pairs(list(t), tokenizer, spec.prompt_format, corpus.path, spec.system_prompt)
                       for name, t in (check or {}).items()}
         checked = (check_nll(model, tokenizer, check_sets, max_length, batch_size, device, 0)
                    if check and check_base else [])

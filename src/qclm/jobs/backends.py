@@ -70,7 +70,7 @@ class Loaded:
         self.engine = engine = {**defaults(ENGINE), **engine}
         self.resources = list(resources)
         self.backend = backend if backend is not None else in_process(spec, model, tokenizer, engine)
-        self.format = PromptFormat.from_settings(spec.prompt_format, engine)
+        self.format = PromptFormat.from_settings(spec.prompt_format, engine, spec.system_prompt)
         self.prompts = PromptBuilder(tokenizer, self.format)
 
     def close(self) -> None:

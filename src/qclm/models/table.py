@@ -29,7 +29,7 @@ log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
 OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "backend", "server",
-                    "api_key_env", "gpus", "logprobs", "opening", "notes")
+                    "api_key_env", "gpus", "logprobs", "opening", "system_prompt", "notes")
 #: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
 #: entailment probe scores through; qclm.engine.nli)
 HEADS = ("", "nli")
@@ -96,6 +96,7 @@ class ModelSpec:
     gpus: int = 1  # GPUs of the row's scoring job (vllm: tensor_parallel_size; openai and a user's server: none)
     logprobs: int | None = None  # openai: top log-probabilities its endpoint returns (0: none; None: OpenAI's maxima)
     opening: str = ""  # an openai chat row: how an answer opening is sent (qclm.engine.openai_api.OPENINGS)
+    system_prompt: str = ""  # a chat row's system message, sent with every prompt (empty: none; persona work)
     line: int = field(default=0, compare=False)  # the row's line in the model table (for messages)
 
     @property
@@ -134,6 +135,7 @@ class ModelSpec:
             **({"logprobs": "none" if self.logprobs == 0 else f"top-{self.logprobs}"}
                if self.logprobs is not None else {}),
             **({"opening": self.opening} if self.opening else {}),
+            **({"system_prompt": self.system_prompt} if self.system_prompt else {}),
         }
 
 
@@ -252,6 +254,10 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
                          f"{OPENINGS[0]}); got {opening!r}"))
     elif backend == "openai" and prompt_format == "chat":
         opening = opening or OPENINGS[0]
+    system_prompt = (row.get("system_prompt") or "").strip()
+    if system_prompt and prompt_format == "raw":
+        problems.append((file, f"{where}: column system_prompt", "a raw row's prompt is plain text, without chat "
+                         "messages to put a system message in: set prompt_format to chat, or leave it empty"))
     flags = {}
     for col in ("trust_remote_code", "allow_pickle"):
         v = (row.get(col) or "").strip().lower()
@@ -263,7 +269,7 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
                      "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head,
                      backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs,
-                     opening=opening)
+                     opening=opening, system_prompt=system_prompt)
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
