@@ -297,3 +297,32 @@ def test_the_chance_score_is_eq2_on_answers_that_ignore_the_intensifier():
                                                                                 "silhouette"]), 10)
     assert table["chance_score"].iloc[0] == pytest.approx(1.5 / 4)
     assert table["score"].iloc[0] == pytest.approx(table["chance_score"].iloc[0])
+
+
+def test_the_score_moves_with_the_stance_by_level_interaction_and_not_with_the_answers_level():
+    """What the calibration's pairs plant asks of a model, through the same equations: P(True) tables whose answers
+    follow the stance x level interaction (True where an S+ term meets a frequent intensifier or an S- term a rare
+    one) score above chance, the reverse below it, by as much under both normalizations; answers that only say True
+    more often (every cell scaled, or one stance's row or one level's column), as the calibration's SmolLM2 and
+    Gemma-3 checkpoints do, score chance exactly (docs/calibration.md)."""
+    import numpy as np
+    import pandas as pd
+
+    from qclm.probes.likert.equations import item_scores, normalize
+
+    levels = [("on no day", -2.0), ("now and then", -1.0), ("most days", 1.0), ("every day", 2.0)]
+    terms = (("nervous", "+"), ("on edge", "+"), ("calm", "-"), ("relaxed", "-"))
+
+    def score(p_true, form="one_pass"):
+        rows = [{"model": "m", "questionnaire": "q", "condition": "vanilla", "stimulus_id": "", "template": "t",
+                 "item_id": "G1", "cterm": cterm, "polarity": pol, "intensifier": phrase, "level": phrase,
+                 "weight": w, "p_raw": p_true(pol, w)} for cterm, pol in terms for phrase, w in levels]
+        return float(item_scores(normalize(pd.DataFrame(rows), form=form))["score"].iloc[0])
+
+    chance = score(lambda pol, w: 0.3)
+    agree = (lambda pol, w: 0.3 + 0.2 * np.sign(w) * (1 if pol == "+" else -1))
+    for form in ("one_pass", "iterated"):
+        assert score(agree, form) > chance + 0.01 and score(lambda pol, w: 0.6 - agree(pol, w), form) < chance - 0.01
+    for level_only in (lambda pol, w: 0.9, lambda pol, w: 0.5 if pol == "+" else 0.2,
+                       lambda pol, w: 0.2 + 0.1 * (w + 2)):
+        assert score(level_only, "iterated") == pytest.approx(chance, abs=1e-12)
