@@ -330,7 +330,7 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
 #: log-probabilities; and CSI's first 12 words, not its 280 in three wordings, one HTTP request each on the chat
 #: route): (kind, row, options)
 API_RUNS = [
-    ("survey", "api-chat", ["--instrument", str(ROOT / "resources/questionnaires/gad7.yaml")]),
+    ("survey", "api-chat", ["--instrument", str(ROOT / "resources/questionnaires/gad7.yaml"), "--id", "survey"]),
     ("csi", "api-chat", ["--mode", "single", "--limit-words", "12"]),
     ("csi", "api-raw", ["--mode", "single", "--limit-words", "12"]),
     ("entailment", "api-chat", ["--instrument", str(ROOT / "resources/entailment/gad7.yaml")]),
@@ -375,7 +375,7 @@ def test_every_kind_an_api_row_can_answer_runs_on_it_end_to_end(server, proxy, t
     out = tmp_path / "out"
     from qclm.parquet import read_metadata
 
-    survey = next((out / "api-chat" / "logprobs" / "api-chat").glob("gad7/vanilla.parquet"))
+    survey = out / "api-chat" / "logprobs" / "api-chat" / "survey" / "vanilla.parquet"
     raw = pd.read_parquet(survey)
     assert set(raw["variant"]) == {"natural", "friendly", "json"} and (raw["record"] == "response").any()
     notes = read_metadata(survey)["scoring_notes"]
@@ -407,8 +407,15 @@ def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code
     table.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\n"
                      f"api\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\n"
                      f"nobody\tno-such-model\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\n")
-    config = tmp_path / "config.yaml"
-    config.write_text("engine: {api_retries: 1}\n")
+    import yaml
+
+    config = write_workflow_config(tmp_path / "cfg", {})
+    settings = yaml.safe_load(config.read_text())
+    settings["models"] = str(table)
+    settings.pop("questionnaires")  # the Likert kind asks what no API gives
+    settings["probes"] = {"gad7": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")}}
+    settings["engine"]["api_retries"] = 1  # one retry: the 500s end in seconds
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
 
     def probe(row):
         return subprocess.run([sys.executable, "-m", "qclm.commands", "probe", "entailment", "--model", row,
@@ -421,9 +428,11 @@ def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code
                                    ("500", "api", 1, "failed 2 times, last: InternalServerError")):
         proxy.faults = [fault] * 50 if fault else []
         run = probe(row)
-        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        # the failure in one line (besides the job's own: the model loaded, the progress bar)
+        lines = [line for line in run.stderr.splitlines() if line.startswith("qclm probe:")]
         assert run.returncode == code and len(lines) == 1 and says in lines[0], (fault, row, run.stderr[-2000:])
         assert "internal error" not in lines[0] and "Traceback" not in run.stderr
+        assert len([line for line in run.stderr.splitlines() if line.strip()]) <= 4, run.stderr[-2000:]
         proxy.faults = []
 
 
@@ -437,7 +446,8 @@ def test_the_workflow_runs_every_kind_an_api_row_can_answer(server, proxy, tmp_p
     cfg = write_workflow_config(workdir, {}, conditions=["vanilla", "stress"], probes={
         "survey": {"kind": "survey", "instrument": str(ROOT / "resources/questionnaires/gad7.yaml"),
                    "models": ["api-chat"]},
-        "csi": {"kind": "csi", "mode": "single", "limit_words": 10},
+        "csi": {"kind": "csi", "mode": "single", "limit_words": 10, "words": str(ROOT / "resources/csi/words.tsv"),
+                "control": None},
         "gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")}})
     config = yaml.safe_load(cfg.read_text())
     config.pop("questionnaires")

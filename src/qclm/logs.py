@@ -6,8 +6,9 @@ import logging
 import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-#: the loggers of the HTTP clients under the ``openai`` client (httpx; httpx2 from openai 3 on)
-HTTP_LOGGERS = ("httpx", "httpx2")
+#: the loggers of the HTTP clients under the ``openai`` client (httpx; httpx2 from openai 3 on) and of the API
+#: backends' retries: a line per request or retry, in a job's log file, not on a terminal
+HTTP_LOGGERS = ("httpx", "httpx2", "qclm.engine.retries")
 
 
 def configure_logging(log_file: str | None = None, level: int = logging.INFO, announce: bool = False) -> None:

@@ -38,6 +38,9 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("qclm.engine")
+#: each retry, a line of the job's log and not of the terminal (eight threads retrying a failing server: dozens of
+#: lines; the failure that ends the retries is the one line the terminal gets)
+retries_log = logging.getLogger("qclm.engine.retries")
 
 #: backoff of retried requests: BACKOFF_BASE_S x 2^attempt, at most BACKOFF_MAX_S (or the server's Retry-After),
 #: jittered (:func:`backoff`)
@@ -250,7 +253,7 @@ class CompletionsClient:
                     raise RemoteError(f"{what}: {self.base_url} failed {attempt + 1} times, last: "
                                       f"{type(err).__name__}: {_message(err)}") from None
                 wait = backoff(attempt, _retry_after(err))
-                log.warning("model %s: %s (%s); retry %d of %d in %.1f s", self.name, type(err).__name__,
+                retries_log.info("model %s: %s (%s); retry %d of %d in %.1f s", self.name, type(err).__name__,
                             _message(err), attempt + 1, self.retries, wait)
                 with self._lock:
                     self.usage.retries += 1

@@ -68,6 +68,8 @@ def _row(model, condition, instrument, task, metric, value, baseline, kind, n, c
 def memorization_table(raw: pd.DataFrame, not_applicable: pd.DataFrame, decoy: str, min_k: float = m.MIN_K,
                        n_perm: int = 10_000, n_boot: int = 10_000, seed: int = 0) -> pd.DataFrame:
     rows: list[dict] = []
+    raw, unscored = _unscorable(raw)
+    not_applicable = pd.concat([not_applicable, unscored], ignore_index=True)
     for (model, condition), sub in raw.groupby(["model", "condition"], sort=False):
         rows.extend(_exposure(sub, model, condition, decoy, min_k, n_perm, n_boot, seed))
         for inst, t in sub[sub["task"] == "recall"].groupby("instrument", sort=False):
@@ -391,6 +393,31 @@ def exposure_notes(table: pd.DataFrame) -> dict[tuple[str, str], str]:
         notes.setdefault((r.model, r.instrument), []).append(
             f"{r.metric} {r.value:.2f}, Holm p {r.p_holm:.3f}, {r.condition}")
     return {k: "items exposed above the decoy (memorization: " + "; ".join(v) + ")" for k, v in notes.items()}
+
+
+#: the forced-choice tasks: a question is its candidates' rows (an API row gives no probability to an option
+#: outside its top log-probabilities: NaN)
+CHOICE_TASKS = ("recall", "cloze", "dimension", "option_score", "target")
+QUESTION = ["model", "condition", "task", "instrument", "item_id", "option", "target"]
+
+
+def _unscorable(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The raw rows without the forced-choice questions that have a candidate without a probability (a row that
+    cannot score them: an API whose top log-probabilities leave an option out), and, per model, condition,
+    instrument and task that lost all its questions so, a not-applicable row saying why."""
+    choice = raw["task"].isin(CHOICE_TASKS)
+    if not choice.any() or not raw.loc[choice, "logprob"].isna().any():
+        return raw, pd.DataFrame(columns=["model", "condition", "instrument", "task", "reason"])
+    keys = [k for k in QUESTION if k in raw.columns]
+    bad = raw[choice].groupby(keys, sort=False)["logprob"].transform(lambda x: x.isna().any())
+    drop = raw.index[choice][bad.to_numpy(bool)]
+    kept = raw.drop(index=drop)
+    lost = raw.loc[drop].groupby(["model", "condition", "instrument", "task"], sort=False).size().reset_index()
+    left = kept.groupby(["model", "condition", "instrument", "task"]).size()
+    lost = lost[[k not in left.index for k in zip(lost["model"], lost["condition"], lost["instrument"], lost["task"])]]
+    lost = lost.assign(reason="every question has an option this model's backend gives no probability (an API's "
+                              "top log-probabilities leave it out): not answerable on this row")
+    return kept, lost[["model", "condition", "instrument", "task", "reason"]]
 
 
 def memorization_output(context) -> pd.DataFrame:
