@@ -257,6 +257,38 @@ def test_chat_rows_go_as_messages_to_the_chat_route(server, tiny_dir, proxy):
     assert np.max(np.abs(np.subtract(a.option_logprobs, b.option_logprobs))) < AGREE
 
 
+def test_an_opening_continued_by_the_chat_route_is_the_same_request_as_the_vllm_backends(server, tiny_dir, proxy):
+    """A chat row with ``opening: continue``: the answer opening (text after the messages) goes as the start of the
+    assistant's message and the server continues it, so the request is the prompt the model's own template renders
+    with the opening after it, as the vLLM backend sends it: greedy text equal and option log-probabilities within
+    AGREE. (A folded opening is another prompt, the user message with an instruction: not compared.)"""
+    from transformers import AutoTokenizer
+
+    from qclm.engine.openai_api import ApiChat, OpenAIBackend, _top_logprobs
+    from qclm.engine.remote import CompletionsClient
+    from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings
+    from qclm.prompts import PromptBuilder, PromptFormat
+
+    question = "How tense are you right now? Answer with one number from 1 to 4."
+    fmt = PromptFormat("chat_preamble")
+    api = PromptBuilder(ApiChat(), fmt).context("Your exam starts in five minutes. ", question)
+    here = PromptBuilder(AutoTokenizer.from_pretrained(tiny_dir), fmt).context(
+        "Your exam starts in five minutes. ", question)
+    assert here.endswith(fmt.preamble)
+    backend = OpenAIBackend(CompletionsClient(proxy.url, server.served_name, {"model": "tiny"}), opening="continue")
+    reference = _vllm(server, tiny_dir)
+    settings = GenerationSettings(max_new_tokens=8, greedy=True)
+    got = backend.generate([GenerateRequest(api, 1, settings)])[0]
+    assert got.text and got.text == reference.generate([GenerateRequest(here, 1, settings)])[0].text
+    assert "continued by the server" in backend.stats.notes[0]
+    first = backend._ask([api], {}, {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 3},
+                         None)[0]
+    options = tuple(_top_logprobs(first))[:2]
+    a = backend.choose([ChoiceRequest(api, options)])[0]
+    b = reference.choose([ChoiceRequest(here, options)])[0]
+    assert np.max(np.abs(np.subtract(a.option_logprobs, b.option_logprobs))) < AGREE
+
+
 def test_a_rejected_or_missing_key_is_a_credentials_error(server, proxy, monkeypatch):
     from qclm.engine.remote import CredentialsError, api_key
     from qclm.engine.requests import GenerateRequest, GenerationSettings
@@ -269,31 +301,58 @@ def test_a_rejected_or_missing_key_is_a_credentials_error(server, proxy, monkeyp
         api_key("QCLM_TEST_NO_KEY", "api-model")
 
 
-def test_a_workflow_scores_a_vllm_row_as_the_local_row(tiny_dir, tmp_path_factory, monkeypatch):
-    """The issue's done-when: a `backend: vllm` row of the tiny model (the scoring job starts its server) scores a
-    Likert instance under two conditions, every table equal to the local row's, in a run whose local row also scores
-    a forced-choice probe. The probe runs on the local row only (its `models`): a run that mixes Likert with other
-    kinds scores each in a job of its own per model, and each job of a vllm row starts a server (half a minute on
-    this CPU); forced choices through vLLM are compared request by request above."""
-    workdir = tmp_path_factory.mktemp("vllm-run")
-    cfg = write_workflow_config(
-        workdir, {"tiny": tiny_dir, "tiny-vllm": tiny_dir},
-        questionnaires={"gad7": str(ROOT / "resources/questionnaires/gad7.yaml")},
-        probes={"gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml"),
-                             "models": ["tiny"]}},
-        conditions=["vanilla", "stress"], contrasts=[["vanilla", "stress"]])
+@pytest.fixture(scope="module")
+def mixed_run(server, tiny_dir, tmp_path_factory):
+    """One workflow run shared by the workflow tests of both server backends (each Snakemake run costs half a
+    minute of start and analysis): the tiny model as a local row, as a `backend: vllm` row (its scoring job starts
+    a server of its own) and as an `openai` chat row and raw row of the module's server behind a counting proxy,
+    with a sentinel key. The Likert GAD-7 on the local and vllm rows, entailment on the local and API rows, the
+    survey on the chat API row, CSI's single mode on both API rows; two conditions."""
+    import yaml
+
+    workdir = tmp_path_factory.mktemp("mixed-run")
+    cfg = write_workflow_config(workdir, {"tiny": tiny_dir, "tiny-vllm": tiny_dir}, conditions=["vanilla", "stress"],
+                                contrasts=[["vanilla", "stress"]], probes={
+        "gad7": {"kind": "likert", "questionnaire": str(ROOT / "resources/questionnaires/gad7.yaml"),
+                 "models": ["tiny", "tiny-vllm"]},
+        "gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml"),
+                     "models": ["tiny", "api-chat", "api-raw"]},
+        "survey": {"kind": "survey", "instrument": str(ROOT / "resources/questionnaires/gad7.yaml"),
+                   "models": ["api-chat"]},
+        "csi": {"kind": "csi", "mode": "single", "limit_words": 4, "words": str(ROOT / "resources/csi/words.tsv"),
+                "control": None, "models": ["api-chat", "api-raw"]}})
+    config = yaml.safe_load(cfg.read_text())
+    config.pop("questionnaires")
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    proxy = Proxy(server.url)
     table = workdir / "models.tsv"
     lines = table.read_text().splitlines()
-    lines[0] += "\tbackend"
-    lines[1] += "\t"
-    lines[2] += "\tvllm"
-    table.write_text("\n".join(lines) + "\n")
+    table.write_text(
+        lines[0] + "\tprompt_format\tbackend\tserver\tapi_key_env\n" + lines[1] + "\t\t\t\t\n"
+        + lines[2] + "\t\tvllm\t\t\n"
+        f"api-chat\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\tQCLM_KEY\n"
+        f"api-raw\t{server.served_name}\t\t\tinstruct\ttiny\tauto\traw\topenai\t{proxy.url}\tQCLM_KEY\n")
+    sentinel = "sk-qclm-sentinel-0d4e8b2c61"
     targets = [f"results/logprobs/{m}/{p}/{c}.parquet" for m, p in (("tiny", "gad7"), ("tiny-vllm", "gad7"),
                                                                      ("tiny", "gad7_ent")) for c in ("vanilla", "stress")]
-    monkeypatch.setenv("QCLM_VLLM_PYTHON", str(VLLM_PY))
-    run = run_snakemake(workdir, cfg, *targets, "results/scores/item_scores.parquet",
-                        "results/scores/entailment_item_scores.parquet")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QCLM_VLLM_PYTHON", str(VLLM_PY))
+        mp.setenv("QCLM_KEY", sentinel)
+        run = run_snakemake(workdir, cfg, *targets, "results/scores/item_scores.parquet",
+                            "results/scores/entailment_item_scores.parquet", "results/scores/survey_choices.parquet",
+                            "results/scores/csi_answers.parquet")
+    proxy.close()
     assert run.returncode == 0, run.stderr[-4000:]
+    return workdir, run, proxy, sentinel
+
+
+def test_a_workflow_scores_a_vllm_row_as_the_local_row(mixed_run):
+    """The issue's done-when: a `backend: vllm` row of the tiny model (the scoring job starts its server) scores a
+    Likert instance under two conditions, every table equal to the local row's, in a run whose local row also scores
+    a forced-choice probe (:func:`mixed_run`). That probe runs on no vllm row (its `models`): a run that mixes
+    Likert with other kinds scores each in a job of its own per model, and each job of a vllm row starts a server
+    (half a minute on this CPU); forced choices through vLLM are compared request by request above."""
+    workdir = mixed_run[0]
     from qclm.parquet import read_metadata
 
     for condition in ("vanilla", "stress"):
@@ -304,7 +363,7 @@ def test_a_workflow_scores_a_vllm_row_as_the_local_row(tiny_dir, tmp_path_factor
         meta = read_metadata(workdir / f"results/logprobs/tiny-vllm/gad7/{condition}.parquet")
         assert meta["scoring_method"] == "vllm" and meta["backend"] == "vllm"
         assert meta["api_usage"]["prompts"] > 0 and meta["vllm"]
-    assert set(pd.read_parquet(workdir / "results/scores/entailment_item_scores.parquet").model) == {"tiny"}
+    assert not (workdir / "results/logprobs/tiny-vllm/gad7_ent").exists()
     scores = pd.read_parquet(workdir / "results/scores/item_scores.parquet")
     a, b = (scores[scores.model == m].drop(columns=["model", "params_b"]).reset_index(drop=True)
             for m in ("tiny", "tiny-vllm"))  # params_b: the test's table gives each row its own
@@ -327,12 +386,12 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 #: what an `openai` row can answer, each kind as a user runs it (the defaults, but for the settings whose defaults
 #: the capability table refuses on an API: CSI's list mode chains its choices, memorization's exposure needs prompt
-#: log-probabilities; and CSI's first 12 words, not its 280 in three wordings, one HTTP request each on the chat
-#: route): (kind, row, options)
+#: log-probabilities; and CSI's first 6 words, not its 280, in its three wordings and two label orders, one HTTP
+#: request each on the chat route): (kind, row, options)
 API_RUNS = [
     ("survey", "api-chat", ["--instrument", str(ROOT / "resources/questionnaires/gad7.yaml"), "--id", "survey"]),
-    ("csi", "api-chat", ["--mode", "single", "--limit-words", "12"]),
-    ("csi", "api-raw", ["--mode", "single", "--limit-words", "12"]),
+    ("csi", "api-chat", ["--mode", "single", "--limit-words", "6"]),
+    ("csi", "api-raw", ["--mode", "single", "--limit-words", "6"]),
     ("entailment", "api-chat", ["--instrument", str(ROOT / "resources/entailment/gad7.yaml")]),
     ("entailment", "api-raw", ["--instrument", str(ROOT / "resources/entailment/gad7.yaml")]),
     ("memorization", "api-chat", ["--instrument", str(ROOT / "resources/questionnaires/gad7.yaml"), "--tasks",
@@ -388,7 +447,7 @@ def test_every_kind_an_api_row_can_answer_runs_on_it_end_to_end(server, proxy, t
 
     shutil.rmtree(out / "api-chat" / "logprobs")
     sent = proxy.count
-    for kind, row, options in API_RUNS[:2]:
+    for kind, row, options in API_RUNS[:1]:  # the survey: forced choices, generations and a folded opening
         assert probe(kind, row, options).returncode == 0
     assert proxy.count == sent
     assert proxy.keys == {sentinel}
@@ -436,38 +495,15 @@ def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code
         proxy.faults = []
 
 
-def test_the_workflow_runs_every_kind_an_api_row_can_answer(server, proxy, tmp_path):
+def test_the_workflow_runs_every_kind_an_api_row_can_answer(mixed_run):
     """Issue 36's done-when, through the workflow: an `openai` chat row and raw row of the tiny model behind the
     vLLM server score the survey (chat), CSI's single mode and entailment, end to end to their collected tables;
     the key is sent (the proxy sees it) and written nowhere."""
-    import yaml
-
-    workdir = tmp_path / "api-run"
-    cfg = write_workflow_config(workdir, {}, conditions=["vanilla", "stress"], probes={
-        "survey": {"kind": "survey", "instrument": str(ROOT / "resources/questionnaires/gad7.yaml"),
-                   "models": ["api-chat"]},
-        "csi": {"kind": "csi", "mode": "single", "limit_words": 10, "words": str(ROOT / "resources/csi/words.tsv"),
-                "control": None},
-        "gad7_ent": {"kind": "entailment", "instrument": str(ROOT / "resources/entailment/gad7.yaml")}})
-    config = yaml.safe_load(cfg.read_text())
-    config.pop("questionnaires")
-    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
-    (workdir / "models.tsv").write_text(
-        "name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\tapi_key_env\n"
-        f"api-chat\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\tQCLM_KEY\n"
-        f"api-raw\t{server.served_name}\t\t\tinstruct\ttiny\tauto\traw\topenai\t{proxy.url}\tQCLM_KEY\n")
-    sentinel = "sk-qclm-sentinel-0d4e8b2c61"
-    os.environ["QCLM_KEY"] = sentinel
-    try:
-        run = run_snakemake(workdir, cfg, "results/scores/survey_choices.parquet", "results/scores/csi_answers.parquet",
-                            "results/scores/entailment_item_scores.parquet")
-    finally:
-        del os.environ["QCLM_KEY"]
-    assert run.returncode == 0, run.stderr[-4000:]
-    assert proxy.keys == {sentinel} and sentinel not in run.stdout + run.stderr
+    workdir, run, proxy, sentinel = mixed_run
+    assert proxy.count > 0 and proxy.keys == {sentinel} and sentinel not in run.stdout + run.stderr
     assert set(pd.read_parquet(workdir / "results/scores/csi_answers.parquet").model) == {"api-chat", "api-raw"}
     assert set(pd.read_parquet(workdir / "results/scores/survey_choices.parquet").model) == {"api-chat"}
-    assert set(pd.read_parquet(workdir / "results/scores/entailment_item_scores.parquet").model) == {"api-chat",
-                                                                                                     "api-raw"}
+    assert set(pd.read_parquet(workdir / "results/scores/entailment_item_scores.parquet").model) == {
+        "tiny", "api-chat", "api-raw"}
     written = [p for p in workdir.rglob("*") if p.is_file()]
     assert not [p for p in written if sentinel.encode() in p.read_bytes()]
