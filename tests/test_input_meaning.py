@@ -234,6 +234,66 @@ def test_every_user_text_gets_the_text_checks(tmp_path, place, bad):
                                                                                                        lines)
 
 
+
+#: texts that show a reader nothing though they are not empty: whitespace only, or combining marks with no letter
+blank_texts = st.one_of(
+    st.lists(st.sampled_from([" ", "\t", "\u00a0", "\u3000"]), min_size=1, max_size=4).map("".join),
+    st.tuples(st.sampled_from(["", " "]), st.lists(st.sampled_from(["\u0301", "\u0308", "\u20dd"]), min_size=1,
+                                                  max_size=3).map("".join)).map("".join),
+)
+#: plain line files, where a blank line is no text (skipped, as comments are)
+SKIPS_BLANK = ("corpus line", "CSI word")
+
+
+@pytest.mark.parametrize("place", [p for p in TEXT_PLACES if p not in SKIPS_BLANK])
+@SETTINGS
+@given(blank=blank_texts)
+def test_a_text_that_shows_nothing_is_refused(tmp_path, place, blank):
+    """Spaces only (in a plain item list they were read as an item), or a lone combining accent (a CSI label that
+    shows nothing): refused by the shared text rule wherever a user gives text."""
+    lines = TEXT_PLACES[place](tmp_path, blank)
+    assert any(("shows nothing" in line or "empty" in line or "matches pattern" in line
+                or "has nothing" in line) for line in lines), (place, blank, lines)
+
+
+def _csi_other_alone(tmp, bad):
+    return _csi_other(tmp, "comedy", bad)
+
+
+def _term(tmp, bad):
+    def mutate(d):
+        d["items"][0]["cterms"]["plus"][0] = bad
+    return _questionnaire(tmp, mutate)
+
+
+def _level_label(tmp, bad):
+    return _level_labels(tmp, bad, "Somewhat")
+
+
+#: places whose text fills one place in a prompt: one line, no outer whitespace
+LINE_PLACES = {"option label": _option_label, "CSI label": _csi_label, "CSI third option": _csi_other_alone,
+               "construct term": _term, "level label": _level_label}
+
+
+@pytest.mark.parametrize("place", list(LINE_PLACES))
+@pytest.mark.parametrize("bad", ["neither\n", "not\u2028sure", "not\nsure", "not\tsure", "neither "])
+def test_a_label_option_or_term_is_one_line(tmp_path, place, bad):
+    """A CSI third option ending in a newline passed: the option is read inside the prompt's own line."""
+    lines = LINE_PLACES[place](tmp_path, bad)
+    assert any("is one line" in line or "leading or trailing space" in line for line in lines), (place, bad, lines)
+    assert LINE_PLACES[place](tmp_path, "not sure") == []
+
+
+def test_an_entailment_term_in_both_poles_case_aside_is_refused(tmp_path):
+    """A term in an entailment instrument's S+ and, capitalised, in its S-: one word to a reader, no contrast."""
+    from qclm.probes.entailment.material import load_entailment
+
+    data = yaml.safe_load((ROOT / "resources/entailment/gad7.yaml").read_text())
+    data["items"][0]["cterms"]["minus"][0] = data["items"][0]["cterms"]["plus"][0].capitalize()
+    lines = _problems(load_entailment, _yaml(tmp_path / "gad7.yaml", data))
+    assert any("is in both plus (S+) and minus (S-)" in line and "case aside" in line for line in lines), lines
+
+
 # -- meaning ------------------------------------------------------------------------------------------------------
 
 def test_two_items_with_one_number_are_refused(tmp_path):

@@ -4,6 +4,7 @@ read with a note per key moved."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -57,3 +58,22 @@ def test_a_config_written_before_the_split_is_read_with_a_note_per_key(tmp_path,
     assert settings.migrate(both)[0]["scoring"] == {"method": "full"}
     assert settings.migrate(both)[1][-1] == "scoring.method is given under engine too: remove one"
     assert any("scoring" in loc + message for _, loc, message in validate_config(settings.migrate(both)[0], "both.yaml"))
+
+
+@pytest.mark.parametrize("key", ["stimulus_placement", "answer_preamble"])
+def test_an_old_scoring_key_beside_its_engine_key_is_named_when_nothing_else_moved(tmp_path, key):
+    """Only that key under scoring, and the same key under engine: the message names it (it said "field scoring:
+    unknown field", because the "given under engine too" note came only when another key moved)."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    value = settings.defaults(settings.ENGINE)[key]
+    config["engine"] = {**config.get("engine", {}), key: value}
+    config["scoring"] = {key: value}
+    assert settings.migrate(config)[1] == [f"scoring.{key} is given under engine too: remove one"]
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(config))
+    problems = validate_config_file(path)
+    assert [(loc, msg) for _, loc, msg in problems] == [
+        (f"field scoring.{key}", f"is engine.{key} now, and the config gives engine.{key} too: remove one")]
+    config["scoring"] = {"colour": "blue"}
+    assert [(loc, msg.split(" (")[0]) for _, loc, msg in validate_config(config, "c.yaml")] == [
+        ("field scoring.colour", "unknown field")]

@@ -89,7 +89,10 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     for f, loc, msg in schema_problems(config, schema, cf, {}):
         if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_keys):
             continue  # reported below with a clearer message
+        if loc == f"field {settings.OLD_SCORING}" and msg.startswith("unknown field"):
+            continue  # each key left there is named below
         problems.append((f, loc, msg))
+    problems.extend(settings.leftover_problems(config, cf))
     for k in unknown_keys:
         problems.append((cf, f"field stimuli.{k}", f"unknown field; a stimulus class goes under stimuli.classes "
                          f"({k}: FILE); other keys: {', '.join(STIMULUS_SETTINGS)}"))

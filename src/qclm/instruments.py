@@ -27,6 +27,7 @@ from pathlib import Path
 
 from qclm.errors import InputError, Problem
 from qclm.inputs import (SAME_TEXT, check_duplicate_id, document_problems, entry_label, entry_labels, identity,
+                         line_problem,
                          load_schema, read_yaml, sha256_file, show)
 
 #: item wordings whose text is in the file
@@ -95,6 +96,9 @@ def _options(data: dict, path: Path, problems: list[Problem]) -> tuple[tuple[Opt
                 or not isinstance(o.get("score"), (int, float)):
             continue  # the schema reports it
         where = f"field original_scale.options, entry {n + 1}"
+        problem = line_problem(o["label"])
+        if problem:
+            problems.append((str(path), f"{where}, field label", f"{show(o['label'])} {problem}"))
         # a judge reads the answer's label: two labels it cannot tell apart (case aside) are one option
         key = identity(o["label"], case=False)
         if key in seen_labels:

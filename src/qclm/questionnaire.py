@@ -21,7 +21,7 @@ from pathlib import Path
 
 from qclm.errors import InputError
 from qclm.inputs import (SAME_TEXT, check_duplicate_id, document_problems, entry_labels, identity, is_finite_number,
-                         load_schema, read_yaml, show)
+                         line_problem, load_schema, read_yaml, show)
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -209,6 +209,9 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
         label = lv.get("label")
         where = level_labels[n]
         if isinstance(label, str):
+            problem = line_problem(label)
+            if problem:
+                problems.append((f, f"{where}: field label", f"{show(label)} {problem}"))
             key = identity(label, case=False)
             if key in seen_labels:
                 same = "" if seen_labels[key] == label else \
@@ -232,12 +235,14 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
 
 def _slot_text_problems(texts: list[str], seen: dict[str, str], f: str, loc: str, noun: str, twice: str,
                         brace_why: str) -> list:
-    """The rules on a text that fills a template slot (an intensifier phrase, a construct term): no outer spaces,
-    no brace, not given twice (compared by :func:`identity`; ``seen`` remembers the texts across calls)."""
+    """The rules on a text that fills a template slot (an intensifier phrase, a construct term): one line without
+    outer spaces (:func:`qclm.inputs.line_problem`), no brace, not given twice (compared by :func:`identity`;
+    ``seen`` remembers the texts across calls)."""
     problems = []
     for t in texts:
-        if t != t.strip():
-            problems.append((f, loc, f"{noun} '{t}' has leading or trailing space"))
+        problem = line_problem(t)
+        if problem:
+            problems.append((f, loc, f"{noun} {show(t)} {problem}"))
         if "{" in t or "}" in t:
             problems.append((f, loc, f"{noun} {show(t)} has a brace ({{ or }}): {brace_why}"))
         key = identity(t)
@@ -250,15 +255,18 @@ def _slot_text_problems(texts: list[str], seen: dict[str, str], f: str, loc: str
 
 def cterm_problems(plus: list[str], minus: list[str], f: str, where: str) -> list:
     """The rules on an item's construct terms (questionnaires, entailment instruments): no outer spaces, none
-    listed twice, none in both S+ and S-."""
+    listed twice, none in both S+ and S- (case aside: "Anxious" in S- is the S+ term "anxious" to a reader, and an
+    item whose two poles share a word has no contrast to read)."""
     problems = []
     for field, terms in (("plus", plus), ("minus", minus)):
         problems += _slot_text_problems(terms, {}, f, f"{where}: field cterms.{field}", "term", "is listed twice",
                                         "a term fills the template's {cterm} slot as written, so a slot or brace in "
                                         "it would reach the model")
-    minus_keys = {identity(t): t for t in minus}
-    for t in sorted({identity(t): t for t in plus if identity(t) in minus_keys}.values()):
-        problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-)"))
+    minus_keys = {identity(t, case=False): t for t in minus}
+    for t in sorted({identity(t, case=False): t for t in plus if identity(t, case=False) in minus_keys}.values()):
+        other = minus_keys[identity(t, case=False)]
+        same = "" if other == t else f" (as {show(other)} in minus: {SAME_TEXT}, case aside)"
+        problems.append((f, f"{where}: field cterms", f"term '{t}' is in both plus (S+) and minus (S-){same}"))
     return problems
 
 

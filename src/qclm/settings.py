@@ -101,14 +101,30 @@ def migrate(config: Any) -> tuple[Any, list[str]]:
                 notes.append(f"{OLD_SCORING}.{key} is {what} now: read as {section}.{key} (move it there)")
         if moved or section in config:
             out[section] = moved
+    both = [f"{OLD_SCORING}.{key} is given under {section} too: remove one" for key in old
+            for section, keys in ((ENGINE, MOVED_TO_ENGINE), (EQUATIONS, MOVED_TO_EQUATIONS)) if key in keys]
     if not notes:
-        return config, []
-    notes += [f"{OLD_SCORING}.{key} is given under {section} too: remove one" for key in old
-              for section, keys in ((ENGINE, MOVED_TO_ENGINE), (EQUATIONS, MOVED_TO_EQUATIONS)) if key in keys]
+        return config, both  # nothing moved: the config as written (validation names each key left, below)
+    notes += both
     out[OLD_SCORING] = old
     if not old:
         out.pop(OLD_SCORING)
     return out, notes
+
+
+def leftover_problems(config: Any, file: str) -> list[tuple[str, str, str]]:
+    """The keys a config still has under the old ``scoring`` section after :func:`migrate`, each named: one that
+    moved and is given in its new place too, or one that never was a setting."""
+    old = config.get(OLD_SCORING) if isinstance(config, dict) else None
+    if not isinstance(old, dict):
+        return []
+    out = []
+    for key in old:
+        section = ENGINE if key in MOVED_TO_ENGINE else EQUATIONS if key in MOVED_TO_EQUATIONS else None
+        out.append((file, f"field {OLD_SCORING}.{key}",
+                    f"is {section}.{key} now, and the config gives {section}.{key} too: remove one" if section else
+                    f"unknown field (the settings of {OLD_SCORING} are under {ENGINE} and {EQUATIONS} now)"))
+    return out
 
 
 BOUNDARY_MODES = allowed(ENGINE, "boundary")

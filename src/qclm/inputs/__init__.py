@@ -16,8 +16,10 @@ And one check per kind of content, applied by every loader of user text:
 - :func:`schema_problems` (:mod:`qclm.inputs.schemas`): JSON Schema violations, where a number is expected it must
   be finite (JSON Schema's ``minimum`` lets NaN and infinity through).
 - :func:`text_problems` (:mod:`qclm.inputs.text`): every string of a loaded document: no control characters but
-  newline and tab, no lone surrogates, and not empty once invisible characters (zero-width spaces, joiners, ...)
-  are removed.
+  newline and tab, no lone surrogates, and something a reader sees: not only whitespace (but the
+  :data:`BLANK_FIELDS`), invisible characters (zero-width spaces, joiners, ...) or combining marks;
+  :func:`line_problem` adds, for a text that fills one place in a prompt (a label, an option, a term, a word), one
+  line without outer whitespace.
 - :func:`document_problems`: both, for a loader in one call (questionnaires, stimuli, probe material).
 
 How a problem shows values and locations is :mod:`qclm.inputs.messages`. Every name is importable from here.
@@ -34,15 +36,15 @@ from qclm.inputs.schemas import (
     schema_file_problems, schema_problems, shared_defs, size,
 )
 from qclm.inputs.text import (
-    SAME_TEXT, check_duplicate_id, duplicate_problems, identity, is_invisible, surrogate_problem, text_problem,
-    text_problems,
+    BLANK_FIELDS, SAME_TEXT, check_duplicate_id, duplicate_problems, identity, is_invisible, line_problem,
+    surrogate_problem, text_problem, text_problems,
 )
 
 __all__ = [
-    "ALIAS_EXPANSION_LIMIT", "CONDITION_MAX", "CONDITION_PATTERN", "MAX_PROBLEM_CHARS", "SAFE_NAME_MAX",
+    "ALIAS_EXPANSION_LIMIT", "BLANK_FIELDS", "CONDITION_MAX", "CONDITION_PATTERN", "MAX_PROBLEM_CHARS", "SAFE_NAME_MAX",
     "SAFE_NAME_PATTERN", "SAFE_NAME_RULE", "SAME_TEXT", "SHARED_DEFS", "SIZES", "FiniteValidator", "Locations",
     "char_name", "check_duplicate_id", "document_problems", "duplicate_column_problems", "duplicate_problems",
-    "entry_label", "entry_labels", "file_lines", "identity", "is_finite_number", "is_invisible", "line_column",
+    "entry_label", "entry_labels", "file_lines", "identity", "is_finite_number", "is_invisible", "line_column", "line_problem",
     "load_schema", "output_problem", "parse_yaml", "read_text", "read_tsv", "read_yaml", "safe_name_message",
     "safe_name_problem", "schema_file_problems", "schema_problems", "sha256_file", "shared_defs", "show", "size",
     "surrogate_problem", "text_problem", "text_problems",

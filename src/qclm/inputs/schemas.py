@@ -262,9 +262,12 @@ def schema_file_problems(schema: Any, file: str | Path) -> list[Problem]:
 
 def document_problems(data: Any, schema: dict, file: str | Path, list_names: dict[str, str]) -> list[Problem]:
     """The checks every loaded user document gets: its schema (with finite numbers) and its text
-    (:func:`text_problems`); ``list_names`` names the entries of lists in locations ({"items": "item"})."""
+    (:func:`text_problems`); ``list_names`` names the entries of lists in locations ({"items": "item"}). A place
+    the schema already refused gets no second line from the text rule (a text of spaces where the schema asks for
+    something visible is one problem)."""
     problems = schema_problems(data, schema, file, list_names)
-    return problems + [p for p in text_problems(data, file, list_names) if p not in problems]
+    refused = {(p[0], p[1]) for p in problems}
+    return problems + [p for p in text_problems(data, file, list_names) if (p[0], p[1]) not in refused]
 
 
 def is_finite_number(value: Any) -> bool:

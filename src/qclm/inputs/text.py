@@ -95,19 +95,50 @@ def surrogate_problem(text: str) -> str | None:
     return None
 
 
-def text_problem(text: str) -> str | None:
+#: fields whose value may be only whitespace by design (a separator between stimuli, the cue between a corpus
+#: exchange's user text and its answer): every other text must show something
+BLANK_FIELDS = frozenset({"separator", "cue"})
+
+
+def _shows_only_marks(visible: list[str]) -> bool:
+    """Every visible character is a combining mark (an accent with no letter to sit on shows nothing)."""
+    return all(unicodedata.category(ch) in ("Mn", "Me") for ch in visible)
+
+
+def text_problem(text: str, blank_ok: bool = False) -> str | None:
     """What makes a user text unfit to be read by a model, or None: a lone surrogate, a control character other
-    than newline and tab, or nothing visible but invisible characters (a text that is empty or only whitespace
-    is left to the schema: a separator may be whitespace by design)."""
+    than newline and tab, or nothing a reader sees: only whitespace (unless ``blank_ok``: :data:`BLANK_FIELDS`),
+    only invisible characters, or only combining marks. An empty text is left to the schema (its minLength)."""
     problem = surrogate_problem(text)
     if problem:
         return problem
     control = _CONTROL.search(text)
     if control:
         return f"has the control character {char_name(control.group())} at character {control.start() + 1}: remove it"
-    if text.strip() and all(ch.isspace() or is_invisible(ch) for ch in text):
+    visible = [ch for ch in text if not (ch.isspace() or is_invisible(ch))]
+    if not text or (blank_ok and not text.strip()):
+        return None
+    if not text.strip():
+        return "is only whitespace: it shows nothing"
+    if not visible:
         found = next(ch for ch in text if not ch.isspace())
         return f"has only invisible characters ({char_name(found)}): it is empty to a reader, not to a model"
+    if _shows_only_marks(visible):
+        return (f"has only combining marks ({char_name(visible[0])}) with no character to sit on: it shows "
+                "nothing to a reader")
+    return None
+
+
+def line_problem(text: str) -> str | None:
+    """What a text that fills one place in a prompt (a label, an option, a term, an intensifier, a word) must be
+    beside :func:`text_problem`'s rules: one line without outer whitespace (a newline, a tab or an outer space
+    would reach the model inside the prompt's own line)."""
+    inner = next((i for i, ch in enumerate(text) if ch in "\n\r\t\v\f\u2028\u2029\x85"), None)
+    if inner is not None:
+        return (f"has {char_name(text[inner])} at character {inner + 1}: a label, option, term or word is one line "
+                "of text")
+    if text != text.strip():
+        return "has leading or trailing space"
     return None
 
 
@@ -141,7 +172,7 @@ def text_problems(data: Any, file: str | Path, list_names: dict[str, str]) -> li
     where = Locations(data, list_names)
     problems = []
     for path, text, is_key in _strings(data):
-        problem = text_problem(text)
+        problem = text_problem(text, blank_ok=not is_key and bool(path) and path[-1] in BLANK_FIELDS)
         if problem:
             problems.append((str(file), where(list(path)), f"key {show(text)} {problem}" if is_key else problem))
     return problems

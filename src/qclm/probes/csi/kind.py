@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from qclm.errors import Problem
 from qclm.experiment import VANILLA
-from qclm.inputs import SAME_TEXT, identity, show, size, text_problem
+from qclm.inputs import SAME_TEXT, identity, line_problem, show, size, text_problem
 from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
@@ -124,9 +124,9 @@ class CSIProbe(ProbeKind):
 
     def option_problems(self) -> list[Problem]:
         """The three options of every forced choice (the two labels and the third option) are texts a user gives:
-        the text checks of every user text (:func:`qclm.inputs.text_problem`), and three options a reader can
-        tell apart (:func:`qclm.inputs.identity`, case aside: "Comedy" and "comedy", or "neither" with a
-        zero-width space, would make a choice between two identical options)."""
+        the text checks of every user text and one line each (:func:`qclm.inputs.text_problem`,
+        :func:`qclm.inputs.line_problem`), and three options a reader can tell apart (:func:`qclm.inputs.identity`, case aside: "Comedy"
+        and "comedy", or "neither" with a zero-width space, would make a choice between two identical options)."""
         src, base = self.instance.source, self.instance.where or "probe"
         s = self.settings
         named = [(f"{base}.labels, entry {n + 1}", label) for n, label in enumerate(s["labels"])]
@@ -136,7 +136,7 @@ class CSIProbe(ProbeKind):
         for where, text in named:
             if not isinstance(text, str):
                 continue  # the schema reports it
-            problem = text_problem(text)
+            problem = text_problem(text) or line_problem(text)  # (not a document: no text rule ran on it)
             if problem:
                 out.append((src, where, f"{show(text)} {problem}"))
             key = identity(text, case=False)
