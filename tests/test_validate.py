@@ -531,6 +531,49 @@ def test_quantization_on_a_cpu_run(tmp_path, monkeypatch):
         "engine.device is cpu in config.yaml: leave quantization empty, or run on cuda"]
 
 
+def test_the_4bit_type_double_quantization_and_compute_dtype_are_columns_in_the_cell_key(tmp_path):
+    """nf4 or fp4, nested quantization and the compute dtype (issue 38, item 5): columns of the model table, in the
+    row's identity (the cell key and the provenance are made from it) only where set, so a row of before keeps its
+    cells; `4bit` stays transformers' default type (fp4); a setting that applies to 4-bit alone is refused
+    elsewhere, naming the column. Loading itself needs CUDA (bitsandbytes): refused on the CPU as before."""
+    from qclm.models.loading import bnb_settings
+
+    table = tmp_path / "models.tsv"
+    table.write_text(HEADER.rstrip("\n") + "\tquantization\tdouble_quant\tcompute_dtype\n"
+                     "old\torg/big\t\t70\tbase\tf\tauto\t4bit\t\t\n"
+                     "new\torg/big\t\t70\tbase\tf\tauto\tnf4\ttrue\tbfloat16\n"
+                     "eight\torg/big\t\t70\tbase\tf\tauto\t8bit\t\t\n")
+    rows = load_model_table(table)
+    old, new, eight = rows["old"], rows["new"], rows["eight"]
+    assert "double_quant" not in old.as_row() and "compute_dtype" not in old.as_row()
+    assert new.as_row()["double_quant"] == "true" and new.as_row()["compute_dtype"] == "bfloat16"
+    assert bnb_settings(old, "float16") == {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4",
+                                            "bnb_4bit_use_double_quant": False, "bnb_4bit_compute_dtype": "float16"}
+    assert bnb_settings(new, "float16") == {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+                                            "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}
+    assert bnb_settings(eight, "float16") == {"load_in_8bit": True}
+    from transformers import BitsAndBytesConfig  # the settings are the class's own keywords
+
+    built = BitsAndBytesConfig(**{**bnb_settings(new, "float16"), "bnb_4bit_compute_dtype": None})
+    assert built.bnb_4bit_quant_type == "nf4" and built.bnb_4bit_use_double_quant
+    table.write_text(HEADER.rstrip("\n") + "\tquantization\tdouble_quant\tcompute_dtype\n"
+                     "a\torg/big\t\t70\tbase\tf\tauto\t8bit\ttrue\t\n"
+                     "b\torg/big\t\t70\tbase\tf\tauto\t\t\tfloat16\n"
+                     "c\torg/big\t\t70\tbase\tf\tauto\tint4\tmaybe\tint8\n")
+    with pytest.raises(InputError) as err:
+        load_model_table(table)
+    lines = [f"{loc}: {msg}" for _, loc, msg in err.value.problems]
+    assert lines == [
+        "line 2 (model a): column double_quant: applies to a 4-bit quantization (4bit, nf4, fp4); this row's "
+        "quantization is 8bit: leave it empty",
+        "line 3 (model b): column compute_dtype: applies to a 4-bit quantization (4bit, nf4, fp4); this row's "
+        "quantization is none: leave it empty",
+        "line 4 (model c): column quantization: must be empty, none, 8bit or a 4-bit type (4bit, nf4, fp4); got 'int4'",
+        "line 4 (model c): column double_quant: must be true or false (or empty); got 'maybe'",
+        "line 4 (model c): column compute_dtype: must be one of bfloat16, float16, float32 (or empty: the row's dtype "
+        "as resolved); got 'int8'"], lines
+
+
 def test_any_class_name_composed_conditions_and_the_shorthand(tmp_path, monkeypatch):
     config = make_config(tmp_path)
     write_yaml(tmp_path / "s" / "calm.yaml", {**STIMULI, "class": "calm", "stimuli": [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from qclm.inputs import sha256_file
 from qclm.models.checkpoints import checkpoint_provenance
-from qclm.models.table import PREPARED_MARKER, ModelSpec, gguf_path
+from qclm.models.table import FOUR_BIT_TYPES, PREPARED_MARKER, ModelSpec, gguf_path
 
 log = logging.getLogger("qclm.models")
 
@@ -157,6 +157,16 @@ def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, loca
                                          trust_remote_code=spec.trust_remote_code, local_files_only=local_only)
 
 
+def bnb_settings(spec: ModelSpec, dtype: str) -> dict:
+    """The bitsandbytes settings of a quantized row (transformers' ``BitsAndBytesConfig`` keywords, dtypes by name):
+    8-bit; or 4-bit of the row's type (:data:`qclm.models.table.FOUR_BIT_TYPES`), its double quantization and its
+    compute dtype (the column, else ``dtype``: the row's dtype as resolved for the GPU)."""
+    if spec.quantization == "8bit":
+        return {"load_in_8bit": True}
+    return {"load_in_4bit": True, "bnb_4bit_quant_type": FOUR_BIT_TYPES[spec.quantization],
+            "bnb_4bit_use_double_quant": spec.double_quant, "bnb_4bit_compute_dtype": spec.compute_dtype or dtype}
+
+
 def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: str = "auto"):
     """Load tokenizer and model for scoring, safely: remote code only when the row turns it on,
     safetensors only unless the row allows pickle checkpoints, bitsandbytes only on CUDA.
@@ -190,8 +200,10 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
                                f"(bitsandbytes); this run's device is {device}")
         from transformers import BitsAndBytesConfig
 
-        kwargs["quantization_config"] = (BitsAndBytesConfig(load_in_8bit=True) if spec.quantization == "8bit"
-                                         else BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype))
+        settings = bnb_settings(spec, str(dtype).removeprefix("torch."))
+        compute = settings.pop("bnb_4bit_compute_dtype", None)
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            **settings, **({"bnb_4bit_compute_dtype": getattr(torch, compute)} if compute else {}))
     if device.startswith("cuda"):
         kwargs["device_map"] = {"": device}
     tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code)
@@ -207,6 +219,7 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
         "torch": torch.__version__, "transformers": transformers.__version__,
         **({"head": spec.head} if spec.head else {}),
+        **({"bitsandbytes": bnb_settings(spec, str(dtype).removeprefix("torch."))} if spec.quantization else {}),
     }
     checkpoint = checkpoint_provenance(where) if spec.kind == "local" else None
     if checkpoint:  # a checkpoint of a fine-tuning intervention: what it was fine-tuned from, on what, how

@@ -28,15 +28,22 @@ from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_pr
 log = logging.getLogger("qclm.models")
 
 REQUIRED_COLUMNS = ("name", "source", "revision", "params_b", "type", "family", "dtype")
-OPTIONAL_COLUMNS = ("quantization", "trust_remote_code", "allow_pickle", "prompt_format", "head", "backend", "server",
-                    "api_key_env", "gpus", "logprobs", "opening", "system_prompt", "notes")
+OPTIONAL_COLUMNS = ("quantization", "double_quant", "compute_dtype", "trust_remote_code", "allow_pickle",
+                    "prompt_format", "head", "backend", "server", "api_key_env", "gpus", "logprobs", "opening",
+                    "system_prompt", "notes")
 #: the model's head: empty (a causal LM) or nli (a sequence classifier with an entailment label, which the
 #: entailment probe scores through; qclm.engine.nli)
 HEADS = ("", "nli")
 #: a hub id, org/name (each part a safe name: qclm.inputs.SAFE_NAME_PATTERN)
 HUB_ID_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}/[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}\Z")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-QUANTIZATIONS = ("", "none", "8bit", "4bit")
+#: the ``quantization`` column (bitsandbytes, CUDA only): 8-bit, or 4-bit of a type: ``nf4`` (normal float, QLoRA's),
+#: ``fp4``, or ``4bit`` (transformers' default 4-bit type, fp4: what the column meant before the types were named)
+QUANTIZATIONS = ("", "none", "8bit", "4bit", "nf4", "fp4")
+#: a 4-bit quantization -> its bitsandbytes quant type
+FOUR_BIT_TYPES = {"4bit": "fp4", "nf4": "nf4", "fp4": "fp4"}
+#: the ``compute_dtype`` column of a 4-bit row (empty: the row's dtype as resolved, bfloat16 where the GPU has it)
+COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
 TRUE = ("true", "yes", "1")
 FALSE = ("", "false", "no", "0")
 PREPARED_MARKER = "qclm_prepared.json"
@@ -85,7 +92,9 @@ class ModelSpec:
     type: str
     family: str
     dtype: str = "auto"
-    quantization: str = ""
+    quantization: str = ""  # QUANTIZATIONS ("" none)
+    double_quant: bool = False  # 4-bit: the quantization constants quantized too (bitsandbytes' nested quantization)
+    compute_dtype: str = ""  # 4-bit: the dtype the de-quantized weights compute in (COMPUTE_DTYPES; "": resolved)
     trust_remote_code: bool = False
     allow_pickle: bool = False
     prompt_format: str = "raw"  # raw | chat | chat_preamble (qclm.prompts)
@@ -125,6 +134,8 @@ class ModelSpec:
             "name": self.name, "source": self.source, "revision": self.revision,
             "params_b": repr(self.params_b), "type": self.type, "family": self.family,
             "dtype": self.dtype, "quantization": self.quantization,
+            **({"double_quant": "true"} if self.double_quant else {}),  # only when set: other rows' keys unchanged
+            **({"compute_dtype": self.compute_dtype} if self.compute_dtype else {}),
             "trust_remote_code": str(self.trust_remote_code).lower(),
             "allow_pickle": str(self.allow_pickle).lower(), "prompt_format": self.prompt_format,
             **({"head": self.head} if self.head else {}),  # only when set: other models' provenance is unchanged
@@ -191,9 +202,7 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     mtype = row["type"].strip()
     if mtype not in ("base", "instruct"):
         problems.append((file, f"{where}: column type", f"must be base or instruct; got {mtype!r}"))
-    quant = (row.get("quantization") or "").strip()
-    if quant not in QUANTIZATIONS:
-        problems.append((file, f"{where}: column quantization", f"must be empty, none, 8bit or 4bit; got {quant!r}"))
+    quant, double_quant, compute_dtype = _quantization(row, file, where, problems)
     prompt_format = (row.get("prompt_format") or "").strip() or "raw"
     if prompt_format not in PROMPT_FORMATS:
         problems.append((file, f"{where}: column prompt_format",
@@ -267,9 +276,32 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     if problems:
         raise InputError(problems)
     return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
-                     "" if quant == "none" else quant, **flags, prompt_format=prompt_format, head=head,
+                     quant, double_quant, compute_dtype, **flags, prompt_format=prompt_format, head=head,
                      backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs,
                      opening=opening, system_prompt=system_prompt)
+
+
+def _quantization(row: dict, file, where: str, problems: list) -> tuple[str, bool, str]:
+    """The row's quantization columns (``quantization``, and for a 4-bit type ``double_quant`` and
+    ``compute_dtype``), each problem appended: (quantization, "" for none; double_quant; compute_dtype)."""
+    quant = (row.get("quantization") or "").strip().lower()
+    if quant not in QUANTIZATIONS:
+        problems.append((file, f"{where}: column quantization", f"must be empty, none, 8bit or a 4-bit type "
+                         f"({', '.join(FOUR_BIT_TYPES)}); got {quant!r}"))
+    quant = "" if quant == "none" else quant
+    double = (row.get("double_quant") or "").strip().lower()
+    compute = (row.get("compute_dtype") or "").strip().lower()
+    for col, value in (("double_quant", double), ("compute_dtype", compute)):
+        if value and value not in FALSE and quant in QUANTIZATIONS and quant not in FOUR_BIT_TYPES:
+            problems.append((file, f"{where}: column {col}", "applies to a 4-bit quantization "
+                             f"({', '.join(FOUR_BIT_TYPES)}); this row's quantization is {quant or 'none'}: leave it "
+                             "empty"))
+    if double not in TRUE + FALSE:
+        problems.append((file, f"{where}: column double_quant", f"must be true or false (or empty); got {double!r}"))
+    if compute and compute not in COMPUTE_DTYPES:
+        problems.append((file, f"{where}: column compute_dtype", f"must be one of {', '.join(COMPUTE_DTYPES)} (or "
+                         f"empty: the row's dtype as resolved); got {compute!r}"))
+    return quant, double in TRUE, compute
 
 
 def load_model_table(path: str | Path) -> dict[str, ModelSpec]:
