@@ -457,15 +457,19 @@ def test_every_kind_an_api_row_can_answer_runs_on_it_end_to_end(server, proxy, t
 
 
 def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code(server, proxy, tmp_path):
-    """A rejected key and a model the endpoint does not serve: the user's to fix, one line, exit 2; a server that
-    answers 500 to every retry: one line naming the request, exit 1; no traceback, no HTTP client lines."""
+    """A missing key, a rejected key and a model the endpoint does not serve: the user's to fix, one line, exit 2; a
+    server that answers 500 to every retry: one line naming the request, exit 1; no traceback, no HTTP client
+    lines."""
     import subprocess
     import sys
 
     table = tmp_path / "models.tsv"
-    table.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\n"
-                     f"api\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\n"
-                     f"nobody\tno-such-model\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\n")
+    table.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\tbackend\tserver\t"
+                     "api_key_env\n"
+                     f"api\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\t\n"
+                     f"nobody\tno-such-model\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\t\n"
+                     f"nokey\t{server.served_name}\t\t\tinstruct\ttiny\tauto\tchat\topenai\t{proxy.url}\t"
+                     "QCLM_TEST_UNSET_KEY\n")
     import yaml
 
     config = write_workflow_config(tmp_path / "cfg", {})
@@ -482,7 +486,9 @@ def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code
                                "--instrument", str(ROOT / "resources/entailment/gad7.yaml")],
                               capture_output=True, text=True, cwd=ROOT, timeout=600)
 
-    for fault, row, code, says in (("401", "api", 2, "rejected the API key"),
+    assert "QCLM_TEST_UNSET_KEY" not in os.environ
+    for fault, row, code, says in ((None, "nokey", 2, "QCLM_TEST_UNSET_KEY"),
+                                   ("401", "api", 2, "rejected the API key"),
                                    (None, "nobody", 2, "serves no model 'no-such-model'"),
                                    ("500", "api", 1, "failed 2 times, last: InternalServerError")):
         proxy.faults = [fault] * 50 if fault else []
