@@ -158,10 +158,11 @@ def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):
     assert (out / "analysis" / "yesno_state_trait.csv").exists()
 
 
-def test_qclm_probe_likert_scores_each_questionnaire_given_as_an_instance_of_its_own(shared_run, tmp_path):
+def test_qclm_probe_likert_scores_each_questionnaire_given_as_an_instance_of_its_own(shared_run, tmp_path, capsys):
     """`qclm probe likert --questionnaire A --questionnaire B` (as a config's questionnaires): each file its own
     instance named by its file, on the one loaded model, with the workflow's raw cells and the state-trait table of
-    the pair."""
+    the pair. Another kind's instance of the same id in the same --out would overwrite its cells: refused before the
+    model loads, naming --id."""
     from qclm.commands import main
 
     out = tmp_path / "probe"
@@ -178,6 +179,12 @@ def test_qclm_probe_likert_scores_each_questionnaire_given_as_an_instance_of_its
     assert set(items["questionnaire"]) == {"stai_s", "stai_t"} and set(items["condition"]) == {"vanilla", "stress"}
     state_trait = pd.read_csv(out / "analysis" / "per_model_state_trait.csv")
     assert set(state_trait["model"]) == {"tiny-llama"} and len(state_trait) > 0
+    capsys.readouterr()
+    assert main(["probe", "yesno_probe", "--model", "tiny-llama", "--models", str(shared_run.workdir / "models.tsv"),
+                 "--out", str(out), "--instrument", str(q / "stai_s.yaml")]) == 2  # named by its file too
+    err = capsys.readouterr().err
+    assert "--id: " in err and "holds the cells of a likert instance named stai_s, which this yesno_probe instance " \
+        "would overwrite" in err, err
 
 
 def _dry_run(shared_run, tmp_path, change) -> str:

@@ -95,6 +95,9 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     out = Path(args.out)
 
     spec = kind_model(cls, args, instances, args.dtype)
+    clash = _id_clashes(out, spec.name, kind_name, instances)
+    if clash:
+        raise InputError(clash)
     usable_device(engine["device"])  # a device this torch cannot use: said before the model loads
     if args.threads:
         import torch
@@ -111,6 +114,23 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
                                   loaded, out)
     finally:  # a vLLM server this command started stops with it
         loaded.close()
+
+
+def _id_clashes(out: Path, model: str, kind_name: str, instances) -> list:
+    """Instances whose cells in ``out`` would overwrite another kind's of the same id (a survey and an entailment
+    instance both named by their file gad7.yaml): refused before the model loads, naming --id."""
+    from qclm.parquet import read_metadata
+
+    problems = []
+    for instance in instances:
+        for cell in sorted((out / "logprobs" / model / instance.id).glob("*.parquet")):
+            other = read_metadata(cell).get("kind")
+            if other and other != kind_name:
+                problems.append((COMMAND_LINE, "--id", f"{cell.parent} holds the cells of a {other} instance named "
+                                 f"{instance.id}, which this {kind_name} instance would overwrite: give it another "
+                                 "--id, or another --out"))
+                break
+    return problems
 
 
 def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, run_settings, engine, spec, loaded,
