@@ -38,7 +38,7 @@ from qclm.analysis.overview import null_note
 from qclm.analysis.stats import holm, rng_for
 from qclm.instruments import load_instrument
 from qclm.probes.memorization import metrics as m
-from qclm.probes.memorization.kind import NEIGHBOUR
+from qclm.probes.memorization.perturb import NEIGHBOUR
 
 log = logging.getLogger("qclm.memorization")
 

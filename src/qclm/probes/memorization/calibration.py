@@ -96,7 +96,7 @@ def units(tables, plant, config, instances):
     from qclm.instruments import load_instrument
     from qclm.probes.memorization import metrics as m
     from qclm.probes.memorization.analysis import item_gaps
-    from qclm.probes.memorization.kind import NEIGHBOUR
+    from qclm.probes.memorization.perturb import NEIGHBOUR
 
     cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
     planted_id = load_instrument(plant.settings["instrument"]).id

@@ -38,7 +38,7 @@ from qclm.instruments import Instrument, keyed_score, load_instrument
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
 from qclm.probes.memorization import metrics as m
 from qclm.probes.memorization.outputs import OUTPUTS
-from qclm.probes.memorization.perturb import PERTURBATIONS, neighbours
+from qclm.probes.memorization.perturb import NEIGHBOUR, PERTURBATIONS, neighbours
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,8 +51,6 @@ MODES = ("logprob", "generate")
 COLUMNS = ["model", "probe", "condition", "stimulus_id", "task", "instrument", "inventory", "item_id", "option", "target",
            "candidate", "candidate_value", "is_true", "logprob", "logprob_mean", "n_tokens", "token_logprobs", "text",
            "asked_name", "name_source"]
-#: the exposure task's word-order neighbours of an item (raw rows of their own; the analysis pairs them with it)
-NEIGHBOUR = "exposure_neighbour"
 #: why a task does not apply (reported, never silently skipped)
 NEEDS_WORDING = "no item wording in the file (item_wording {wording})"
 NEEDS_SCALE = "no original_scale in the file"

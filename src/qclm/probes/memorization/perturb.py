@@ -21,6 +21,9 @@ import numpy as np
 
 #: neighbours per item (the config's ``perturbations``; the schema's default)
 PERTURBATIONS = 5
+#: the exposure task's word-order neighbours of an item: raw rows of their own, under this task name (the analysis
+#: and the calibration pair them with the item)
+NEIGHBOUR = "exposure_neighbour"
 #: the sentence's final punctuation, kept at the end
 _FINAL = re.compile(r"[.!?;:]+[\"')\]]*$")
 #: words that keep their capital wherever they stand (the pronoun I and its contractions)

@@ -230,10 +230,12 @@ def analyze(
 
 
 def _outputs() -> tuple:
-    """The Likert kind's outputs, checked (:meth:`qclm.probes.base.ProbeKind.analysis_outputs`)."""
-    from qclm.probes.likert.kind import LikertProbe
+    """The Likert kind's outputs, checked, as :meth:`qclm.probes.base.ProbeKind.analysis_outputs` gives them (from
+    its declaration: the kind imports this stage, not the other way round)."""
+    from qclm.analysis.registry import declare
+    from qclm.probes.likert.outputs import OUTPUTS, REPORT
 
-    return LikertProbe.analysis_outputs()
+    return declare(LIKERT, OUTPUTS, REPORT)
 
 
 def run_info(ctx: LikertContext, silhouette: str | Path | None, instruments: str | Path | None,
