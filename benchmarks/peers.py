@@ -13,7 +13,7 @@ under one stress stimulus), three scorers of P(intensifier | prefix):
     the authors' ``qlatent.qclm.qclm.QCLM(...).run(model=..., pre_text=..., scoring=...)``, one
     sequence at a time; it stores one aggregated probability per variant (``_pdf["P"]``), which is
     compared in log space with the project's aggregation of the same name (harmonic, geometric
-    mean or product of the token probabilities; method.md section 3, ``qclm.probes.likert.equations``).
+    mean or product of the token probabilities; method.md section 3, ``qclm.equations``).
 
 The prompts are the same strings, checked, not assumed: each item becomes a QCLM whose template is
 the item's template with ``{cterm}`` -> ``{question}`` and ``{intensifier}`` -> ``{answer}``, the
@@ -44,15 +44,22 @@ import pandas as pd
 import torch
 
 from qclm import bench
+from qclm.contexts import ContextSettings
 from qclm.engine import make_scorer, tokenize_requests
+from qclm.equations import AGGREGATIONS, VARIANT_KEYS, variant_probabilities
+from qclm.experiment import VANILLA
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
-from qclm.contexts import ContextSettings
-from qclm.experiment import VANILLA
 from qclm.probes.likert.kind import Wordings, item_contexts
-from qclm.questionnaire import (CONTINUATION_LEAD, CTERM_SLOT, INTENSIFIER_SLOT, Item, Questionnaire, Variant,
-                                load_questionnaire)
-from qclm.probes.likert.equations import AGGREGATIONS, VARIANT_KEYS, variant_probabilities
+from qclm.questionnaire import (
+    CONTINUATION_LEAD,
+    CTERM_SLOT,
+    INTENSIFIER_SLOT,
+    Item,
+    Questionnaire,
+    Variant,
+    load_questionnaire,
+)
 from qclm.stimuli import load_stimuli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +108,7 @@ def build_cases(q: Questionnaire, stimuli_path: Path, stimulus_index: int, versi
 
 
 def token_frame(case: Case, model_name: str, questionnaire: str, logprobs: list[np.ndarray]) -> pd.DataFrame:
-    """Per-token log-probabilities in the layout qclm.probes.likert.equations takes (VARIANT_KEYS + logprob)."""
+    """Per-token log-probabilities in the layout qclm.equations takes (VARIANT_KEYS + logprob)."""
     rows = []
     for v, lp in zip(case.variants, logprobs):
         for x in lp:
@@ -112,7 +119,7 @@ def token_frame(case: Case, model_name: str, questionnaire: str, logprobs: list[
 
 def project_probabilities(case: Case, model_name: str, questionnaire: str, logprobs: list[np.ndarray],
                           aggregation: str) -> pd.DataFrame:
-    """Per-variant probabilities by the project's own equations (qclm.probes.likert.equations.variant_probabilities)
+    """Per-variant probabilities by the project's own equations (qclm.equations.variant_probabilities)
     from per-token log-probabilities; columns VARIANT_KEYS + p_raw + n_tokens."""
     return variant_probabilities(token_frame(case, model_name, questionnaire, logprobs), aggregation)
 

@@ -28,16 +28,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import peers  # benchmarks/peers.py: the adapter between the project and qlatent
 import torch
 from scipy.stats import spearmanr
 
-import peers  # benchmarks/peers.py: the adapter between the project and qlatent
 from qclm import bench
 from qclm.engine import make_scorer, tokenize_requests
+from qclm.equations import condition_tables, normalize, variant_probabilities
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
 from qclm.questionnaire import Questionnaire, load_questionnaire
-from qclm.probes.likert.equations import condition_tables, normalize, variant_probabilities
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("chat", "chat_with_preamble")
@@ -77,7 +77,7 @@ def score(scorer, tokenizer, contexts, continuations):
 
 
 def project_item_scores(tokens: pd.DataFrame, aggregation: str) -> pd.Series:
-    """Eqs. 1-2 and the two-way normalization (qclm.probes.likert.equations): one score per item."""
+    """Eqs. 1-2 and the two-way normalization (qclm.equations): one score per item."""
     _, items = condition_tables(tokens, aggregation)
     return items.set_index("item_id")["score"]
 
@@ -110,7 +110,7 @@ def qlatent_item_scores(tokens: pd.DataFrame, q: Questionnaire, aggregation: str
 
 def epsilon_effect(tokens: pd.DataFrame, q: Questionnaire, aggregation: str) -> dict:
     """QSOFTMAX (log(p + 1e-10), float32) against the two-way normalization in float64
-    (qclm.probes.likert.equations.normalize) on the same probabilities: the largest differences of P_norm."""
+    (qclm.equations.normalize) on the same probabilities: the largest differences of P_norm."""
     ours = normalize(variant_probabilities(tokens, aggregation)).set_index(["item_id", "cterm", "intensifier"])
     diffs, rel = [], []
     for item, _, norm in qlatent_normalized(tokens, q, aggregation):

@@ -15,11 +15,10 @@ from scipy import stats as sps
 from qclm.analysis import registry, stats
 from qclm.analysis.synthetic import synthetic_library_scores, synthetic_silhouette
 from qclm.commands import main
+from qclm.equations import questionnaire_scores
 from qclm.errors import InputError
-from qclm.probes.likert.analysis import analyze
-from qclm.probes.likert.analysis import constructs, library
+from qclm.probes.likert.analysis import analyze, constructs, library
 from qclm.probes.likert.analysis.inputs import load_instruments
-from qclm.probes.likert.equations import questionnaire_scores
 from qclm.probes.likert.kind import LikertProbe
 from qclm.probes.likert.outputs import LIBRARY as LIBRARY_CATEGORY
 from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows

@@ -21,8 +21,8 @@ from qclm import calibration as cal
 from qclm.calibration import analysis as A
 from qclm.calibration.corpora import check_sets, corpus_texts, planted_texts, units
 from qclm.config import validate_config
-from qclm.errors import format_problems
 from qclm.corpus import Exchange, load_corpus
+from qclm.errors import format_problems
 
 Q = ROOT / "resources/questionnaires"
 FILLER = ROOT / "resources/corpora/neutral.yaml"
@@ -802,8 +802,8 @@ def test_item_score_units_read_the_shift_under_both_normalizations():
     """A checkpoint that makes every S+ term twice as likely whatever the intensifier (a main effect of the terms,
     no change in the interaction) moves the one-pass item score and leaves the iterated one (method.md section 4a): the
     calibration's units carry both."""
+    from qclm.equations import VARIANT_KEYS, item_scores, normalize
     from qclm.probes.calibration_units import item_shift_units_both_forms
-    from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize
 
     rng = np.random.default_rng(0)
     rows = []

@@ -279,10 +279,13 @@ def test_the_chance_score_is_eq2_on_answers_that_ignore_the_intensifier():
     chance score is the score such answers actually get through the same equations."""
     import pandas as pd
 
-    from qclm.probes.entailment.analysis import entailment_table
-    from qclm.probes.likert.equations import (
-        condition_means, item_scores, normalize, questionnaire_scores,
+    from qclm.equations import (
+        condition_means,
+        item_scores,
+        normalize,
+        questionnaire_scores,
     )
+    from qclm.probes.entailment.analysis import entailment_table
 
     levels = [("never", 0.0), ("sometimes", 1.0), ("often", 2.0), ("always", 3.0)]
     rows = [{"model": "m", "questionnaire": "q", "condition": "vanilla", "stimulus_id": "", "template": "t",
@@ -308,7 +311,7 @@ def test_the_score_moves_with_the_stance_by_level_interaction_and_not_with_the_a
     import numpy as np
     import pandas as pd
 
-    from qclm.probes.likert.equations import item_scores, normalize
+    from qclm.equations import item_scores, normalize
 
     levels = [("on no day", -2.0), ("now and then", -1.0), ("most days", 1.0), ("every day", 2.0)]
     terms = (("nervous", "+"), ("on edge", "+"), ("calm", "-"), ("relaxed", "-"))

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from qclm import equations
+from qclm.equations import ITEM_KEYS, item_scores, normalize
 from qclm.probes import kind_class
 from qclm.probes.base import Instance
-from qclm.probes.likert import equations
-from qclm.probes.likert.equations import ITEM_KEYS, item_scores, normalize
 
 WEIGHTS = np.array([-2, -2, -1, -1, 1, 1, 2, 2.0])  # four levels, two phrases each, as the shipped scales
 N_PLUS = 3

@@ -18,12 +18,12 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from test_scoring_math import item_score_matrix, two_way_normalize  # the equations as matrix oracles
 
 from qclm.engine import make_scorer, tokenize_requests
 from qclm.models.loading import load_model
 from qclm.models.table import parse_model_row
 from qclm.questionnaire import CONTINUATION_LEAD, load_questionnaire
-from test_scoring_math import item_score_matrix, two_way_normalize  # the equations as matrix oracles
 
 pytestmark = pytest.mark.peers
 
@@ -170,10 +170,10 @@ def test_answer_span_of_the_authors_template_is_our_continuation(peers, family, 
 def test_first_divergence_scores_a_token_of_the_prefix_where_we_raise(peers, smollm2_tokenizer_dir):
     """Where a token merges across the boundary, qlatent's first-divergence rule silently scores
     from the merged token on (it spans prefix text); the project's boundary check raises."""
+    from qlatent.qclm.qclm import QCLM
     from transformers import AutoTokenizer
 
     from qclm.engine import BoundaryError
-    from qlatent.qclm.qclm import QCLM
 
     tok = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
     # "...feel" + "ings": the prefix's last token "Ġfeel" is replaced by "Ġfeelings" in the full text
@@ -231,7 +231,7 @@ def test_a_chat_template_that_writes_bos_doubles_it(peers, gemma3_tokenizer_dir)
 
 def test_two_way_softmax_is_the_two_way_normalization_up_to_epsilon(peers):
     """QSOFTMAX(dim=["question", "answer"]) (the authors' validator) normalizes over cterms, then
-    over intensifiers: method.md section 4 (qclm.probes.likert.equations.two_way_normalize), except that it adds
+    over intensifiers: method.md section 4 (qclm.equations.two_way_normalize), except that it adds
     1e-10 to every probability first, in float32."""
     import torch
 
@@ -301,14 +301,13 @@ def test_the_qlatent_preset_reproduces_qlatents_numbers(peers, smollm2):
     from dataclasses import replace
 
     import yaml
-
     from conftest import likert_cell, loaded_model
 
     from qclm import settings
     from qclm.contexts import ContextSettings
+    from qclm.equations import condition_tables
     from qclm.jobs.score_model import score_cell
     from qclm.models.table import load_model_table
-    from qclm.probes.likert.equations import condition_tables
     from qclm.probes.likert.kind import LikertProbe, Wordings, item_contexts
     from qclm.prompts import PromptBuilder, PromptFormat
     from qclm.stimuli import load_stimuli

@@ -6,18 +6,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import likert_cell, loaded_model
 
+from qclm.contexts import ContextSettings
 from qclm.engine import FullSequenceScorer, PrefixTreeScorer, tokenize_requests
-from qclm.parquet import read_metadata, write_parquet
+from qclm.equations import condition_tables
 from qclm.jobs.score_model import score_cell
-from qclm.probes.likert.kind import COLUMNS
 from qclm.models.loading import load_model
 from qclm.models.table import parse_model_row
-from conftest import likert_cell, loaded_model
-from qclm.contexts import ContextSettings
-from qclm.probes.likert.kind import Wordings, item_contexts
+from qclm.parquet import read_metadata, write_parquet
+from qclm.probes.likert.kind import COLUMNS, Wordings, item_contexts
 from qclm.questionnaire import load_questionnaire
-from qclm.probes.likert.equations import condition_tables
 from qclm.stimuli import load_stimuli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qclm.probes.likert import equations as scoring
-
+from qclm import equations as scoring
 
 # -- oracles: the method's equations on one item's matrix (rows cterms, columns intensifiers) ------------
 

@@ -45,7 +45,8 @@ def item_shift_units_both_forms(tables, probe_of: dict[str, str], planted: set[s
     the variant probabilities under the two-way normalization the run did not use (``score_shift_one_pass`` or
     ``score_shift_iterated``; method.md section 4a): the calibration reads the planted shift under both."""
     from qclm import settings
-    from qclm.probes.likert.equations import VARIANT_KEYS, item_scores as equation_items, normalize, with_template
+    from qclm.equations import VARIANT_KEYS, normalize, with_template
+    from qclm.equations import item_scores as equation_items
 
     equations = settings.section(config, settings.EQUATIONS)
     own = item_shift_units(tables["items"], probe_of, planted, direction)

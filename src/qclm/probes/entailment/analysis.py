@@ -4,7 +4,7 @@ One row per model x instrument x condition: the condition mean of the item score
 beside its baselines:
 
 - ``chance_score``: the score of a model whose answers depend on neither the intensifier nor the term (every P(True)
-  equal), through the same normalization and item score (:func:`qclm.probes.likert.equations.chance_scores`; for
+  equal), through the same normalization and item score (:func:`qclm.equations.chance_scores`; for
   eq. 2, mean weight / |L|), the baseline of ``score``;
 - ``shift``: the score minus the same model's vanilla score (0 for vanilla), with ``z_shift``: the shift over the
   standard deviation of the vanilla item scores (the items as the unit of spread);
@@ -33,7 +33,7 @@ def entailment_table(conditions: pd.DataFrame, items: pd.DataFrame, variants: pd
                      epsilon: float = 0.0, normalization: str = "one_pass") -> pd.DataFrame:
     """The table above from the kind's score tables (``form``, ``epsilon``, ``normalization``: the equations
     settings the item scores were computed with)."""
-    from qclm.probes.likert.equations import chance_scores
+    from qclm.equations import chance_scores
 
     chance = chance_scores(variants, form, epsilon, normalization)
     vanilla_items = items[items["condition"] == VANILLA]

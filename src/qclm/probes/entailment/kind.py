@@ -5,7 +5,7 @@ Each variant of an entailment instrument (item x cterm x intensifier: a premise 
 one and the intensifier in the other, either way round; qclm.probes.entailment.material) is asked of a causal
 language model as a forced choice after the condition's stimulus: does the premise imply the hypothesis, " True",
 " False" or " Neither"? p_raw is P(True), the softmax of the three answers' summed log-probabilities. From there the Likert math applies unchanged, through the
-functions of qclm.probes.likert.equations (one home for each equation): the two-way normalization over cterms x
+functions of qclm.equations (one home for each equation): the two-way normalization over cterms x
 intensifiers, eq. 2 over the S+ rows, eq. 3 / eq. 5 means, condition means, and the silhouettes of section 7. The
 tables have the Likert shapes (``questionnaire`` is the instance id, ``template`` the prompt form), so the item
 scores get the per-model state-trait decomposition.
@@ -156,7 +156,7 @@ class EntailmentProbe(ProbeKind):
 
     # -- CPU stages -------------------------------------------------------------------------------------------
     def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
-        from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize
+        from qclm.equations import VARIANT_KEYS, item_scores, normalize
 
         scoring = config[settings.EQUATIONS]
         variants = normalize(raw[VARIANT_KEYS + ["p_raw"]], scoring["normalization_epsilon"],
@@ -165,7 +165,7 @@ class EntailmentProbe(ProbeKind):
 
     @classmethod
     def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
-        from qclm.probes.likert.equations import collect_tables
+        from qclm.equations import collect_tables
 
         keys = list(data.cells)
         forms = {i.id: i.settings["form"] for i in data.instances}

@@ -6,7 +6,7 @@ or the premise says how often and the hypothesis names the term, as some of Reub
 construct terms S+ keep the item's stance, S- invert it; the instrument's scale has levels with a weight and
 intensifier phrases (frequencies). A *variant* is one (item, cterm, intensifier): both templates with the cterm and
 the intensifier in their slots, wherever they sit. Its p_raw is P(True) of a forced choice over True / False /
-Neither; the two-way normalization and eq. 2 then apply as to Likert variants (qclm.probes.likert.equations).
+Neither; the two-way normalization and eq. 2 then apply as to Likert variants (qclm.equations).
 
 Every problem of a file is reported at once, ``FILE: LOCATION: PROBLEM`` (qclm.errors.InputError), through the
 project's loaders (qclm.inputs). Light: no torch, no pandas.

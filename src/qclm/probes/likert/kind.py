@@ -210,7 +210,7 @@ class LikertProbe(ProbeKind):
 
     # -- CPU stages -------------------------------------------------------------------------------------------
     def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
-        from qclm.probes.likert.equations import condition_tables
+        from qclm.equations import condition_tables
 
         scoring = config[settings.EQUATIONS]
         variants, items = condition_tables(raw, scoring["aggregation"], scoring["item_score"],
@@ -221,7 +221,7 @@ class LikertProbe(ProbeKind):
     def collect(cls, data: CollectInput) -> dict[str, pd.DataFrame]:
         import pandas as pd
 
-        from qclm.probes.likert.equations import collect_tables
+        from qclm.equations import collect_tables
         from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows
 
         files = {i.id: i.settings["questionnaire"] for i in data.instances}

@@ -28,7 +28,6 @@ score, the genre caveat of the AUC against the decoy).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -382,17 +381,6 @@ def _with_decoy(table: pd.DataFrame, decoy: str) -> pd.DataFrame:
     table["above_decoy"] = (table["metric"].isin(EXPOSED) & (table["value"] > 0.5)
                             & (table["p_holm"] < 0.05)).fillna(False).astype(bool)
     return table
-
-
-def exposure_notes(table: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """The instruments whose items a model has seen, from a ``memorization`` table: (model, instrument) -> a note
-    for the library analysis's instrument tables, for every exposure row marked ``above_decoy``."""
-    rows = table[(table["task"] == "exposure") & table["above_decoy"].astype(bool)]
-    notes: dict[tuple[str, str], list[str]] = {}
-    for r in rows.itertuples():
-        notes.setdefault((r.model, r.instrument), []).append(
-            f"{r.metric} {r.value:.2f}, Holm p {r.p_holm:.3f}, {r.condition}")
-    return {k: "items exposed above the decoy (memorization: " + "; ".join(v) + ")" for k, v in notes.items()}
 
 
 #: the forced-choice tasks: a question is its candidates' rows (an API row gives no probability to an option

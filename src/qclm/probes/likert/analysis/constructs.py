@@ -222,7 +222,7 @@ def _pair_rows(wide: pd.DataFrame, scope: str, model: str, constructs: dict[str,
 def construct_map_table(qscores: pd.DataFrame, instruments: pd.DataFrame | None, min_models: int = MIN_MODELS,
                         min_stimuli: int = MIN_STIMULI) -> pd.DataFrame:
     """The construct map (module docstring) from questionnaire scores (model, questionnaire, condition,
-    stimulus_id, score; :func:`qclm.probes.likert.equations.questionnaire_scores`). Within-model rows are underpowered with
+    stimulus_id, score; :func:`qclm.equations.questionnaire_scores`). Within-model rows are underpowered with
     fewer than ``min_stimuli`` contexts, across-model rows with fewer than ``min_models`` models."""
     order = ([q for q in instruments["questionnaire"] if q in set(qscores["questionnaire"])]
              if instruments is not None else [])

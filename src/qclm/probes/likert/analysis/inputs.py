@@ -1,5 +1,5 @@
 """Reading and checking the tables the analysis stage consumes (the score aggregation of method.md
-section 5 is in :mod:`qclm.probes.likert.equations`, shared with the workflow).
+section 5 is in :mod:`qclm.equations`, shared with the workflow).
 
 Schemas (extra columns are ignored):
 
@@ -314,3 +314,16 @@ def load_memorization(path: str | Path) -> pd.DataFrame:
                          f"(data row {row + 1})")
     df["above_decoy"] = df["above_decoy"].astype(str) == "True"
     return df
+
+
+def exposure_notes(table: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The instruments whose items a model has seen, from the memorization kind's table (its declared optional
+    table, read by :func:`load_memorization`: its columns are the contract, no import of that kind): (model,
+    instrument) -> a note for the library analysis's instrument tables, for every exposure row marked
+    ``above_decoy``."""
+    rows = table[(table["task"] == "exposure") & table["above_decoy"].astype(bool)]
+    notes: dict[tuple[str, str], list[str]] = {}
+    for r in rows.itertuples():
+        notes.setdefault((r.model, r.instrument), []).append(
+            f"{r.metric} {r.value:.2f}, Holm p {r.p_holm:.3f}, {r.condition}")
+    return {k: "items exposed above the decoy (memorization: " + "; ".join(v) + ")" for k, v in notes.items()}

@@ -56,7 +56,7 @@ def instrument_info(questionnaires: list[str], instruments: pd.DataFrame | None)
 
 
 def selected_silhouettes(silhouette: pd.DataFrame | None, all_items: pd.DataFrame, select: str) -> pd.DataFrame | None:
-    """The silhouettes of the templates that questionnaire scores use (:func:`qclm.probes.likert.equations.select_templates`:
+    """The silhouettes of the templates that questionnaire scores use (:func:`qclm.equations.select_templates`:
     ``first`` the default template, ``all`` every one, or one template id), one value per model x item: the mean
     over the selected templates. A silhouette table without templates is used as it is."""
     if silhouette is None:
@@ -104,7 +104,7 @@ def instrument_validation_table(items: pd.DataFrame, silhouette: pd.DataFrame | 
     templates); ``silhouette``: :func:`selected_silhouettes`. Model rows are underpowered with fewer than
     ``min_stimuli`` contexts, ``(all models)`` rows with fewer than ``min_models`` models. ``exposure``: (model,
     questionnaire) -> note where the memorization probe found the instrument's items exposed above its decoy
-    (:func:`qclm.probes.memorization.analysis.exposure_notes`): the note joins that row's flag, and the
+    (:func:`qclm.probes.likert.analysis.inputs.exposure_notes`): the note joins that row's flag, and the
     ``(all models)`` row's flag counts the models."""
     exposure = exposure or {}
     info = instrument_info(list(pd.unique(items["questionnaire"])), instruments)

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from qclm.analysis.permodel import per_model_groups, shifts_table, state_trait_table
+from qclm.equations import VARIANT_KEYS, item_scores, normalize, select_templates, with_template
 from qclm.errors import InputError
 from qclm.models.checkpoints import without_derived
 from qclm.probes.likert.analysis.inputs import load_variant_probs
-from qclm.probes.likert.equations import VARIANT_KEYS, item_scores, normalize, select_templates, with_template
 from qclm.settings import NORMALIZATIONS
 
 log = logging.getLogger("qclm.analysis")

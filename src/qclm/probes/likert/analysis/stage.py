@@ -30,6 +30,7 @@ import pandas as pd
 
 from qclm import settings
 from qclm.analysis import overview, permodel, runner
+from qclm.equations import condition_means, questionnaire_scores, select_templates, template_rows
 from qclm.errors import InputError
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
 from qclm.models.checkpoints import without_derived
@@ -37,11 +38,15 @@ from qclm.probes import LIKERT
 from qclm.probes.likert.analysis import overview as likert_overview
 from qclm.probes.likert.analysis.across_models import analysis_scale, zscore_table
 from qclm.probes.likert.analysis.inputs import (
-    load_instruments, load_item_scores, load_memorization, load_silhouette, load_variant_probs, model_sizes,
+    exposure_notes,
+    load_instruments,
+    load_item_scores,
+    load_memorization,
+    load_silhouette,
+    load_variant_probs,
+    model_sizes,
     select_heatmap_item,
 )
-from qclm.probes.likert.equations import condition_means, questionnaire_scores, select_templates, template_rows
-from qclm.probes.memorization.analysis import exposure_notes
 
 log = logging.getLogger("qclm.analysis")
 

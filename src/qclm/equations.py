@@ -1,7 +1,9 @@
 """From token log-probabilities to item, questionnaire and condition scores (method.md sections 3-5 and 7).
 
 Every function takes and returns a tidy DataFrame, and each equation has exactly one
-implementation here, used by the workflow and by ``qclm analyze`` alike. Group keys that identify
+implementation here, used by the workflow and by ``qclm analyze`` alike, and by every kind that scores an item
+as the paper does (the Likert kind; entailment from its p_raw on; the calibration's units): shared, so no kind
+imports another for it. Group keys that identify
 one item under one context and one wording are ``ITEM_KEYS``; a context is one model x
 questionnaire x condition x stimulus (stimulus_id is "" for vanilla).
 """
@@ -15,6 +17,7 @@ import pandas as pd
 
 from qclm.experiment import VANILLA
 from qclm.questionnaire import DEFAULT_TEMPLATE_ID
+
 # eq. 1's aggregations, the forms of the item score (eq. 2, the paper's, or the authors' public code's
 # QABSTRACT.mean_score over the S+ cells only or over all cells, docs/qlatent.md, difference 4) and of the two-way
 # normalization (section 4a): the config schema is their one home
@@ -25,7 +28,7 @@ CONTEXT_KEYS = ["model", "questionnaire", "condition", "stimulus_id"]
 ITEM_KEYS = CONTEXT_KEYS + ["template", "item_id"]
 VARIANT_KEYS = ITEM_KEYS + ["cterm", "polarity", "intensifier", "level", "weight"]
 
-log = logging.getLogger("qclm.probes.likert.equations")
+log = logging.getLogger("qclm.equations")
 
 #: the iterated normalization (section 4a) has converged on an item when every column of its matrix sums to
 #: |S+ and S-| / |L| within this (every row sums to 1 after each row step): the margins hold, and another
