@@ -102,6 +102,14 @@ def test_shipped_inputs_validate():
     assert validate_config_file(ROOT / "config" / "config.yaml", ROOT / "src/qclm/schemas/config.schema.yaml") == []
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "config").glob("*.yaml")))
+def test_every_shipped_config_validates(name, monkeypatch):
+    """Every config the repository ships passes `qclm validate` as `make run CONFIG=...` reads it (from the
+    repository root): a key renamed or a file moved cannot leave one of them broken until someone runs it."""
+    monkeypatch.chdir(ROOT)
+    assert validate_config_file(Path("config") / name) == []
+
+
 TWO_TEMPLATES = [
     {"id": "question", "template": "Question: At this moment, do you feel {cterm}?\nAnswer:{intensifier}"},
     {"id": "statement", "template": "Statement: I feel {cterm} right now.\nHow much does this apply?\nAnswer:{intensifier}"},

@@ -230,38 +230,16 @@ def test_the_openai_backend_retries_rate_limits_and_dropped_connections_and_cach
         _openai(proxy, server, None).generate(gens[:1])
 
 
-def test_chat_rows_go_as_messages_to_the_chat_route(server, tiny_dir, proxy):
+@pytest.mark.parametrize("fmt,opening", [("chat", "fold"), ("chat_preamble", "continue")],
+                         ids=["messages", "an opening continued"])
+def test_chat_rows_go_as_messages_to_the_chat_route(server, tiny_dir, proxy, fmt, opening):
     """A chat row of an API: the prompt builder renders the user message for the provider's chat template
     (ApiChat), the backend sends it as messages; the server's template gives the same tokens as the model's own
     template rendered here, so greedy text and option log-probabilities equal the vLLM backend's on the local
-    rendering."""
-    from transformers import AutoTokenizer
-
-    from qclm.engine.openai_api import ApiChat, _top_logprobs
-    from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings
-    from qclm.prompts import PromptBuilder, PromptFormat
-
-    question = "How tense are you right now? Answer with one number from 1 to 4."
-    api = PromptBuilder(ApiChat(), PromptFormat("chat")).context("Your exam starts in five minutes. ", question)
-    here = PromptBuilder(AutoTokenizer.from_pretrained(tiny_dir), PromptFormat("chat")).context(
-        "Your exam starts in five minutes. ", question)
-    backend, reference = _openai(proxy, server, None), _vllm(server, tiny_dir)
-    settings = GenerationSettings(max_new_tokens=12, greedy=True)
-    got = backend.generate([GenerateRequest(api, 1, settings)])[0]
-    assert got.text and got.text == reference.generate([GenerateRequest(here, 1, settings)])[0].text
-    first = backend._ask([api], {}, {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 3},
-                         None)[0]
-    options = tuple(_top_logprobs(first))[:2]
-    a = backend.choose([ChoiceRequest(api, options)])[0]
-    b = reference.choose([ChoiceRequest(here, options)])[0]
-    assert np.max(np.abs(np.subtract(a.option_logprobs, b.option_logprobs))) < AGREE
-
-
-def test_an_opening_continued_by_the_chat_route_is_the_same_request_as_the_vllm_backends(server, tiny_dir, proxy):
-    """A chat row with ``opening: continue``: the answer opening (text after the messages) goes as the start of the
-    assistant's message and the server continues it, so the request is the prompt the model's own template renders
-    with the opening after it, as the vLLM backend sends it: greedy text equal and option log-probabilities within
-    AGREE. (A folded opening is another prompt, the user message with an instruction: not compared.)"""
+    rendering. With ``opening: continue`` an answer opening (text after the messages: here the answer preamble)
+    goes as the start of the assistant's message and the server continues it: the same request as the vLLM
+    backend's rendered prompt with the opening after it. (A folded opening is another prompt, the user message with
+    an instruction: not compared.)"""
     from transformers import AutoTokenizer
 
     from qclm.engine.openai_api import ApiChat, OpenAIBackend, _top_logprobs
@@ -270,17 +248,15 @@ def test_an_opening_continued_by_the_chat_route_is_the_same_request_as_the_vllm_
     from qclm.prompts import PromptBuilder, PromptFormat
 
     question = "How tense are you right now? Answer with one number from 1 to 4."
-    fmt = PromptFormat("chat_preamble")
-    api = PromptBuilder(ApiChat(), fmt).context("Your exam starts in five minutes. ", question)
-    here = PromptBuilder(AutoTokenizer.from_pretrained(tiny_dir), fmt).context(
+    api = PromptBuilder(ApiChat(), PromptFormat(fmt)).context("Your exam starts in five minutes. ", question)
+    here = PromptBuilder(AutoTokenizer.from_pretrained(tiny_dir), PromptFormat(fmt)).context(
         "Your exam starts in five minutes. ", question)
-    assert here.endswith(fmt.preamble)
-    backend = OpenAIBackend(CompletionsClient(proxy.url, server.served_name, {"model": "tiny"}), opening="continue")
+    backend = OpenAIBackend(CompletionsClient(proxy.url, server.served_name, {"model": "tiny"}), opening=opening)
     reference = _vllm(server, tiny_dir)
-    settings = GenerationSettings(max_new_tokens=8, greedy=True)
+    settings = GenerationSettings(max_new_tokens=12, greedy=True)
     got = backend.generate([GenerateRequest(api, 1, settings)])[0]
     assert got.text and got.text == reference.generate([GenerateRequest(here, 1, settings)])[0].text
-    assert "continued by the server" in backend.stats.notes[0]
+    assert ("continued by the server" in backend.stats.notes[0]) if fmt == "chat_preamble" else not backend.openings
     first = backend._ask([api], {}, {"max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 3},
                          None)[0]
     options = tuple(_top_logprobs(first))[:2]
