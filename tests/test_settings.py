@@ -77,3 +77,5 @@ def test_an_old_scoring_key_beside_its_engine_key_is_named_when_nothing_else_mov
     config["scoring"] = {"colour": "blue"}
     assert [(loc, msg.split(" (")[0]) for _, loc, msg in validate_config(config, "c.yaml")] == [
         ("field scoring.colour", "unknown field")]
+    config["scoring"] = "full"  # not a section at all: the schema's line
+    assert [loc for _, loc, _ in validate_config(config, "c.yaml")] == ["field scoring"]

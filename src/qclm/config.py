@@ -89,8 +89,9 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     for f, loc, msg in schema_problems(config, schema, cf, {}):
         if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_keys):
             continue  # reported below with a clearer message
-        if loc == f"field {settings.OLD_SCORING}" and msg.startswith("unknown field"):
-            continue  # each key left there is named below
+        if loc == f"field {settings.OLD_SCORING}" and msg.startswith("unknown field") \
+                and isinstance(config.get(settings.OLD_SCORING), dict):
+            continue  # each key left there is named below (settings.leftover_problems)
         problems.append((f, loc, msg))
     problems.extend(settings.leftover_problems(config, cf))
     for k in unknown_keys:

@@ -104,7 +104,7 @@ def migrate(config: Any) -> tuple[Any, list[str]]:
     both = [f"{OLD_SCORING}.{key} is given under {section} too: remove one" for key in old
             for section, keys in ((ENGINE, MOVED_TO_ENGINE), (EQUATIONS, MOVED_TO_EQUATIONS)) if key in keys]
     if not notes:
-        return config, both  # nothing moved: the config as written (validation names each key left, below)
+        return config, both  # nothing moved: the config as written (validation names each key left there)
     notes += both
     out[OLD_SCORING] = old
     if not old:

@@ -115,9 +115,9 @@ def text_problem(text: str, blank_ok: bool = False) -> str | None:
     control = _CONTROL.search(text)
     if control:
         return f"has the control character {char_name(control.group())} at character {control.start() + 1}: remove it"
-    visible = [ch for ch in text if not (ch.isspace() or is_invisible(ch))]
     if not text or (blank_ok and not text.strip()):
         return None
+    visible = [ch for ch in text if not (ch.isspace() or is_invisible(ch))]
     if not text.strip():
         return "is only whitespace: it shows nothing"
     if not visible:
