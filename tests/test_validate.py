@@ -544,7 +544,9 @@ def test_the_4bit_type_double_quantization_and_compute_dtype_are_columns_in_the_
     row's identity (the cell key and the provenance are made from it) only where set, so a row of before keeps its
     cells; `4bit` stays transformers' default type (fp4); a setting that applies to 4-bit alone is refused
     elsewhere, naming the column. Loading itself needs CUDA (bitsandbytes): refused on the CPU as before."""
-    from qclm.models.loading import bnb_settings
+    import torch
+
+    from qclm.models.loading import bnb_config, bnb_settings
 
     table = tmp_path / "models.tsv"
     table.write_text(HEADER.rstrip("\n") + "\tquantization\tdouble_quant\tcompute_dtype\n"
@@ -560,10 +562,10 @@ def test_the_4bit_type_double_quantization_and_compute_dtype_are_columns_in_the_
     assert bnb_settings(new, "float16") == {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
                                             "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}
     assert bnb_settings(eight, "float16") == {"load_in_8bit": True}
-    from transformers import BitsAndBytesConfig  # the settings are the class's own keywords
-
-    built = BitsAndBytesConfig(**{**bnb_settings(new, "float16"), "bnb_4bit_compute_dtype": None})
-    assert built.bnb_4bit_quant_type == "nf4" and built.bnb_4bit_use_double_quant
+    built = bnb_config(bnb_settings(new, "float16"))  # what load_model passes on a GPU
+    assert (built.bnb_4bit_quant_type, built.bnb_4bit_use_double_quant, built.bnb_4bit_compute_dtype) == (
+        "nf4", True, torch.bfloat16) and built.load_in_4bit
+    assert bnb_config(bnb_settings(eight, "float16")).load_in_8bit
     table.write_text(HEADER.rstrip("\n") + "\tquantization\tdouble_quant\tcompute_dtype\n"
                      "a\torg/big\t\t70\tbase\tf\tauto\t8bit\ttrue\t\n"
                      "b\torg/big\t\t70\tbase\tf\tauto\t\t\tfloat16\n"

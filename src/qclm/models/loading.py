@@ -167,6 +167,15 @@ def bnb_settings(spec: ModelSpec, dtype: str) -> dict:
             "bnb_4bit_use_double_quant": spec.double_quant, "bnb_4bit_compute_dtype": spec.compute_dtype or dtype}
 
 
+def bnb_config(settings: dict):
+    """transformers' ``BitsAndBytesConfig`` of :func:`bnb_settings` (the compute dtype as torch's)."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    compute = settings.get("bnb_4bit_compute_dtype")
+    return BitsAndBytesConfig(**settings | ({"bnb_4bit_compute_dtype": getattr(torch, compute)} if compute else {}))
+
+
 def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: str = "auto"):
     """Load tokenizer and model for scoring, safely: remote code only when the row turns it on,
     safetensors only unless the row allows pickle checkpoints, bitsandbytes only on CUDA.
@@ -194,16 +203,12 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
               "use_safetensors": None if spec.allow_pickle else True}
     if spec.trust_remote_code:
         log.warning("model %s: trust_remote_code is ON (set in the model table): its own code will run", spec.name)
+    quantized = bnb_settings(spec, str(dtype).removeprefix("torch.")) if spec.quantization else {}
     if spec.quantization:
         if not device.startswith("cuda"):
             raise RuntimeError(f"model {spec.name}: quantization {spec.quantization} needs a CUDA GPU "
                                f"(bitsandbytes); this run's device is {device}")
-        from transformers import BitsAndBytesConfig
-
-        settings = bnb_settings(spec, str(dtype).removeprefix("torch."))
-        compute = settings.pop("bnb_4bit_compute_dtype", None)
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            **settings, **({"bnb_4bit_compute_dtype": getattr(torch, compute)} if compute else {}))
+        kwargs["quantization_config"] = bnb_config(quantized)
     if device.startswith("cuda"):
         kwargs["device_map"] = {"": device}
     tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code)
@@ -219,7 +224,7 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
         "torch": torch.__version__, "transformers": transformers.__version__,
         **({"head": spec.head} if spec.head else {}),
-        **({"bitsandbytes": bnb_settings(spec, str(dtype).removeprefix("torch."))} if spec.quantization else {}),
+        **({"bitsandbytes": quantized} if quantized else {}),
     }
     checkpoint = checkpoint_provenance(where) if spec.kind == "local" else None
     if checkpoint:  # a checkpoint of a fine-tuning intervention: what it was fine-tuned from, on what, how
