@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from test_validate import HEADER, STIMULI, WORRY1, lines, make_config, write_yaml
 
@@ -190,3 +191,33 @@ def test_analysis_table_column_given_twice(tmp_path):
         f"{path}: line 1 (header): column 'score' is given twice (columns 6 and 7); a reader would keep only one: "
         "rename or remove one"]
 
+
+
+def test_a_loader_remembers_a_file_by_its_bytes(tmp_path):
+    """qclm.inputs.by_file: a file loaded again unchanged is not parsed again; rewritten at once with other bytes
+    of the same size (a modification time need not change) it is read anew; a problem is raised on every call."""
+    from qclm.errors import InputError
+    from qclm.inputs import by_file
+
+    calls = []
+
+    @by_file
+    def load(path):
+        calls.append(path)
+        text = path.read_text()
+        if text.startswith("bad"):
+            raise InputError.one(path, "file", "bad")
+        return text
+
+    path = tmp_path / "f.txt"
+    path.write_text("one")
+    assert load(path) == load(path) == "one" and len(calls) == 1
+    path.write_text("two")  # same size, written at once
+    assert load(path) == "two" and len(calls) == 2
+    path.write_text("bad")
+    for _ in range(2):
+        with pytest.raises(InputError):
+            load(path)
+    assert len(calls) == 4
+    with pytest.raises(FileNotFoundError):
+        load(tmp_path / "missing.txt")  # the loader's own error

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import SAME_TEXT, document_problems, file_lines, identity, parse_yaml, read_text, text_problem
+from qclm.inputs import (SAME_TEXT, by_file, document_problems, file_lines, identity, parse_yaml, read_text,
+                         text_problem)
 from qclm.questionnaire import CONTINUATION_LEAD
 
 SCHEMA = {
@@ -69,6 +70,7 @@ def _is_yaml(path: Path) -> bool:
     return path.suffix.lower() in (".yaml", ".yml")
 
 
+@by_file
 def load_corpus(path: str | Path) -> Corpus:
     """A corpus file, checked (module docstring)."""
     path = Path(path)

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import (SAME_TEXT, check_duplicate_id, document_problems, entry_label, entry_labels, identity,
-                         line_problem,
-                         load_schema, read_yaml, sha256_file, show)
+from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, entry_label, entry_labels,
+                         identity, line_problem, load_schema, read_yaml, sha256_file, show)
 
 #: item wordings whose text is in the file
 WITH_WORDING = ("reproduced", "written")
@@ -120,6 +119,7 @@ def _keyword_problem(keyword: str, text: str) -> str | None:
     return None
 
 
+@by_file
 def load_instrument(path: str | Path) -> Instrument:
     """An instrument from a questionnaire file or a plain item list (the format is told by the fields: a
     questionnaire has ``scale``); raises InputError with every problem of the file."""

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import (SAME_TEXT, check_duplicate_id, document_problems, entry_labels, identity, is_finite_number,
-                         line_problem, load_schema, read_yaml, show)
+from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, entry_labels, identity,
+                         is_finite_number, line_problem, load_schema, read_yaml, show)
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -146,6 +146,7 @@ def _strings(value) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
+@by_file
 def load_questionnaire(path: str | Path) -> Questionnaire:
     """Read and validate a questionnaire YAML file; raise InputError naming file, item and field.
     All problems of the file are reported at once: schema violations, and the rules below on every

@@ -27,8 +27,8 @@ How a problem shows values and locations is :mod:`qclm.inputs.messages`. Every n
 
 from qclm.inputs.messages import MAX_PROBLEM_CHARS, Locations, char_name, entry_label, entry_labels, show
 from qclm.inputs.readers import (
-    ALIAS_EXPANSION_LIMIT, duplicate_column_problems, file_lines, line_column, output_problem, parse_yaml, read_text,
-    read_tsv, read_yaml, sha256_file,
+    ALIAS_EXPANSION_LIMIT, by_file, duplicate_column_problems, file_lines, line_column, output_problem, parse_yaml,
+    read_text, read_tsv, read_yaml, sha256_file,
 )
 from qclm.inputs.schemas import (
     CONDITION_MAX, CONDITION_PATTERN, SAFE_NAME_MAX, SAFE_NAME_PATTERN, SAFE_NAME_RULE, SHARED_DEFS, SIZES,
@@ -43,7 +43,7 @@ from qclm.inputs.text import (
 __all__ = [
     "ALIAS_EXPANSION_LIMIT", "BLANK_FIELDS", "CONDITION_MAX", "CONDITION_PATTERN", "MAX_PROBLEM_CHARS", "SAFE_NAME_MAX",
     "SAFE_NAME_PATTERN", "SAFE_NAME_RULE", "SAME_TEXT", "SHARED_DEFS", "SIZES", "FiniteValidator", "Locations",
-    "char_name", "check_duplicate_id", "document_problems", "duplicate_column_problems", "duplicate_problems",
+    "by_file", "char_name", "check_duplicate_id", "document_problems", "duplicate_column_problems", "duplicate_problems",
     "entry_label", "entry_labels", "file_lines", "identity", "is_finite_number", "is_invisible", "line_column", "line_problem",
     "load_schema", "output_problem", "parse_yaml", "read_text", "read_tsv", "read_yaml", "safe_name_message",
     "safe_name_problem", "schema_file_problems", "schema_problems", "sha256_file", "shared_defs", "show", "size",

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import SAME_TEXT, duplicate_column_problems, identity, read_text, text_problem
+from qclm.inputs import SAME_TEXT, by_file, duplicate_column_problems, identity, read_text, text_problem
 
 #: the columns of a TSV list that are read
 COLUMNS = ("word", "pos", "freq_rank", "valence")
@@ -166,6 +166,7 @@ def parse_words(text: str, path: str, tsv: bool | None = None) -> tuple[list[Wor
     return words, problems
 
 
+@by_file
 def load_words(path: str | Path) -> WordList:
     """A word list, or an :class:`InputError` with every problem of the file."""
     text = read_text(path, "word list")
