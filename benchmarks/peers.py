@@ -51,15 +51,8 @@ from qclm.experiment import VANILLA
 from qclm.models.loading import ensure_prepared, load_model
 from qclm.models.table import load_model_table
 from qclm.probes.likert.kind import Wordings, item_contexts
-from qclm.questionnaire import (
-    CONTINUATION_LEAD,
-    CTERM_SLOT,
-    INTENSIFIER_SLOT,
-    Item,
-    Questionnaire,
-    Variant,
-    load_questionnaire,
-)
+from qclm.questionnaire import (CONTINUATION_LEAD, CTERM_SLOT, INTENSIFIER_SLOT, Item, Questionnaire, Variant,
+                                load_questionnaire)
 from qclm.stimuli import load_stimuli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -60,9 +60,16 @@ from pathlib import Path
 
 TABLE, FIGURE = "table", "figure"
 KINDS = (TABLE, FIGURE)
+
+
+def captions_beside(module_file: str | Path) -> Path:
+    """The folder of a module's captions: ``report/`` beside it (a kind's relative captions are there)."""
+    return Path(module_file).resolve().parent / "report"
+
+
 #: the per-model state-trait decomposition of a kind's per-item numbers (:func:`state_trait`): its code and caption
 STATE_TRAIT_CODE = "qclm.analysis.permodel:state_trait_output"
-STATE_TRAIT_CAPTION = str(Path(__file__).resolve().parent / "report" / "probe_state_trait.rst")
+STATE_TRAIT_CAPTION = str(captions_beside(__file__) / "probe_state_trait.rst")
 
 
 @dataclass(frozen=True)

@@ -41,10 +41,12 @@ from qclm.inputs.text import (
 )
 
 __all__ = [
-    "ALIAS_EXPANSION_LIMIT", "BLANK_FIELDS", "CONDITION_MAX", "CONDITION_PATTERN", "MAX_PROBLEM_CHARS", "SAFE_NAME_MAX",
+    "ALIAS_EXPANSION_LIMIT", "BLANK_FIELDS", "CONDITION_MAX", "CONDITION_PATTERN", "MAX_PROBLEM_CHARS",
+    "SAFE_NAME_MAX",
     "SAFE_NAME_PATTERN", "SAFE_NAME_RULE", "SAME_TEXT", "SHARED_DEFS", "SIZES", "FiniteValidator", "Locations",
-    "by_file", "char_name", "check_duplicate_id", "document_problems", "duplicate_column_problems", "duplicate_problems",
-    "entry_label", "entry_labels", "file_lines", "identity", "is_finite_number", "is_invisible", "line_column", "line_problem",
+    "by_file", "char_name", "check_duplicate_id", "document_problems", "duplicate_column_problems",
+    "duplicate_problems", "entry_label", "entry_labels", "file_lines", "identity", "is_finite_number", "is_invisible",
+    "line_column", "line_problem",
     "load_schema", "output_problem", "parse_yaml", "read_text", "read_tsv", "read_yaml", "safe_name_message",
     "safe_name_problem", "schema_file_problems", "schema_problems", "sha256_file", "shared_defs", "show", "size",
     "surrogate_problem", "text_problem", "text_problems",

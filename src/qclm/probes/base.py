@@ -298,10 +298,10 @@ class ProbeKind:
         if cls.__dict__.get("_declared_outputs") is None:
             import sys
 
-            from qclm.analysis.registry import declare
+            from qclm.analysis.registry import captions_beside, declare
 
             module = sys.modules[cls.__module__]
-            caption_dir = Path(module.__file__).resolve().parent / "report"
+            caption_dir = captions_beside(module.__file__)
             cls._declared_outputs = declare(cls.name, cls.outputs, caption_dir)
         return cls._declared_outputs
 

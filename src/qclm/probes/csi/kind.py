@@ -125,8 +125,9 @@ class CSIProbe(ProbeKind):
     def option_problems(self) -> list[Problem]:
         """The three options of every forced choice (the two labels and the third option) are texts a user gives:
         the text checks of every user text and one line each (:func:`qclm.inputs.text_problem`,
-        :func:`qclm.inputs.line_problem`), and three options a reader can tell apart (:func:`qclm.inputs.identity`, case aside: "Comedy"
-        and "comedy", or "neither" with a zero-width space, would make a choice between two identical options)."""
+        :func:`qclm.inputs.line_problem`), and three options a reader can tell apart (:func:`qclm.inputs.identity`,
+        case aside: "Comedy" and "comedy", or "neither" with a zero-width space, would make a choice between two
+        identical options)."""
         src, base = self.instance.source, self.instance.where or "probe"
         s = self.settings
         named = [(f"{base}.labels, entry {n + 1}", label) for n, label in enumerate(s["labels"])]

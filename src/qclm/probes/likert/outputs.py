@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from qclm.analysis.registry import FIGURE, TABLE, Output
+from qclm.analysis.registry import FIGURE, TABLE, Output, captions_beside
 
 PER_MODEL, ACROSS_MODELS, VALIDATION, LIBRARY, WORDING = (
     "Per-model results", "Across-model results", "Validation", "Instrument library", "Wording")
 _A = "qclm.probes.likert.analysis"
 
-#: the captions' folder: report/ beside the kind's module, as every kind's (ProbeKind.analysis_outputs)
-REPORT = Path(__file__).resolve().parent / "report"
+#: the captions' folder, beside the kind's module as every kind's (ProbeKind.analysis_outputs)
+REPORT = captions_beside(__file__)
 OUTPUTS = (
     # what one or two models support comes first (method.md section 6b)
     Output("per_model", TABLE, PER_MODEL, "qclm.analysis.permodel:per_model"),
