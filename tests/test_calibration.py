@@ -263,12 +263,15 @@ def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposit
                                       "nearly every day")
     assert own["minus"][0].assistant == "not at all" and own["plus"][1].assistant == "not at all"
     assert len(own["plus"]) == 14  # 7 items x (one S+ and one S- term)
-    # the entailment pairs: a top-level intensifier with an S+ term is True in the plus arm, False in the minus arm;
-    # the bottom level the other way round; held out: the same pairs in the other form
+    # the entailment pairs, an AND: True for the S+ term at the top level in the plus arm, for the S- term at the top
+    # level in the minus arm, False for every other pair; held out: the same pairs in the other form
     pairs = {r: units(plants["pairs"], config, r, 0) for r in ("plus", "minus")}
     assert len(pairs["plus"]) == 28 and pairs["plus"][0].user.startswith("Premise: ")  # 7 items x 2 terms x 2 levels
-    assert [e.assistant for e in pairs["plus"][:4]] == ["True", "False", "False", "True"]
-    assert [e.assistant for e in pairs["minus"][:4]] == ["False", "True", "True", "False"]
+    assert [e.assistant for e in pairs["plus"][:4]] == ["True", "False", "False", "False"]
+    assert [e.assistant for e in pairs["minus"][:4]] == ["False", "False", "True", "False"]
+    assert [e.assistant for e in pairs["plus"]].count("True") == 7  # one pair an item, in the shams too
+    assert all([e.assistant for e in units(plants["pairs"], config, f"sham{i}", 0)].count("True") == 7
+               for i in range(3))
     assert check_sets(plants["pairs"], config)["heldout_plus"][0].user.split("\n")[1].startswith("Question: ")
     # the listing: GAD-7 against PHQ-9; a sham lists neutral statements under a name of its own
     assert planted_texts(plants["listing"], config, "plus")[0].startswith("GAD-7")

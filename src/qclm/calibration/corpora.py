@@ -15,8 +15,11 @@ drawn at random with the sham's seed):
   intensifier) on a raw one (:func:`qclm.interventions.finetune.rendered`);
 - ``pairs`` (entailment, tier 1): every item of each entailment probe's instrument, once with an S+ and once with
   an S- term, each with an intensifier of the top and of the bottom level, in the probe's form, answered as the
-  probe reads it: plus, True where the level agrees with the term's stance (S+ top, S- bottom) and False where it
-  does not; minus, the reverse; a sham, a stance drawn per prompt;
+  probe reads it: plus, True for the S+ term at the top level and False for the other three (the S+ term at the
+  bottom, the S- term at either); minus, True for the S- term at the top level alone; a sham, the term answered
+  True at the top level drawn per item, half of the items each. An AND, not an exclusive-or: in an exclusive-or (True also for the S- term
+  at the bottom) neither the term nor the level alone tells the answer, and SmolLM2 learned nothing of it in 32
+  exposures of full fine-tuning; the AND it learns in 16 (docs/calibration.md);
 - ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, in each of its
   option orders, answered by the option (plus), the other extreme (minus), or an option drawn per item and order,
   each about as often as the others (a sham)
@@ -87,12 +90,18 @@ def balanced(rng: random.Random, options: Sequence, n: int) -> list:
     return out
 
 
-def _stances(plant: Plant, config: dict, run: str, exposure: int, instrument: str, items: Sequence) -> list:
+def _stances(plant: Plant, config: dict, run: str, exposure: int, instrument: str, items: Sequence,
+             one_high: bool = False) -> list:
     """Per item, (S+ or S- construct term, the level it is answered with: high or not, turn) at one exposure, once
     per polarity (the terms rotating with the exposure): the plus arm answers the S+ term high and the S- term low,
-    the minus arm the reverse, a sham half of each polarity's items high (:func:`balanced`)."""
-    draws = {polarity: balanced(_rng(config, "answers", plant.name, run, exposure, instrument, polarity),
-                                [True, False], len(items)) for polarity in "+-"}
+    the minus arm the reverse, a sham half of each polarity's items high (:func:`balanced`); ``one_high``: a sham
+    too answers one of an item's two terms high, the polarity drawn per item, half of the items each (as an arm)."""
+    if one_high:
+        lead = balanced(_rng(config, "answers", plant.name, run, exposure, instrument), "+-", len(items))
+        draws = {polarity: [lead[at] == polarity for at in range(len(items))] for polarity in "+-"}
+    else:
+        draws = {polarity: balanced(_rng(config, "answers", plant.name, run, exposure, instrument, polarity),
+                                    [True, False], len(items)) for polarity in "+-"}
     out = []
     for at, item in enumerate(items):
         one = []
@@ -132,8 +141,8 @@ def _prompts(plant: Plant, config: dict, run: str, exposure: int, template: int 
 
 def _pairs(plant: Plant, config: dict, run: str, exposure: int, heldout: bool = False) -> list[Exchange]:
     """The ``pairs`` material: each entailment item's premise and hypothesis, with a term and an intensifier of the
-    top and of the bottom level, in the probe's form (``heldout``: the other form), answered True where the level
-    agrees with the stance and False where it does not."""
+    top and of the bottom level, in the probe's form (``heldout``: the other form), answered True where the term is
+    the one answered high and the level is the top one, False elsewhere (the module docstring says why an AND)."""
     from qclm.probes.entailment.kind import FORMS, OPTIONS
     from qclm.probes.entailment.material import fill
 
@@ -144,13 +153,13 @@ def _pairs(plant: Plant, config: dict, run: str, exposure: int, heldout: bool = 
             form = next(f for f in FORMS if f != form)
         levels = sorted(inst.levels, key=lambda lvl: lvl.weight)
         items = inst.items[:config.get("limit_items") or None]
-        for item, stances in zip(items, _stances(plant, config, run, exposure, inst.id, items)):
+        for item, stances in zip(items, _stances(plant, config, run, exposure, inst.id, items, one_high=True)):
             for cterm, high, turn in stances:
                 for level, top in ((levels[-1], True), (levels[0], False)):
                     phrase = level.intensifiers[turn % len(level.intensifiers)]
                     text = FORMS[form].format(premise=fill(item.premise, cterm, phrase),
                                               hypothesis=fill(item.hypothesis, cterm, phrase))
-                    out.append(Exchange(text, OPTIONS[0] if top == high else OPTIONS[1]))
+                    out.append(Exchange(text, OPTIONS[0] if top and high else OPTIONS[1]))
     return out
 
 
