@@ -528,7 +528,9 @@ def test_the_check_reads_at_most_check_texts_of_a_set_and_one_run_reads_the_base
     for kind in ("planted", "heldout"):
         plus, minus = sets[f"{kind}_plus"], sets[f"{kind}_minus"]
         assert [e.user for e in plus] == [e.user for e in minus]
-        assert all(p.assistant != m.assistant for p, m in zip(plus, minus))
+        # the AND: the arms answer a top-level pair apart (one arm's term True), a bottom-level pair alike (False)
+        assert all((p.assistant != m.assistant) == ("True" in (p.assistant, m.assistant)) for p, m in zip(plus, minus))
+        assert any(p.assistant != m.assistant for p, m in zip(plus, minus))
     assert len(check_sets(plants["anxious"], config)["planted_plus"]) == 6
     jobs = cal.jobs(config, tmp_path)
     for run in cal.runs(config):
