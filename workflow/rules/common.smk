@@ -5,11 +5,10 @@
 import re
 import sys
 
-from qclm import calibration, interventions, probes, settings
+from qclm import calibration, interventions, plan, probes, settings
 from qclm.config import config_file_problems, validate_config
 from qclm.errors import format_problems
-from qclm.experiment import Experiment, output_dirs
-from qclm.models.table import load_model_table
+from qclm.plan import Plan
 
 # Input validation before the DAG is built: the same checks as `qclm validate` (config schema,
 # referenced files, model table, probes and their material, stimulus files), all problems at once, one
@@ -27,42 +26,27 @@ if _PROBLEMS:
     sys.exit("qclm: invalid input (run `qclm validate` to check again)\n" + "\n".join(format_problems(_PROBLEMS)))
 # settings by stage (qclm.settings): the engine's reach the scoring jobs, the scoring math the CPU stages only
 ENGINE = settings.section(config, settings.ENGINE)
-EXPERIMENT = Experiment.from_config(config)
-CONDITIONS = list(EXPERIMENT.conditions)
 MODELS_DIR = config["models_dir"]
-RESULTS, LOGS = output_dirs(config)
+# what the run computes (qclm.plan, which `qclm status` reads too): the probe instances (questionnaires: the
+# Likert kind's shorthand) and the conditions each runs under; the model table, and every checkpoint of a
+# fine-tuning intervention as a model of its own (MODEL@INTERVENTION-eEPOCH; workflow/rules/interventions.smk):
+# every probe and condition scores both; the planted-signal calibration's corpora are fine-tuned the same way
+# (calibration.smk), and its plants' checkpoints are scored by their plants' probes only (MODEL_INSTANCES)
+PLAN = Plan.from_config(config, _CONFIG_NAME)
+EXPERIMENT = PLAN.experiment
+CONDITIONS = list(EXPERIMENT.conditions)
+RESULTS, LOGS = PLAN.results, PLAN.logs
 SCORES = f"{RESULTS}/scores"
-# probe instances (questionnaires: the Likert kind's shorthand) and the conditions each runs under
-INSTANCES = {i.id: i for i in probes.instances(config, _CONFIG_NAME)}
+INSTANCES = PLAN.instances
 KINDS = list(dict.fromkeys(i.kind for i in INSTANCES.values()))
-INSTANCE_CONDITIONS = {i.id: probes.instance_conditions(i, CONDITIONS) for i in INSTANCES.values()}
-
-# the model table, and every checkpoint of a fine-tuning intervention as a model of its own
-# (MODEL@INTERVENTION-eEPOCH; workflow/rules/interventions.smk): every probe and condition scores both; the
-# planted-signal calibration's corpora are fine-tuned the same way (calibration.smk), and its plants' checkpoints
-# are scored by their plants' probes only
-BASE_MODELS = load_model_table(config["models"])
+INSTANCE_CONDITIONS = PLAN.instance_conditions
+BASE_MODELS = PLAN.base_models
 INTERVENTIONS = interventions.interventions(config)
 CALIBRATION = calibration.jobs(config, RESULTS)
 FINETUNES = {**INTERVENTIONS, **{name: job.intervention for name, job in CALIBRATION.items()}}
-DERIVED = {
-    **interventions.derived_models(BASE_MODELS, config, RESULTS),
-    **calibration.derived_models(BASE_MODELS, config, RESULTS, INSTANCES),
-}
-MODELS = {**BASE_MODELS, **{name: d.spec for name, d in DERIVED.items()}}
-# the probe instances that score each model: those whose `models` select it (a checkpoint goes with its base
-# model), and of a calibration plant's checkpoint only its plant's probes
-MODEL_INSTANCES = {
-    m: [
-        i
-        for i in INSTANCES
-        if probes.runs_on(INSTANCES[i], m) and (m not in DERIVED or DERIVED[m].probes is None or i in DERIVED[m].probes)
-    ]
-    for m in MODELS
-}
-QUESTIONNAIRES = {
-    i.id: i.settings["questionnaire"] for i in INSTANCES.values() if i.kind == probes.LIKERT
-}
+DERIVED = PLAN.derived
+MODELS = PLAN.models
+MODEL_INSTANCES = PLAN.model_instances
 
 
 def group_rule(name, ids, whole):
@@ -109,21 +93,16 @@ def engine_settings(wildcards):
 
 
 def context_settings(wildcards):
-    """The run's context settings (qclm.contexts.ContextSettings), shared by every kind; a kind's own config
-    sections are in its cells (scoring_cells)."""
-    return {
-        "stimuli": {k: settings.section(config, "stimuli")[k] for k in ("version", "separator")},
-        "limit_items": settings.value(config, "limit_items"),
-        "limit_stimuli": settings.value(config, "limit_stimuli"),
-    }
+    """The run's context settings (qclm.plan.context_settings)."""
+    return plan.context_settings(config)
 
 
 def raw_table(model, probe, condition):
-    return f"{RESULTS}/logprobs/{model}/{probe}/{condition}.parquet"
+    return plan.raw_table(RESULTS, model, probe, condition)
 
 
 def cell_table(model, probe, condition, table):
-    return f"{SCORES}/{model}/{probe}/{condition}.{table}.parquet"
+    return plan.cell_table(RESULTS, model, probe, condition, table)
 
 
 def score_targets():
@@ -132,22 +111,8 @@ def score_targets():
 
 
 def scoring_cells(ids):
-    """The cells of a scoring job whose model the instances ``ids`` score (scoring.smk;
-    qclm.jobs.score_model.CellSpec), each with the config sections its kind's scoring reads."""
-    return [
-        {
-            "probe": i,
-            "kind": INSTANCES[i].kind,
-            "version": probes.kind_class(INSTANCES[i].kind).version,
-            "condition": c,
-            "settings": probes.kind_class(INSTANCES[i].kind).scoring_settings(INSTANCES[i].settings),
-            "files": probes.probe(INSTANCES[i]).files(),
-            "stimuli_files": EXPERIMENT.files_of(c),
-            "config": probes.kind_class(INSTANCES[i].kind).scoring_config(config),
-        }
-        for i in ids
-        for c in INSTANCE_CONDITIONS[i]
-    ]
+    """The cells of a scoring job whose model the instances ``ids`` score (scoring.smk; qclm.plan.Plan.cells)."""
+    return PLAN.cells(ids)
 
 
 def calibration_material(wildcards):

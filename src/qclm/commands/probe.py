@@ -138,6 +138,7 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
     from qclm.jobs import stages
     from qclm.jobs.score_model import CellSpec, score_cell
     from qclm.parquet import write_parquet
+    from qclm.plan import cell_table, raw_table
 
     cells: dict[tuple[str, str, str], dict[str, Path]] = {}
     stage_config = cls.stage_config(config)
@@ -148,11 +149,11 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
                             tuple(obj.files()), tuple(experiment.files_of(condition)), cls.version,
                             cls.scoring_config(config))
             df, meta = score_cell(loaded, cell, run_settings, engine["seed"])
-            raw = out / "logprobs" / spec.name / ident / f"{condition}.parquet"
+            raw = Path(raw_table(out, spec.name, ident, condition))
             write_parquet(df, raw, meta)
             files = {"raw": raw}
             if cls.cell_tables:
-                paths = {t: out / "scores" / spec.name / ident / f"{condition}.{t}.parquet" for t in cls.cell_tables}
+                paths = {t: Path(cell_table(out, spec.name, ident, condition, t)) for t in cls.cell_tables}
                 stages.cell_tables(instance, raw, stage_config, {t: str(p) for t, p in paths.items()})
                 files.update(paths)
             cells[(spec.name, ident, condition)] = files

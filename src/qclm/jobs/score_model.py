@@ -38,6 +38,7 @@ from qclm.jobs.backends import Loaded, load
 from qclm.logs import formatter
 from qclm.models.table import ModelSpec
 from qclm.parquet import read_metadata, write_parquet
+from qclm.plan import cell_file
 from qclm.probes import kind_class
 from qclm.probes.base import Asking, Instance, ScoringCell
 from qclm.settings import RUN_ONLY
@@ -208,7 +209,7 @@ def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cac
     root = logging.getLogger()
     for cell, output, cell_log in zip(cells, map(Path, outputs), cell_logs, strict=True):
         key = cell_key(spec, cell, run, engine)
-        cached = cache_dir / spec.name / cell.probe / f"{cell.condition}.parquet"
+        cached = Path(cell_file(cache_dir, spec.name, cell.probe, cell.condition))
         if cached.exists() and read_metadata(cached).get("cell_key") == key:
             log.info("%s: computed before (cache %s), not scored again", cell.label, cached)
             Path(cell_log).write_text(f"cell computed before: {cached}\n")
