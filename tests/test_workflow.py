@@ -4,6 +4,7 @@ documented shape, a class unknown to the code and a composed condition, a probe 
 math setting reruns no scoring job)."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -237,6 +238,38 @@ def test_a_changed_wording_setting_rescores_only_the_likert_cells(shared_run, tm
 
 def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):
     assert "Nothing to be done" in _dry_run(shared_run, tmp_path, lambda c: None)
+
+
+def _status(shared_run, tmp_path, change) -> list[str]:
+    """`qclm status` on the shared run's config as changed by ``change``: its lines (it exits 0)."""
+    config = yaml.safe_load(shared_run.config.read_text())
+    change(config)
+    cfg = tmp_path / "status.yaml"
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "status", "--config", str(cfg)],
+                         cwd=shared_run.workdir, capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout.splitlines()
+
+
+def test_qclm_status_counts_the_cells_the_workflow_made(shared_run, tmp_path):
+    """`qclm status`: every cell of the finished run done, per model and in all (the count is the raw tables the run
+    wrote); under a changed engine setting every cell stale (the scoring jobs would run again, as the dry run above
+    says); with only the cell cache of a killed job, every cell cached."""
+    written = sorted((shared_run.results / "logprobs").glob("*/*/*.parquet"))
+    n = len(written)
+    lines = _status(shared_run, tmp_path, lambda c: None)
+    for model in shared_run.models:
+        row = next(line.split() for line in lines if line.split()[0] == model)
+        cells = len([p for p in written if p.parts[-3] == model])
+        assert row[1:6] == [str(cells), str(cells), "0", "0", "0"], lines
+    assert f"{n} cells of 2 models: {n} done, 0 cached, 0 stale, 0 left" in lines[len(shared_run.models) + 1], lines
+    stale = _status(shared_run, tmp_path, lambda c: c["engine"].update(boundary="split"))
+    assert f"{n} cells of 2 models: 0 done, 0 cached, {n} stale, 0 left" in stale[len(shared_run.models) + 1], stale
+    killed = tmp_path / "killed"
+    shutil.copytree(shared_run.results / "cache", killed / "cache")
+    cached = _status(shared_run, tmp_path, lambda c: c.update(results=str(killed)))
+    assert f"{n} cells of 2 models: 0 done, {n} cached, 0 stale, 0 left" in cached[len(shared_run.models) + 1], cached
 
 
 
