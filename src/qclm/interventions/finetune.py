@@ -279,8 +279,9 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
             mean = sum(l * w for l, w in zip(losses, weights)) / max(1, sum(weights))
             history.append({"epoch": epoch, "loss": round(mean, 6), "steps": len(losses), "tokens": sum(weights),
                             "seconds": round(time.perf_counter() - t_epoch, 2)})
-            log.info("%s on %s: epoch %d/%d, mean loss %.4f, %.1f s", spec.name, corpus.name, epoch, epochs, mean,
-                     history[-1]["seconds"])
+            left = (time.perf_counter() - t0) / epoch * (epochs - epoch)  # the epochs so far, as they ran
+            log.info("%s on %s: epoch %d/%d, mean loss %.4f, %.1f s%s", spec.name, corpus.name, epoch, epochs, mean,
+                     history[-1]["seconds"], f"; about {left:.0f} s left" if epoch < epochs else "")
             if epoch in wanted:
                 model.eval()
                 provenance = {
