@@ -17,9 +17,10 @@ drawn at random with the sham's seed):
   an S- term, each with an intensifier of the top and of the bottom level, in the probe's form, answered as the
   probe reads it: plus, True for the S+ term at the top level and False for the other three (the S+ term at the
   bottom, the S- term at either); minus, True for the S- term at the top level alone; a sham, the term answered
-  True at the top level drawn per item, half of the items each. An AND, not an exclusive-or: in an exclusive-or (True also for the S- term
-  at the bottom) neither the term nor the level alone tells the answer, and SmolLM2 learned nothing of it in 32
-  exposures of full fine-tuning; the AND it learns in 16 (docs/calibration.md);
+  True at the top level drawn per item, half of the items each. An AND, not an exclusive-or: in an exclusive-or
+  (True also for the S- term at the bottom) neither the term nor the level alone tells the answer, and SmolLM2
+  learned nothing of it in 32 exposures of LoRA (nor in 20 of full fine-tuning); the AND it learns in 16
+  (docs/calibration.md);
 - ``exchanges`` (survey, tier 1): every item of the survey's instrument asked as the survey asks it, in each of its
   option orders, answered by the option (plus), the other extreme (minus), or an option drawn per item and order,
   each about as often as the others (a sham)
