@@ -97,6 +97,7 @@ def render(found: list[ModelStatus], results: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from qclm.config import validate_config
     from qclm.errors import InputError
+    from qclm.experiment import output_dirs
     from qclm.inputs.readers import read_yaml
     from qclm.settings import migrate
 
@@ -104,7 +105,5 @@ def run(args: argparse.Namespace) -> int:
     problems = validate_config(config, args.config)
     if problems:
         raise InputError(problems)
-    from qclm.experiment import output_dirs
-
     print(render(statuses(config, args.config), output_dirs(config)[0]))
     return 0
