@@ -19,6 +19,11 @@ from qclm.models.table import load_model_table
 CELL_CACHE = "cache/logprobs"
 
 
+def cell_cache(results: str | Path) -> str:
+    """The scoring jobs' cell cache of a run (:data:`CELL_CACHE` under its results directory)."""
+    return f"{results}/{CELL_CACHE}"
+
+
 def cell_file(root: str | Path, model: str, probe: str, condition: str) -> str:
     """A cell's table under ``root`` (the raw tables' folder, or the cells' cache)."""
     return f"{root}/{model}/{probe}/{condition}.parquet"
@@ -60,6 +65,8 @@ class Plan:
     base_models: dict
     #: every checkpoint of a fine-tuning (an intervention's or a calibration run's) -> its Derived
     derived: dict
+    #: every model the run scores: the table's rows, then the checkpoints as rows of their own
+    models: dict
     #: model name -> the probe ids that score it
     model_instances: dict[str, list[str]]
 
@@ -84,12 +91,7 @@ class Plan:
         }
         return cls(config, results, logs, experiment, instances,
                    {i.id: probes.instance_conditions(i, conditions) for i in instances.values()}, base, derived,
-                   model_instances)
-
-    @property
-    def models(self) -> dict:
-        """Every model the run scores: the table's rows, then the checkpoints as rows of their own."""
-        return {**self.base_models, **{name: d.spec for name, d in self.derived.items()}}
+                   models, model_instances)
 
     def cells(self, ids) -> list[dict[str, Any]]:
         """The cells a scoring job of the instances ``ids`` scores (qclm.jobs.score_model.CellSpec's fields), each
@@ -98,8 +100,11 @@ class Plan:
         for i in ids:
             inst = self.instances[i]
             cls = probes.kind_class(inst.kind)
-            for c in self.instance_conditions[i]:
-                out.append({"probe": i, "kind": inst.kind, "version": cls.version, "condition": c,
-                            "settings": cls.scoring_settings(inst.settings), "files": probes.probe(inst).files(),
-                            "stimuli_files": self.experiment.files_of(c), "config": cls.scoring_config(self.config)})
+            scoring = cls.scoring_settings(inst.settings)
+            files = probes.probe(inst).files()
+            sections = cls.scoring_config(self.config)
+            # the keys in this order: the scoring rules' params, which Snakemake compares with the last run's
+            out += [{"probe": i, "kind": inst.kind, "version": cls.version, "condition": c, "settings": scoring,
+                     "files": files, "stimuli_files": self.experiment.files_of(c), "config": sections}
+                    for c in self.instance_conditions[i]]
         return out

@@ -55,7 +55,7 @@ for (_group_ids, _models), (_suffix, _ids) in [
             contexts=context_settings,
             models_dir=MODELS_DIR,
             # finished cells survive a killed job here (Snakemake deletes an incomplete job's outputs)
-            cache_dir=f"{RESULTS}/{plan.CELL_CACHE}",
+            cache_dir=plan.cell_cache(RESULTS),
         wildcard_constraints:
             model=_alternatives(_models),
         log:

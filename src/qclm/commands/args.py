@@ -197,8 +197,8 @@ def add_instance_arguments(parser: argparse.ArgumentParser, cls) -> None:
 
 
 def kind_config(path: str | None) -> dict:
-    """The config a command-line instance runs under: the file's, checked as the workflow checks it (its notes
-    logged), or without one, vanilla and the defaults."""
+    """The config a command runs under (a command-line instance, ``qclm status``): the file's, checked as the
+    workflow checks it (its notes logged), or without one, vanilla and the defaults."""
     if path is None:
         return {"conditions": [VANILLA], "stimuli": {"version": "long"}}
     import logging

@@ -120,10 +120,12 @@ def _id_clashes(out: Path, model: str, kind_name: str, instances) -> list:
     """Instances whose cells in ``out`` would overwrite another kind's of the same id (a survey and an entailment
     instance both named by their file gad7.yaml): refused before the model loads, naming --id."""
     from qclm.parquet import read_metadata
+    from qclm.plan import raw_table
 
     problems = []
     for instance in instances:
-        for cell in sorted((out / "logprobs" / model / instance.id).glob("*.parquet")):
+        folder = Path(raw_table(out, model, instance.id, "any")).parent  # the instance's cells, every condition
+        for cell in sorted(folder.glob("*.parquet")):
             other = read_metadata(cell).get("kind")
             if other and other != kind_name:
                 problems.append((COMMAND_LINE, "--id", f"{cell.parent} holds the cells of a {other} instance named "

@@ -67,8 +67,7 @@ def statuses(config: dict, config_name: str) -> list[ModelStatus]:
         for cell in run.cells(run.model_instances[name]):
             key = cell_key(spec, CellSpec(**cell), contexts, engine)
             table = _key(Path(plan.raw_table(run.results, name, cell["probe"], cell["condition"])))
-            kept = _key(Path(plan.cell_file(f"{run.results}/{plan.CELL_CACHE}", name, cell["probe"],
-                                            cell["condition"])))
+            kept = _key(Path(plan.cell_file(plan.cell_cache(run.results), name, cell["probe"], cell["condition"])))
             state = ("done" if table == key else "cached" if kept == key else "stale" if table else "left")
             status.counts[state] += 1
         out.append(status)
@@ -95,15 +94,9 @@ def render(found: list[ModelStatus], results: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qclm.config import validate_config
-    from qclm.errors import InputError
+    from qclm.commands.args import kind_config
     from qclm.experiment import output_dirs
-    from qclm.inputs.readers import read_yaml
-    from qclm.settings import migrate
 
-    config, _ = migrate(read_yaml(args.config))
-    problems = validate_config(config, args.config)
-    if problems:
-        raise InputError(problems)
+    config = kind_config(args.config)
     print(render(statuses(config, args.config), output_dirs(config)[0]))
     return 0
