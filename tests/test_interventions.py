@@ -262,6 +262,9 @@ def test_qclm_finetune_prints_the_checkpoints_and_refuses_bad_options(tiny_llama
     run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == [str(tmp_path / "out" / "e1"), str(tmp_path / "out" / "e2")]
+    # each epoch's line says about how long is left, but the last
+    assert re.search(r"epoch 1/2, mean loss [0-9.]+, [0-9.]+ s; about [0-9]+ s left\n", run.stderr), run.stderr
+    assert re.search(r"epoch 2/2, mean loss [0-9.]+, [0-9.]+ s\n", run.stderr), run.stderr
     bad = subprocess.run(cmd[:-4] + ["--checkpoints", "3", "--batch-size", "0"], capture_output=True, text=True,
                          env=workflow_env(), timeout=300)
     assert bad.returncode == 2 and bad.stderr.splitlines() == ["command line: --batch-size: must be at least 1, got 0"]
