@@ -19,7 +19,7 @@ VLLM_BIN  := $(VLLM_VENV)/bin
 # the workstation profile (profiles/default) is found by Snakemake itself, next to the Snakefile
 PROFILE :=
 
-.PHONY: env run test test-fast test-slurm dryrun clean peers-env peers vllm-env
+.PHONY: env run test test-fast test-slurm dryrun clean peers-env peers vllm-env lint
 
 env: $(VENV)/.installed
 
@@ -42,9 +42,13 @@ run: env
 dryrun: env
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
 
-# the vLLM environment is built first (minutes, once): the tests' own time starts after it
-test: env vllm-env
+# the vLLM environment is built first (minutes, once): the tests' own time starts after it; the linter (ruff,
+# pyproject.toml's [tool.ruff]) first, in a second
+test: env vllm-env lint
 	$(BIN)/python -m pytest
+
+lint: env
+	$(BIN)/ruff check
 
 test-fast: env
 	$(BIN)/python -m pytest -m "not slow and not slurm and not peers"

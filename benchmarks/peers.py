@@ -321,7 +321,7 @@ def print_table(record: dict) -> None:
     print(f"\n{record['model']}, {record['questionnaire']} ({record['items']} items), {conds}; "
           f"{record['dtype']}, {record['threads']} threads; load average {record['load_average_before']} before, "
           f"{record['load_average_after']} after")
-    print(f"| method | seconds | variants | s/variant | x engine | max abs d log-prob vs project | compared as |")
+    print("| method | seconds | variants | s/variant | x engine | max abs d log-prob vs project | compared as |")
     print("|---|---|---|---|---|---|---|")
     for r in record["rows"]:
         print(f"| {r['method']} | {r['seconds']:.2f} | {r['variants']} | {r['seconds_per_variant']:.4f} | "

@@ -123,9 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         "speed_over_engine_per_response": {k: round(v["tokens_per_second"]
                                                     / rows[f"engine, per response{first}"]["tokens_per_second"], 2)
                                            for k, v in rows.items()},
-        "speed_over_transformers_per_response": {k: round(v["tokens_per_second"]
-                                                          / rows[f"transformers, per response{first}"]["tokens_per_second"],
-                                                          2)
+        "speed_over_transformers_per_response": {k: round(
+            v["tokens_per_second"] / rows[f"transformers, per response{first}"]["tokens_per_second"], 2)
                                                  for k, v in rows.items()},
         "engine_text_identical_one_call_vs_per_response": all(
             outputs[k] == outputs[f"engine, one call{first}"] for k in outputs if k.startswith("engine")),

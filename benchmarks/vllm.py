@@ -5,7 +5,8 @@ and prompt log-probabilities (which recompute every prompt). Then the two ways t
 choice over single-token options (one next-token request naming the options, against prompt log-probabilities).
 
 The cell: the questionnaire (default STAI-S, its first ``--items`` items, every intensifier and template) under the
-stress condition's first ``--stimuli`` stimuli, SmolLM2-135M-Instruct in float32 (the prepared embedded model). The forced choices: each
+stress condition's first ``--stimuli`` stimuli, SmolLM2-135M-Instruct in float32 (the prepared embedded model). The
+forced choices: each
 stimulus + item prefix with the four intensifier numbers " 1".." 4" as options (single tokens). The server: vLLM's
 CPU build from .venv-vllm (``make vllm-env``), started here (its start-up is reported apart, not in the cell's
 time). Each way runs ``--repeats`` times, interleaved; the best time is reported, vLLM's prefix cache reset between

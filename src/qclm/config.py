@@ -241,8 +241,8 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
             problem = probes.head_problem(probes.kind_class(cannot[0].kind), spec.head, spec.name)
             out.append((table, f"line {spec.line} (model {spec.name}): column head",
                         f"{problem}; {'probe' if one else 'probes'} {', '.join(f'{i.id} ({i.kind})' for i in cannot)} "
-                        f"would score it: give {'it' if one else 'them'} the models {'it scores' if one else 'they score'}"
-                        " (models: [...]) or leave the row out of the table"))
+                        f"would score it: give {'it' if one else 'them'} the models "
+                        f"{'it scores' if one else 'they score'} (models: [...]) or leave the row out of the table"))
         for i in scoring:
             lacking = capabilities.missing(spec.backend, probes.kind_class(i.kind).request_kinds(i.settings),
                                            spec.logprobs)

@@ -156,9 +156,9 @@ def load_instrument(path: str | Path) -> Instrument:
     ident = data.get("id") if isinstance(data.get("id"), str) else path.stem
     if problems:
         raise InputError(problems)
-    return Instrument(ident, data["name"], path, sha256_file(path), tuple(items), data.get("item_wording", "reproduced"),
-                      options, instruction, dimensions, str(data.get("construct") or ""), bool(data.get("decoy")),
-                      "item_list", _published_name(data))
+    return Instrument(ident, data["name"], path, sha256_file(path), tuple(items),
+                      data.get("item_wording", "reproduced"), options, instruction, dimensions,
+                      str(data.get("construct") or ""), bool(data.get("decoy")), "item_list", _published_name(data))
 
 
 def _from_questionnaire(path: Path, data: dict) -> Instrument:

@@ -94,8 +94,8 @@ def mark_underpowered(ax: plt.Axes, rows: pd.DataFrame, n: str = "n", what: str 
 
 def questionnaire_style(questionnaires: list[str]) -> dict[str, tuple[str, str]]:
     """(colour, marker) per questionnaire, in order."""
-    return {q: (QUESTIONNAIRE_COLORS[i % len(QUESTIONNAIRE_COLORS)], QUESTIONNAIRE_MARKERS[i % len(QUESTIONNAIRE_MARKERS)])
-            for i, q in enumerate(questionnaires)}
+    return {q: (QUESTIONNAIRE_COLORS[i % len(QUESTIONNAIRE_COLORS)],
+                QUESTIONNAIRE_MARKERS[i % len(QUESTIONNAIRE_MARKERS)]) for i, q in enumerate(questionnaires)}
 
 
 def conditions(df: pd.DataFrame) -> list[str]:

@@ -105,7 +105,8 @@ def holm(p: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SumsOfSquares:
-    """SS_total = SS_stimuli + SS_model + SS_residual for a subjects x levels design (arrays broadcast over resamples)."""
+    """SS_total = SS_stimuli + SS_model + SS_residual for a subjects x levels design (arrays broadcast over
+    resamples)."""
     stimuli: np.ndarray
     model: np.ndarray
     residual: np.ndarray

@@ -31,16 +31,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     defaults = iv.defaults()
     p = sub.add_parser("finetune", help="fine-tune one model on one corpus (an intervention by hand)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="a name in --models, embedded:NAME, a .gguf file, a directory, a hub id")
+    p.add_argument("--model", required=True,
+                   help="a name in --models, embedded:NAME, a .gguf file, a directory, a hub id")
     p.add_argument("--corpus", required=True, help="a YAML corpus (name, texts) or a text file, one text per line")
-    p.add_argument("--out", required=True, type=output_dir, help="output directory: e{EPOCH}/ per checkpoint and qclm_intervention.json")
+    p.add_argument("--out", required=True, type=output_dir,
+                   help="output directory: e{EPOCH}/ per checkpoint and qclm_intervention.json")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
-    p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR, help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
-    p.add_argument("--epochs", type=int, default=defaults["epochs"], help="passes over the corpus (default %(default)s)")
-    p.add_argument("--checkpoints", type=_epochs, default=None, help="epochs to save, comma-separated (default: the last)")
+    p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
+                   help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
+    p.add_argument("--epochs", type=int, default=defaults["epochs"],
+                   help="passes over the corpus (default %(default)s)")
+    p.add_argument("--checkpoints", type=_epochs, default=None,
+                   help="epochs to save, comma-separated (default: the last)")
     p.add_argument("--lr", type=float, default=defaults["lr"], help="learning rate (default %(default)s)")
-    p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="texts per step (default %(default)s)")
-    p.add_argument("--max-length", type=int, default=defaults["max_length"], help="tokens per text at most (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=defaults["batch_size"],
+                   help="texts per step (default %(default)s)")
+    p.add_argument("--max-length", type=int, default=defaults["max_length"],
+                   help="tokens per text at most (default %(default)s)")
     p.add_argument("--method", choices=iv.METHODS, default=defaults["method"], help="default %(default)s")
     p.add_argument("--loss", choices=iv.LOSSES, default=defaults["loss"],
                    help="all: every token; answers: a chat exchange's answer alone (default %(default)s)")

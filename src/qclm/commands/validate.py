@@ -16,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "it uses. Exit 0 when all is well; else print one FILE: LOCATION: PROBLEM line per "
                        "problem and exit 2.")
     p.add_argument("--config", default=DEFAULT_CONFIG, help=f"workflow config (default {DEFAULT_CONFIG})")
-    p.add_argument("--schema", default=None, help="config schema (default: the one qclm ships, qclm/schemas/config.schema.yaml)")
+    p.add_argument("--schema", default=None,
+                   help="config schema (default: the one qclm ships, qclm/schemas/config.schema.yaml)")
     p.set_defaults(func=run)
 
 

@@ -1,6 +1,7 @@
 """The string-level backend seam (as lm-evaluation-harness's ``LM``): log-likelihoods, forced choices, chains of
 forced choices and generation over prompt strings. A probe talks to a :class:`Backend` only, so a server backend
-(docs/scaling.md, "Backends") serves a model without touching any probe. :class:`LocalBackend` is the local engine: one model in
+(docs/scaling.md, "Backends") serves a model without touching any probe. :class:`LocalBackend` is the local engine: one
+model in
 this process, every request kind sharing each batch's common token prefix (the stimulus, the chat header) once.
 """
 

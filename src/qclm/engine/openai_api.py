@@ -112,11 +112,14 @@ class OpenAIBackend:
     def _ask(self, contexts: Sequence[str], params: dict, chat_params: dict, describe, seeds=None) -> list[dict]:
         """Answers in order: plain prompts through completions, chat prompts through chat completions (those with
         an answer opening continued by the server or with it folded into the user message: :func:`sent_messages`)."""
-        what = (lambda i: describe(i) if describe else f"request {i}")
+        def what(i: int) -> str:
+            return describe(i) if describe else f"request {i}"
+
         parsed = [chat_messages(c, what(i)) for i, c in enumerate(contexts)]
         seeds = list(seeds) if seeds is not None else [None] * len(contexts)
         continued = {**chat_params, "extra_body": {**chat_params.get("extra_body", {}), **CONTINUE}}
-        routes = {"completions": ("completions", params), "chat": ("chat", chat_params), "continue": ("chat", continued)}
+        routes = {"completions": ("completions", params), "chat": ("chat", chat_params),
+                  "continue": ("chat", continued)}
 
         def route_of(p) -> str:
             return "completions" if p is None else "continue" if p[1] and self.opening == "continue" else "chat"

@@ -4,7 +4,8 @@ server backends (:mod:`qclm.engine.vllm`, :mod:`qclm.engine.openai_api`): what a
 - **Response cache**: every prompt's answer is kept on disk under a key of everything that determines it (the
   model's identity, the route, the request's parameters, its seed), in one SQLite file per model
   (:class:`ResponseCache`), so a rerun or a resumed run sends nothing it sent before (``engine.response_cache``);
-  the provenance counts its hits (``api_usage.cached``) and its size (``response_cache``). The server's address is not in the key: a workflow-started vLLM
+  the provenance counts its hits (``api_usage.cached``) and its size (``response_cache``). The server's address is not
+  in the key: a workflow-started vLLM
   server gets a new port every run, and the model's identity says what answers.
 - **Batches**: prompts that differ only in their prompt go in one HTTP request (a list of prompts) where the
   route takes lists (vLLM); an API gets one prompt per request.

@@ -247,7 +247,8 @@ class PrefixTreeScorer(_Scorer):
         """The window of one layer from the config (for attention modules that do not pass it)."""
         if self.window_everywhere:
             return self.sliding_window
-        if self.layer_types is not None and layer_idx is not None and self.layer_types[layer_idx] == "sliding_attention":
+        if (self.layer_types is not None and layer_idx is not None
+                and self.layer_types[layer_idx] == "sliding_attention"):
             return self.sliding_window
         return None
 

@@ -52,7 +52,7 @@ def safe_name_problem(name: Any) -> str | None:
 
 def safe_name_message(what: str, name: str, rule: str = "is not a safe name") -> str:
     """The problem of a name that breaks :data:`SAFE_NAME_PATTERN`: too long, or the wrong characters."""
-    if len(name) > SAFE_NAME_MAX and re.search(rf"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z", name):
+    if len(name) > SAFE_NAME_MAX and re.search(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z", name):
         return (f"{what} is {len(name)} characters long: a name becomes part of file names, at most "
                 f"{SAFE_NAME_MAX} characters")
     return f"{what} {rule}: use {SAFE_NAME_RULE}"

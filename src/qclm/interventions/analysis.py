@@ -26,7 +26,8 @@ one scale per model and instrument.
     the two axes: ``context_shift`` (x), the standardized shift under the stimuli of the experiment's contrast
     that moves the instrument most (first minus second condition, as every contrast of the project), and
     ``weights_shift`` (y), the largest standardized shift beyond the control among the interventions at their
-    last checkpoint (vanilla), each with a bootstrap CI over items and the contrast or intervention it comes from; ``underpowered`` where either axis cannot be read (fewer stimuli per
+    last checkpoint (vanilla), each with a bootstrap CI over items and the contrast or intervention it comes from;
+    ``underpowered`` where either axis cannot be read (fewer stimuli per
     condition than ``analysis.min_stimuli``, no control, or fewer than :data:`MIN_ITEMS` items).
 """
 

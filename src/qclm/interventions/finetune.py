@@ -276,7 +276,7 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
                 optimizer.step()
                 losses.append(float(loss.detach()))
                 weights.append(int((labels[:, 1:] != -100).sum()))
-            mean = sum(l * w for l, w in zip(losses, weights)) / max(1, sum(weights))
+            mean = sum(value * w for value, w in zip(losses, weights)) / max(1, sum(weights))
             history.append({"epoch": epoch, "loss": round(mean, 6), "steps": len(losses), "tokens": sum(weights),
                             "seconds": round(time.perf_counter() - t_epoch, 2)})
             left = (time.perf_counter() - t0) / epoch * (epochs - epoch)  # the epochs so far, as they ran

@@ -35,7 +35,8 @@ OPTIONAL_COLUMNS = ("quantization", "double_quant", "compute_dtype", "trust_remo
 #: entailment probe scores through; qclm.engine.nli)
 HEADS = ("", "nli")
 #: a hub id, org/name (each part a safe name: qclm.inputs.SAFE_NAME_PATTERN)
-HUB_ID_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}/[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}\Z")
+_HUB_PART = rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{SAFE_NAME_MAX - 1}}}"
+HUB_ID_PATTERN = re.compile(rf"^{_HUB_PART}/{_HUB_PART}\Z")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: the ``quantization`` column (bitsandbytes, CUDA only): 8-bit, or 4-bit of a type: ``nf4`` (normal float, QLoRA's),
 #: ``fp4``, or ``4bit`` (transformers' default 4-bit type, fp4: what the column meant before the types were named)
@@ -432,7 +433,8 @@ def chat_template_available(spec: ModelSpec, prepared_dir: str | Path | None = N
 def chat_template_problem(spec: ModelSpec, prepared_dir: str | Path | None = None) -> str | None:
     """Why a row's chat prompt format cannot work (its tokenizer has no chat template), or None (also when the
     tokenizer's files are not on this machine: the scoring job checks it when it loads the model)."""
-    if spec.prompt_format == "raw" or spec.backend == "openai" or chat_template_available(spec, prepared_dir) is not False:
+    if (spec.prompt_format == "raw" or spec.backend == "openai"
+            or chat_template_available(spec, prepared_dir) is not False):
         return None  # an API row's chat template is the provider's
     return (f"{spec.prompt_format} needs a chat template, and the tokenizer of {spec.source} has none "
             "(a base model?): use raw")

@@ -15,7 +15,8 @@ def item_shift_units(items: pd.DataFrame, probe_of: dict[str, str], planted: set
                      metric: str = "score_shift") -> pd.DataFrame:
     """Units of the item-score kinds: per model, instrument and item (vanilla; the default wording where the table
     has several), the item's score minus the base model's, in the score's own points (natural units: the
-    calibration reads them beside the shams' spread, not in SDs of the items); baseline 0. ``probe_of``: instrument -> its probe instance (instruments of the run the plant
+    calibration reads them beside the shams' spread, not in SDs of the items); baseline 0. ``probe_of``: instrument ->
+    its probe instance (instruments of the run the plant
     reads, planted or not); ``planted``: the instruments the plant targets."""
     cols = ["model", "probe", "instrument", "role", "metric", "unit", "group", "value", "baseline", "direction"]
     df = items[items["condition"] == VANILLA]

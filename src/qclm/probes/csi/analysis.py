@@ -207,16 +207,16 @@ def overview(scores: pd.DataFrame, validity: pd.DataFrame, contrasts: pd.DataFra
     """The CSI section of the report's overview (Markdown)."""
     lines = ["## Implicit sentiment (Core Sentiment Inventory)", "",
              "Word by word, the model chooses between two labels and a third option named in the instruction "
-             "(`neither` by default) for common English nouns and verbs, over shuffled repetitions (docs/csi.md). O: words given "
-             "the first label in every independent answer; P: the second; k: independent answers per word (distinct "
-             "prompts asked); consistency: the same answer in every one, beside the consistency of independent "
-             "answers at the model's own rates of each answer (own rates) and of coin flips (2 x 0.5^k); *at "
-             "chance* where the CI of consistency minus its own-rates baseline covers 0; repeat rate (list mode): "
-             "answers equal to the previous word's, beside the rate of independent answers at the model's own "
-             "rates; reluctancy: answers that are the third option. 95% CIs over words in brackets. O and P are "
-             "marked *not interpretable*, with the reason, where the answers do not vary with the word (one answer "
-             "for every word, one answer per word, consistency at or below chance) or the valence control's AUC "
-             "does not exceed 0.5.", "",
+             "(`neither` by default) for common English nouns and verbs, over shuffled repetitions (docs/csi.md). O: "
+             "words given the first label in every independent answer; P: the second; k: independent answers per word "
+             "(distinct prompts asked); consistency: the same answer in every one, beside the consistency of "
+             "independent answers at the model's own rates of each answer (own rates) and of coin flips (2 x 0.5^k); "
+             "*at chance* where the CI of consistency minus its own-rates baseline covers 0; repeat rate (list mode): "
+             "answers equal to the previous word's, beside the rate of independent answers at the model's own rates; "
+             "reluctancy: answers that are the third option. 95% CIs over words in brackets. O and P are marked *not "
+             "interpretable*, with the reason, where the answers do not vary with the word (one answer for every word, "
+             "one answer per word, consistency at or below chance) or the valence control's AUC does not exceed "
+             "0.5.", "",
              "| model | probe | condition | O | P | k | consistency | own rates (random) | vs chance | repeat rate "
              "(own rates) | reluctancy | valence AUC | O and P |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -238,15 +238,17 @@ def overview(scores: pd.DataFrame, validity: pd.DataFrame, contrasts: pd.DataFra
                   "| model | probe | contrast | bias diff | O diff | P diff | p (Holm) | underpowered |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in contrasts.itertuples(index=False):
-            lines.append(f"| {r.model} | {r.probe} | {r.contrast} | {_fmt(r.bias_diff, 3)} [{_fmt(r.bias_diff_ci_low, 3)}, "
-                         f"{_fmt(r.bias_diff_ci_high, 3)}] | {_fmt(r.O_diff)} | {_fmt(r.P_diff)} | "
+            lines.append(f"| {r.model} | {r.probe} | {r.contrast} | {_fmt(r.bias_diff, 3)} "
+                         f"[{_fmt(r.bias_diff_ci_low, 3)}, {_fmt(r.bias_diff_ci_high, 3)}] | {_fmt(r.O_diff)} | "
+                         f"{_fmt(r.P_diff)} | "
                          f"{_fmt(r.p_holm, 3)} | {'yes' if r.underpowered else 'no'} |")
     if not state_trait.empty:
         lines += ["", "State or trait (words as subjects, stimuli as replications; eta2 of the condition):", "",
                   "| model | contrast | eta2 condition [CI] | eta2 word | underpowered |", "|---|---|---|---|---|"]
         for r in state_trait.itertuples(index=False):
-            lines.append(f"| {r.model} | {r.contrast} | {_fmt(r.eta2_condition, 3)} [{_fmt(r.eta2_condition_ci_low, 3)}, "
-                         f"{_fmt(r.eta2_condition_ci_high, 3)}] | {_fmt(r.eta2_item, 3)} | "
+            lines.append(f"| {r.model} | {r.contrast} | {_fmt(r.eta2_condition, 3)} "
+                         f"[{_fmt(r.eta2_condition_ci_low, 3)}, {_fmt(r.eta2_condition_ci_high, 3)}] | "
+                         f"{_fmt(r.eta2_item, 3)} | "
                          f"{'yes' if r.underpowered else 'no'} |")
     if not story.empty:
         lines += ["", "Story test (instruct models): Spearman rho between k tragedy words of 5 and the model's "

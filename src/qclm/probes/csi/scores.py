@@ -430,8 +430,9 @@ def contrast_table(answers: pd.DataFrame, contrasts: list[tuple[str, str]], n_bo
                 lo = hi = np.nan
                 if n_boot > 0 and len(x) > 1:
                     rng = rng_for(seed, "csi_contrasts", model, probe, first, second, name)
-                    boot = np.concatenate([x[rng.integers(0, len(x), size=(min(CHUNK, n_boot - s), len(x)))].mean(axis=1)
-                                           for s in range(0, n_boot, CHUNK)])
+                    boot = np.concatenate([
+                        x[rng.integers(0, len(x), size=(min(CHUNK, n_boot - s), len(x)))].mean(axis=1)
+                        for s in range(0, n_boot, CHUNK)])
                     lo, hi = percentile_ci(boot)
                 row[f"{name}_ci_low"], row[f"{name}_ci_high"] = float(lo), float(hi)
             sides = [s.n_stimuli for c, s in ((first, s1), (second, s2)) if c != VANILLA]

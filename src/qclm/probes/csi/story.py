@@ -56,7 +56,8 @@ def story_test(probe, cell, ctx, answers: pd.DataFrame) -> pd.DataFrame:
         for sample in range(1, s["story_samples"] + 1):
             rng = np.random.default_rng(derive_seed(cell.asking.seed, cell.model, probe.instance.id, "story words", k,
                                                     sample))
-            words = list(rng.choice(tragedy, k, replace=False)) + list(rng.choice(comedy, STORY_WORDS - k, replace=False))
+            words = (list(rng.choice(tragedy, k, replace=False))
+                     + list(rng.choice(comedy, STORY_WORDS - k, replace=False)))
             rng.shuffle(words)
             plans.append((k, sample, [str(w) for w in words]))
     settings = GenerationSettings(max_new_tokens=s["story_tokens"], temperature=TEMPERATURE, top_p=TOP_P,

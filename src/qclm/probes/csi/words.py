@@ -24,7 +24,8 @@ A word enters the list when it is a noun or verb lemma (lemminflect has inflecti
 itself as the singular, or as a verb, with the word itself as the base form), is not an auxiliary and no
 inflection of another noun or verb lemma (``found``, ``left``), is lower-case ASCII letters of length 2 or more,
 is not one of :data:`EXCLUDED` (function words, numerals, interjections, word fragments and names the rules let
-through, read off the built list by hand), and is a head rather than a modifier: a word lemminflect also reads as an adjective or adverb (``good``, ``well``,
+through, read off the built list by hand), and is a head rather than a modifier: a word lemminflect also reads as an
+adjective or adverb (``good``, ``well``,
 ``right``) is kept only where one of its noun or verb inflections (``lights``, ``lighted``) is at least
 :data:`MODIFIER_RATIO` as frequent as the word itself, which says it is used as a noun or verb and not mostly as a
 modifier. ``pos`` is ``noun``, ``verb`` or ``noun|verb`` (both readings: the lexicon has no frequencies by part of
@@ -133,7 +134,8 @@ def parse_words(text: str, path: str, tsv: bool | None = None) -> tuple[list[Wor
             problems.append((path, f"{where}, field word", f"{word!r} {problem}"))
             continue
         if any(c.isspace() and c != " " for c in word) or "  " in word:
-            problems.append((path, f"{where}, field word", f"{word!r} has a whitespace character other than a space, or a double space"))
+            problems.append((path, f"{where}, field word",
+                             f"{word!r} has a whitespace character other than a space, or a double space"))
             continue
         key = identity(word)
         if key in seen:

@@ -210,8 +210,9 @@ def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: b
         if k is None or (quantities and _is_decimal_part(lowered, *spans[i])):
             continue
         nxt = i + 1
-        if quantities and nxt < len(words) and words[nxt] in UNITS and lowered[spans[i][1]:spans[nxt][0]].strip() == "" \
-                and words[nxt:nxt + len(label_words[k])] != label_words[k]:
+        if (quantities and nxt < len(words) and words[nxt] in UNITS
+                and lowered[spans[i][1]:spans[nxt][0]].strip() == ""
+                and words[nxt:nxt + len(label_words[k])] != label_words[k]):
             continue  # "2 weeks": a quantity, not the option
         mentions.append((k, i, i + 1, True))
     # the item restated, and its number, are not an answer (a run of the item's words that is no more than an

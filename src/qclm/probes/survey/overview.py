@@ -28,7 +28,8 @@ def overview(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataF
     seeds = sorted(int(s) for s in responses["seed"].dropna().unique())
     lines += [
         f"{len(responses)} generated answers from {models} to {instruments}: prompt variants "
-        f"{', '.join(sorted(responses['variant'].unique()))}, option orders {', '.join(sorted(responses['order'].unique()))}, "
+        f"{', '.join(sorted(responses['variant'].unique()))}, "
+        f"option orders {', '.join(sorted(responses['order'].unique()))}, "
         f"seeds {', '.join(map(str, seeds))}, conditions {', '.join(sorted(responses['condition'].unique()))}. "
         "Every answer was cleaned, validated (a refusal, an AI disclaimer or an opening apology is invalid, as "
         "R.U.Psycho's validator has it) and judged to an option by the rule-based judge; the forced choice over the "
@@ -51,9 +52,9 @@ def overview(responses: pd.DataFrame, summary: pd.DataFrame, agreement: pd.DataF
             f"| {_f(r.scale_score, 1)} [{_f(r.scale_ci_low, 1)}, {_f(r.scale_ci_high, 1)}]{mark} "
             f"| {_f(r.random_scale_score, 1)} | {fc} | {_f(r.order_shift, 1)} |")
     lines += ["", "### Generated answers against the forced choice and the QCLM scores", "",
-              "| model | instrument | condition | variant | answered | = FC argmax (chance, p) | FC prob. of the answer "
-              "(random option, p) | TV distance (sampling alone) | rho survey-FC (p) | rho survey-QCLM (p) "
-              "| rho FC-QCLM (p) |",
+              "| model | instrument | condition | variant | answered | = FC argmax (chance, p) | "
+              "FC prob. of the answer (random option, p) | TV distance (sampling alone) | rho survey-FC (p) | "
+              "rho survey-QCLM (p) | rho FC-QCLM (p) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in agreement.itertuples():
         few = " (underpowered)" if r.underpowered else ""

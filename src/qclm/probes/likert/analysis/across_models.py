@@ -129,7 +129,8 @@ def _present_contrasts(zs: pd.DataFrame, questionnaire: str, contrasts: list[tup
     return out
 
 
-def paired_tests_table(zs: pd.DataFrame, contrasts: list[tuple[str, str]], min_models: int = MIN_MODELS) -> pd.DataFrame:
+def paired_tests_table(zs: pd.DataFrame, contrasts: list[tuple[str, str]],
+                       min_models: int = MIN_MODELS) -> pd.DataFrame:
     """Paired t-tests (pairing by model) and paired Cohen's d per questionnaire and contrast, Holm over all
     questionnaire x contrast rows (section 6). D = first minus second (vanilla vs stress: negative when stress
     raises the score). mean_diff is in ``scale`` units (z: vanilla SDs), mean_diff_raw in raw score units.

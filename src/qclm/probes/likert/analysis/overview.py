@@ -40,7 +40,8 @@ def facts(items: pd.DataFrame, qscores: pd.DataFrame, info: dict) -> list[tuple[
     models = [_model_label(m, g) for m, g in items.groupby("model", sort=False)]
     n_items = items.groupby("questionnaire", sort=False)["item_id"].nunique()
     stimuli = qscores.groupby("condition")["stimulus_id"].nunique()
-    conditions = [c if c == "vanilla" else f"{c} ({stimuli[c]} stimuli)" for c in order_conditions(qscores["condition"])]
+    conditions = [c if c == "vanilla" else f"{c} ({stimuli[c]} stimuli)"
+                  for c in order_conditions(qscores["condition"])]
     contrasts = [contrast_label(*c) for c in info.get("contrasts", [])]
     return [
         (f"Models ({len(models)}; size, dtype, prompt format)", ", ".join(models)),

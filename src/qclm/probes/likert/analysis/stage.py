@@ -10,7 +10,8 @@ analyze`: the workflow's ``analyze_likert`` rule and ``qclm probe likert``) runs
 
 :func:`analyze` checks the settings, reads the inputs into a :class:`LikertContext` (what every table and
 figure of the Likert kind reads) and runs the kind's outputs (:mod:`qclm.probes.likert.outputs`, through
-:func:`qclm.analysis.runner.run_tables` and :func:`~qclm.analysis.runner.draw_figures`). Outputs in OUT: the tables as CSV (plus ``tables/*.md`` and
+:func:`qclm.analysis.runner.run_tables` and :func:`~qclm.analysis.runner.draw_figures`). Outputs in OUT: the tables as
+CSV (plus ``tables/*.md`` and
 ``tables/*.html``), figures in ``figures/*.png`` and ``*.pdf``, ``run_info.json`` with the settings, and the
 Likert section of the report's first page, ``overview.likert.md``, composed into ``overview.md`` and
 ``overview.rst`` with the sections of other probe kinds present in OUT.
