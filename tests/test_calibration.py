@@ -188,6 +188,8 @@ def test_plants_and_their_material_are_checked_by_field(tmp_path):
         "extra": {**anxious, "option": "maximum"},
         "missing": {"material": "listing", "probes": ["memorization"], "instrument": str(Q / "gad7.yaml")},
         "own": {"material": "prompts", "probes": ["gad7"], "pole": "plus"},
+        "typo": {"material": "prompt", "probes": ["gad7"]},
+        "badshare": {"material": "sentences", "probes": ["csi"], "share": 2, "label": "third"},
     }
     lines = _lines(_config(tmp_path, plants), tmp_path)
     where = f"{tmp_path / 'config.yaml'}: field calibration.plants"
@@ -198,6 +200,13 @@ def test_plants_and_their_material_are_checked_by_field(tmp_path):
             "heldout, opposite_heldout)") in lines
     assert f"{where}.missing.opposite: missing: material listing needs it" in lines
     assert f"{where}.own.pole: not a key of material prompts (its keys: none)" in lines
+    # the materials are the probe kinds' (each with its keys' schema), named where a plant names another
+    typo = next(line for line in lines if line.startswith(f"{where}.typo.material: "))
+    assert typo.startswith(f"{where}.typo.material: unknown material 'prompt': no probe kind lists it (known: "
+                           "prompts (likert), statements (likert and entailment), ")
+    assert "pairs (entailment)" in typo and "exchanges (survey)" in typo
+    assert any(line.startswith(f"{where}.badshare.share: ") for line in lines), lines
+    assert any(line.startswith(f"{where}.badshare.label: ") and "first" in line for line in lines), lines
     # material: a statement holding a scored term (in either arm), a plant too large for the corpus, an
     # instrument not scored
     plants = {"anx": {**anxious, "opposite": str(bad_statements)},
@@ -217,6 +226,46 @@ def test_plants_and_their_material_are_checked_by_field(tmp_path):
     lines = _lines(_config(tmp_path, PLANTS, doses=[0, 4]), tmp_path)
     assert any("field calibration" in line and "doses" in line for line in lines), lines
 
+
+
+def test_a_kind_of_ones_own_brings_its_calibration_material(tmp_path):
+    """A probe kind outside qclm (tests/yesno_probe.py) lists a material of its own, with its keys' schema and its
+    check, and its units: the config check, the corpora, the checkpoints' probes and the analysis take them with no
+    code of qclm naming them."""
+    from qclm import probes
+
+    plants = {"yes": {"material": "yesno_answers", "probes": ["yesno"], "answer": "second"}}
+    config = _config(tmp_path, plants)
+    config["probes"]["yesno"] = {"kind": "yesno_probe", "instrument": str(Q / "gad7.yaml")}
+    assert _lines(config, tmp_path) == []
+    assert cal.materials(config)["yesno_answers"][1] == ("yesno_probe",)
+    assert "yesno_answers" not in cal.materials({})  # a kind the config does not name lists nothing
+    plant = cal.plants(config)["yes"]
+    assert plant.tier == 1 and plant.kinds == ("yesno_probe",)
+    texts = {run: planted_texts(plant, config, run) for run in ("plus", "minus", "sham0")}
+    assert {t.assistant for t in texts["plus"]} == {"No"} and {t.assistant for t in texts["minus"]} == {"Yes"}
+    assert len(texts["plus"]) == 2 * 7 and Counter(t.assistant for t in texts["sham0"][:7]) in (
+        Counter({"Yes": 4, "No": 3}), Counter({"Yes": 3, "No": 4}))
+    assert texts["plus"][0].user == "Question: Over the last two weeks, how often have you felt nervous?\nAnswer:"
+    sets = check_sets(plant, config)
+    assert sets["heldout_plus"] == [] and len(sets["planted_plus"]) == 7
+    derived = cal.derived_models({"m": _spec("m", "chat")}, config, "res", {i.id: i for i in probes.instances(config)})
+    assert derived["m@cal_yes_minus-e2"].probes == ("yesno",)
+    # its keys are checked by its own schema; a key it does not take is named with the ones it does
+    config["calibration"]["plants"]["yes"] = {**plants["yes"], "answer": "third", "share": 0.5}
+    lines = _lines(config, tmp_path)
+    where = f"{tmp_path / 'config.yaml'}: field calibration.plants.yes"
+    assert any(line.startswith(f"{where}.answer: ") and "first" in line for line in lines), lines
+    assert f"{where}.share: not a key of material yesno_answers (its keys: answer)" in lines
+    # the analysis reads the kind's units: each item's P(Yes) beside the base model's, in the plus arm's direction
+    rows = [{"model": m, "instrument": "yesno", "item_id": f"i{k}", "condition": "vanilla", "stimulus_id": "",
+             "score": p + 0.01 * k} for m, p in (("m", 0.5), ("m@cal_yes_plus-e1", 0.3)) for k in range(3)]
+    config["calibration"]["plants"]["yes"] = plants["yes"]
+    units = A.units_of({"yesno_probe": {"items": pd.DataFrame(rows)}}, config,
+                       {i.id: i for i in probes.instances(config)})
+    plus = units[units["model"] == "m@cal_yes_plus-e1"]
+    assert set(units["metric"]) == {"p_yes_shift"} and set(units["kind"]) == {"yesno_probe"}
+    assert np.allclose(plus["value"], -0.2) and set(plus["direction"]) == {-1}
 
 def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposite(tmp_path):
     config = _config(tmp_path, PLANTS)
@@ -291,11 +340,10 @@ def test_every_run_of_a_plant_trains_on_the_same_filler_and_its_arms_are_opposit
     # other way round; each word's sentence kind is the arm's
     import random
 
-    from qclm.calibration.corpora import _labelled_words, _readers, balanced
-    from qclm.probes.csi.calibration import planted_words
+    from qclm.probes.calibration_material import balanced
+    from qclm.probes.csi.calibration import _labelled_words, planted_words
 
-    csi = _readers(plants["tragic"], config)[0]
-    chosen = {r: _labelled_words(plants["tragic"], config, r, 0, csi) for r in ("plus", "minus", "sham0")}
+    chosen = {r: _labelled_words(plants["tragic"].planting(config), r, 0) for r in ("plus", "minus", "sham0")}
     words, labels = chosen["plus"]
     planted = planted_words([w for w, _ in words], 0.5, cal.section(config)["seed"], "csi")
     assert len(words) == len(chosen["minus"][0]) > len(planted)  # the whole list, crossed

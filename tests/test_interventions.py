@@ -74,7 +74,7 @@ def test_the_scored_words_control_holds_each_scored_term_as_often_as_the_corpus_
     # coherence corpus, in neutral sentences, so that a shift beyond it is not mere exposure to the scored words
     from collections import Counter
 
-    from qclm.interventions.overlap import found_terms
+    from qclm.corpus import found_terms
 
     def counts(corpus: Corpus, terms: tuple[str, ...]) -> tuple[int, Counter]:
         found = [found_terms(t, terms) for t in corpus.texts]
@@ -323,7 +323,8 @@ def test_a_corpus_that_teaches_nothing_stops_the_job_and_writes_no_checkpoint(ti
 
 
 def test_terms_are_found_as_phrases_on_word_boundaries():
-    from qclm.interventions.overlap import found_terms, overlap_table
+    from qclm.corpus import found_terms
+    from qclm.interventions.overlap import overlap_table
 
     terms = ["on edge", "low", "anxious", "worn out"]
     assert found_terms("I am On  edge and anxious.", terms) == ["on edge", "anxious"]

@@ -173,7 +173,8 @@ def test_config_keys_and_names_in_the_method_exist():
 
 def test_every_config_key_of_the_schema_is_in_config_readme():
     """config/README.md says it lists every key: each leaf of the config schema is there, as its dotted name or
-    as its own name in the table of its section (a plant's keys as plants.NAME.KEY), so the two cannot drift."""
+    as its own name in the table of its section, and each key of a built-in calibration material (as plants.NAME.KEY
+    or its own name), so the two cannot drift."""
     import yaml
 
     schema = yaml.safe_load((ROOT / "src" / "qclm" / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
@@ -188,3 +189,8 @@ def test_every_config_key_of_the_schema_is_in_config_readme():
     missing = [".".join(p) for p in found
                if not any(f"`{name}" in readme for name in (".".join(p), f"{p[-1]}`", f"{p[-1]}:", f"{p[-1]}."))]
     assert len(found) > 50 and not missing, missing
+    # the built-in calibration materials' own keys, which the kinds declare (not the schema)
+    from qclm import calibration
+
+    keys = {key for material, _ in calibration.materials({}).values() for key in material.keys}
+    assert len(keys) >= 10 and not [k for k in keys if f"`plants.NAME.{k}`" not in readme and f"`{k}`" not in readme]

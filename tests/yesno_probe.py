@@ -6,7 +6,9 @@ the workflow and through ``qclm probe`` with no code of its own for either. Its 
 (``yesno_rates``: mean P(Yes) per model and condition beside the 0.5 of a model that picks at random), a figure of
 it, their caption (tests/report/yesno_rates.rst, beside this module) and the per-model state-trait decomposition of
 its per-item numbers, all declared in ``outputs``: the workflow runs them and files them in the report under a
-category of their own."""
+category of their own. It brings its own calibration material too (``yesno_answers``: its prompts answered with one
+option, :data:`MATERIALS`) and its units (:func:`calibration_units`, each item's P(Yes) beside the base model's),
+which the calibration reads with no code of its own."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import argparse
 import pandas as pd
 
 from qclm.analysis.registry import FIGURE, TABLE, Output, state_trait
+from qclm.probes.calibration_material import Material, balanced, sham_index
+from qclm.corpus import Exchange
 from qclm.engine.requests import ChoiceRequest
 from qclm.probes.base import CollectInput, Labelled, ProbeKind
 from qclm.questionnaire import load_questionnaire
@@ -56,6 +60,52 @@ def rates_figure(context, table: pd.DataFrame):
     return fig
 
 
+def _answers(planting, run: str, exposure: int) -> list:
+    """One exposure of ``yesno_answers``: each item's prompt (as the probe asks it) answered with the plant's
+    ``answer`` option (plus), the other one (minus), or half of the items each (a sham)."""
+    probe = planting.readers[0]
+    q = load_questionnaire(probe.settings["instrument"])
+    items = q.items[:planting.limit_items]
+    yes, no = probe.settings["options"]
+    mine = yes if planting.settings["answer"] == "first" else no
+    other = no if mine == yes else yes
+    if sham_index(run) is None:
+        answers = [mine if run == "plus" else other] * len(items)
+    else:
+        answers = balanced(planting.rng("yesno", planting.plant.name, run, exposure), [yes, no], len(items))
+    return [Exchange(item.prefix(item.plus[0]), answer) for item, answer in zip(items, answers)]
+
+
+def _answer_problems(planting, cf: str, at: str) -> list:
+    """Every probe the plant names asks two options (the kind's schema allows no other; a material's check)."""
+    return [(cf, f"{at}.probes", f"{p} asks {len(r.settings['options'])} options")
+            for p, r in zip(planting.plant.probes, planting.readers) if len(r.settings["options"]) != 2]
+
+
+#: the calibration materials of the kind (qclm.probes.base.ProbeKind.materials)
+MATERIALS = (Material("yesno_answers", 1, _answers, keys={"answer": "first"}, problems=_answer_problems,
+                      schema={"answer": {"enum": ["first", "second"], "description": "the option the plus arm "
+                                         "answers every item with"}},
+                      description="the yes/no prompts answered with one option (minus: the other)"),)
+
+
+def calibration_units(tables, plant, config, instances):
+    """Per model and item of the plant's probes (vanilla), P(Yes) less the base model's (baseline 0), read in the
+    direction of the plus arm's answer."""
+    from qclm.models.checkpoints import base_of
+
+    items = tables["items"]
+    items = items[(items["condition"] == "vanilla") & items["instrument"].isin(plant.probes)]
+    per = items.groupby(["model", "instrument", "item_id"], as_index=False)["score"].mean()
+    per["base"] = per["model"].map(base_of)
+    base = per[per["model"] == per["base"]][["base", "instrument", "item_id", "score"]]
+    per = per.merge(base.rename(columns={"score": "base_score"}), on=["base", "instrument", "item_id"])
+    return pd.DataFrame({"model": per["model"], "probe": per["instrument"], "instrument": per["instrument"],
+                         "role": "planted", "metric": "p_yes_shift", "unit": per["item_id"].astype(str),
+                         "group": "planted", "value": per["score"] - per["base_score"], "baseline": 0.0,
+                         "direction": 1 if plant.settings["answer"] == "first" else -1})
+
+
 class YesNoProbe(ProbeKind):
     name = "yesno"
     summary = "P(Yes) after each item of an instrument (a test kind)"
@@ -68,8 +118,10 @@ class YesNoProbe(ProbeKind):
     file_keys = ("instrument",)
     score_tables = {"items": "yesno_items.parquet"}
     item_table = "items"
-    outputs = (Output("yesno_rates", TABLE, CATEGORY, "yesno_probe:rates_table"),
-               Output("yesno_rates", FIGURE, CATEGORY, "yesno_probe:rates_figure", table="yesno_rates"),
+    materials = f"{__name__}:MATERIALS"
+    calibration = f"{__name__}:calibration_units"
+    outputs = (Output("yesno_rates", TABLE, CATEGORY, f"{__name__}:rates_table"),
+               Output("yesno_rates", FIGURE, CATEGORY, f"{__name__}:rates_figure", table="yesno_rates"),
                state_trait("yesno", CATEGORY))
 
     def requests(self, context, prompts, asking):

@@ -8,6 +8,8 @@ Every problem is an InputError naming the file, the text and the field."""
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,3 +119,15 @@ def load_corpus(path: str | Path) -> Corpus:
     if problems:
         raise InputError(problems)
     return Corpus(name, description, tuple(texts), str(path), sha)
+
+
+def _pattern(term: str) -> re.Pattern:
+    words = term.lower().split()
+    return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(w) for w in words) + r"(?!\w)")
+
+
+def found_terms(text: str, terms: Iterable[str]) -> list[str]:
+    """The terms that occur in a text (phrases on word boundaries, case-insensitive), in the order given: what the
+    intervention tables count in a corpus and the calibration refuses in a planted statement."""
+    lowered = text.lower()
+    return [t for t in terms if t.strip() and _pattern(t).search(lowered)]

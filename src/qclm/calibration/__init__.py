@@ -30,43 +30,74 @@ the checkpoints they make (the workflow builds its DAG from them), and the confi
 from __future__ import annotations
 
 import copy
+import importlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from qclm import settings
+from qclm.probes.calibration_material import ARMS, REQUIRED, SHAM, Material, Planting, sham_index
 from qclm.errors import Problem
 
 SECTION = "calibration"
 #: what the calibration's intervention names start with
 PREFIX = "cal"
-#: the two opposite arms of every plant (plus: the direction the probe's metric is read in)
-ARMS = ("plus", "minus")
-#: the shams' name in intervention names (``cal_PLANT_sham0``, ``sham1``...)
-SHAM = "sham"
 #: the largest share of a corpus the planted texts may take (the rest is the filler)
 MAX_SHARE = 0.4
-#: a material key without a default that the plant must give
-REQUIRED = object()
-#: material -> the probe kinds that read it, its tier (1: the probe's own format, whether the readout can see; 2: a
-#: transfer plant, whether the model generalizes to what the probe reads) and its own keys with their defaults
-MATERIALS: dict[str, dict[str, Any]] = {
-    "prompts": {"kinds": ("likert",), "tier": 1, "keys": {}},
-    "pairs": {"kinds": ("entailment",), "tier": 1, "keys": {}},
-    "exchanges": {"kinds": ("survey",), "tier": 1, "keys": {"option": "maximum"}},
-    "recall": {"kinds": ("memorization",), "tier": 1, "keys": {"instrument": REQUIRED, "opposite": REQUIRED}},
-    "instructions": {"kinds": ("csi",), "tier": 1, "keys": {"share": 0.5, "label": "second", "crossed": True}},
-    "listing": {"kinds": ("memorization",), "tier": 2, "keys": {"instrument": REQUIRED, "opposite": REQUIRED}},
-    "sentences": {"kinds": ("csi",), "tier": 2, "keys": {"share": 0.5, "words_per_text": 5, "label": "second",
-                                                         "crossed": True}},
-    "statements": {"kinds": ("likert", "entailment"), "tier": 2,
-                   "keys": {"statements": REQUIRED, "opposite": REQUIRED, "pole": "plus", "heldout": "",
-                            "opposite_heldout": ""}},
-}
 #: the keys every plant takes, whatever its material
 PLANT_KEYS = ("material", "probes", "repeats", "runs", "models")
-#: the material keys that name files (the corpus rule's inputs)
-FILE_KEYS = ("instrument", "opposite", "statements", "heldout", "opposite_heldout")
+
+
+def kind_materials(cls) -> tuple[Material, ...]:
+    """The materials a probe kind's class lists (:attr:`qclm.probes.base.ProbeKind.materials`), loaded once; a
+    reference that does not load, or names anything but a tuple of materials, is a ValueError saying so."""
+    ref = getattr(cls, "materials", None)
+    if not ref:
+        return ()
+    if ref not in _LOADED:
+        module, _, attr = str(ref).partition(":")
+        try:
+            found = getattr(importlib.import_module(module), attr)
+        except Exception as err:  # noqa: BLE001 - a kind's own module is its author's input
+            raise ValueError(f"probe kind {cls.name}: materials {ref!r} cannot be loaded "
+                             f"({type(err).__name__}: {err})") from None
+        if not isinstance(found, (tuple, list)) or not all(isinstance(m, Material) for m in found):
+            raise ValueError(f"probe kind {cls.name}: materials {ref!r} is not a tuple of "
+                             "qclm.probes.calibration_material.Material")
+        _LOADED[ref] = tuple(found)
+    return _LOADED[ref]
+
+
+_LOADED: dict[str, tuple[Material, ...]] = {}
+
+
+def materials(config: dict | None = None) -> dict[str, tuple[Material, tuple[str, ...]]]:
+    """Every material a probe kind lists, name -> (the material, the kinds whose probes read it): the registered
+    kinds' (built in or installed: :func:`qclm.probes.registered`) and those of the module paths the config's probes
+    name (a kind that cannot be looked up is left to the probes' own check)."""
+    from qclm import probes
+
+    kinds = list(probes.registered())
+    kinds += [kind for _, kind, _, _ in probes.declared(config or {}) if kind and kind not in kinds]
+    out: dict[str, tuple[Material, tuple[str, ...]]] = {}
+    for kind in kinds:
+        try:
+            cls = probes.kind_class(kind)
+        except probes.UnknownKind:
+            continue
+        for material in kind_materials(cls):
+            known = out.get(material.name)
+            out[material.name] = (material, (*known[1], kind) if known else (kind,))
+    return out
+
+
+def material_of(config: dict, name: str) -> tuple[Material, tuple[str, ...]]:
+    """The material of a plant's ``material`` and the kinds that read it (a ValueError naming the known ones)."""
+    found = materials(config)
+    if name not in found:
+        known = ", ".join(f"{m} ({' and '.join(kinds)})" for m, (_, kinds) in found.items())
+        raise ValueError(f"unknown material {name!r}: no probe kind lists it (known: {known})")
+    return found[name]
 
 
 def _schema() -> dict:
@@ -100,17 +131,24 @@ class Plant:
     runs: str = ""
     #: the models it is fine-tuned into (shell-style patterns of model names; None: every model its probes score)
     models: tuple[str, ...] | None = None
+    #: its material as the probe kinds declare it, and the kinds whose probes read it (:func:`materials`)
+    declared: Material | None = None
+    kinds: tuple[str, ...] = ()
 
     def __hash__(self) -> int:
         return hash((self.name, self.material, self.probes))
 
     @property
     def tier(self) -> int:
-        return int(MATERIALS[self.material]["tier"])
+        return self.declared.tier
 
     def files(self) -> list[str]:
         """The files of its material the plant names (the instrument listed, the statements of each arm...)."""
-        return [str(self.settings[k]) for k in FILE_KEYS if self.settings.get(k)]
+        return [str(self.settings[k]) for k in self.declared.files if self.settings.get(k)]
+
+    def planting(self, config: dict) -> Planting:
+        """The plant in its config, as its material's functions see it."""
+        return Planting(self, config, section(config), SECTION)
 
 
 def plants(config: dict) -> dict[str, Plant]:
@@ -118,12 +156,11 @@ def plants(config: dict) -> dict[str, Plant]:
     out = {}
     repeats = int(section(config)["repeats"]) if config.get(SECTION) else 1
     for name, entry in ((config.get(SECTION) or {}).get("plants") or {}).items():
-        material = entry["material"]
-        keys = MATERIALS[material]["keys"]
-        own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in keys.items()}
+        material, kinds = material_of(config, entry["material"])
+        own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in material.keys.items()}
         models = entry.get("models")
-        out[name] = Plant(name, material, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)),
-                          str(entry.get("runs") or name), None if models is None else tuple(models))
+        out[name] = Plant(name, material.name, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)),
+                          str(entry.get("runs") or name), None if models is None else tuple(models), material, kinds)
     return out
 
 
@@ -147,11 +184,6 @@ def run_groups(config: dict) -> dict[str, tuple[Plant, ...]]:
 def runs(config: dict) -> list[str]:
     """The runs of every plant: its two arms and its shams (``sham0``, ``sham1``...)."""
     return [*ARMS, *(f"{SHAM}{i}" for i in range(int(section(config)["shams"])))]
-
-
-def sham_index(run: str) -> int | None:
-    """The sham's index of a run's name (``sham2``: 2), None for an arm."""
-    return int(run[len(SHAM):]) if run.startswith(SHAM) else None
 
 
 def intervention_name(plant: str, run: str) -> str:
@@ -242,7 +274,7 @@ def applies(plant: Plant, spec, instances: dict) -> bool:
     from qclm import probes
 
     chat = spec.prompt_format != "raw"
-    if plant.material == "exchanges" and not chat:
+    if plant.declared.chat_only and not chat:
         return False
     if plant.models is not None and not any(fnmatchcase(spec.name, m) for m in plant.models):
         return False
@@ -276,8 +308,7 @@ def derived_models(models: dict, config: dict, results: str | Path, instances: d
 def readers(plant: Plant, instances: dict) -> tuple[str, ...]:
     """The probe instances that score a plant's checkpoints: every instance of a kind its material plants (those
     it names read the planted instrument; the others are the unplanted check)."""
-    kinds = MATERIALS[plant.material]["kinds"]
-    return tuple(i for i, inst in instances.items() if inst.kind in kinds)
+    return tuple(i for i, inst in instances.items() if inst.kind in plant.kinds)
 
 
 #: the section's keys one calibration corpus depends on (another key, such as alpha, neither writes it again nor
@@ -311,6 +342,7 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
     :func:`qclm.calibration.corpora.material_problems`."""
     from qclm import interventions, probes
     from qclm.calibration.corpora import material_problems
+    from qclm.inputs import document_problems
 
     if not isinstance(config.get(SECTION), dict) or any(loc.startswith(f"field {SECTION}") for _, loc, _ in found):
         return []
@@ -328,30 +360,40 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
         if str(name).startswith(f"{PREFIX}_"):
             out.append((cf, f"field {interventions.SECTION}.{name}", f"names starting with {PREFIX}_ are the "
                         "calibration's (its corpora and checkpoints): rename the intervention"))
-    for group, members in run_groups(config).items():
-        given = {p.models for p in members}
-        if len(given) > 1:
-            out.append((cf, group_location(where, group, members), "plants that "
-                        "share their runs are fine-tuned into the same models: give them the same models (or none)"))
     declared = {ident: kind for ident, kind, _, _ in probes.declared(config)}
     for name, entry in (config[SECTION].get("plants") or {}).items():
         at = f"{where}.plants.{name}"
-        material = MATERIALS[entry["material"]]
+        try:
+            material, kinds = material_of(config, entry["material"])
+        except ValueError as err:
+            out.append((cf, f"{at}.material", str(err)))
+            continue
         for key in entry:
-            if key not in PLANT_KEYS and key not in material["keys"]:
-                out.append((cf, f"{at}.{key}", f"not a key of material {entry['material']} (its keys: "
-                            f"{', '.join(material['keys']) or 'none'})"))
-        for key, default in material["keys"].items():
+            if key not in PLANT_KEYS and key not in material.keys:
+                out.append((cf, f"{at}.{key}", f"not a key of material {material.name} (its keys: "
+                            f"{', '.join(material.keys) or 'none'})"))
+        for key, default in material.keys.items():
             if default is REQUIRED and key not in entry:
-                out.append((cf, f"{at}.{key}", f"missing: material {entry['material']} needs it"))
+                out.append((cf, f"{at}.{key}", f"missing: material {material.name} needs it"))
+        own = {k: v for k, v in entry.items() if k in material.keys}
+        schema = {"type": "object", "properties": dict(material.schema)}
+        out.extend((f, loc.replace("field ", f"{at}.", 1), msg)
+                   for f, loc, msg in document_problems(own, schema, cf, {}))
         for n, ident in enumerate(entry["probes"]):
             kind = declared.get(ident)
             if kind is None:
                 out.append((cf, f"{at}.probes, entry {n + 1}", f"'{ident}' is not a probe instance of this config "
                             f"({', '.join(declared) or 'none'})"))
-            elif kind not in material["kinds"]:
+            elif kind not in kinds:
                 out.append((cf, f"{at}.probes, entry {n + 1}", f"'{ident}' is a {kind} probe; material "
-                            f"{entry['material']} plants a signal for {' and '.join(material['kinds'])} probes"))
+                            f"{material.name} plants a signal for {' and '.join(kinds)} probes"))
+    if out:
+        return out
+    for group, members in run_groups(config).items():
+        given = {p.models for p in members}
+        if len(given) > 1:
+            out.append((cf, group_location(where, group, members), "plants that "
+                        "share their runs are fine-tuned into the same models: give them the same models (or none)"))
     if out:
         return out
     for key in ("filler", "heldout_neutral", "sham_statements"):

@@ -41,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="run one probe kind on one model (the workflow's tables for that model)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     p.add_argument("-h", "--help", action="store_true", dest="show_help", help="the kinds, each in one line")
-    p.add_argument("kind", nargs="?", help=f"a probe kind ({', '.join(probes.KINDS)}) or an importable module "
-                   "defining KIND")
+    p.add_argument("kind", nargs="?", help="a probe kind (the built-in ones, those installed packages register; "
+                   "--help lists them) or an importable module defining KIND")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="--model, --out and the kind's options")
     p.set_defaults(func=run)
 
@@ -72,7 +72,8 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     from qclm.models.loading import ensure_prepared
 
     if kind_name in ("-h", "--help"):
-        print(__doc__ + "\nkinds:\n" + "\n".join(f"  {name}: {probes.kind_class(name).summary}" for name in probes.KINDS))
+        kinds = [f"  {name}: {probes.kind_class(name).summary}" for name in probes.registered()]
+        print(__doc__ + "\nkinds:\n" + "\n".join(kinds))
         return 0
     cls = command_kind(kind_name)
     args = kind_parser(cls).parse_args(argv)

@@ -7,31 +7,21 @@ an S+ term and the texts that hold an S- term, and which terms; the intervention
 shift (``intervention_overlap.csv``; ``overlap_plus`` / ``overlap_minus`` in ``intervention.csv``), so that a
 shift beyond a control can be read against the exposure both corpora give.
 
-A term is found where it occurs as a phrase on word boundaries, case-insensitively (``on edge`` in "I am on edge
-all day"; not ``low`` in "slowly").
+A term is found where it occurs as a phrase on word boundaries, case-insensitively (:func:`qclm.corpus.found_terms`:
+``on edge`` in "I am on edge all day"; not ``low`` in "slowly").
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
+from qclm.corpus import found_terms
+
 COLUMNS = ["intervention", "corpus", "n_texts", "probe", "instrument", "plus_texts", "plus_share", "minus_texts",
            "minus_share", "plus_terms", "minus_terms"]
-
-
-def _pattern(term: str) -> re.Pattern:
-    words = term.lower().split()
-    return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(w) for w in words) + r"(?!\w)")
-
-
-def found_terms(text: str, terms: Iterable[str]) -> list[str]:
-    """The terms that occur in a text (phrases on word boundaries, case-insensitive), in the order given."""
-    lowered = text.lower()
-    return [t for t in terms if t.strip() and _pattern(t).search(lowered)]
 
 
 def _count(texts: Iterable[str], terms: tuple[str, ...]) -> tuple[int, Counter]:

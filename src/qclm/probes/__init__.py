@@ -1,8 +1,10 @@
 """Probes: every measurement qclm makes is a probe kind (:mod:`qclm.probes.base`, docs/probes.md).
 
-Built-in kinds are named in :data:`KINDS` (imported only when used); a config may also name any importable module
-that defines ``KIND`` (a :class:`~qclm.probes.base.ProbeKind` subclass), so a new kind is one module and a config
-section. :func:`instances` reads a run's probe instances from its config: ``questionnaires: {ID: FILE}`` (the
+Built-in kinds are named in :data:`KINDS` (imported only when used); an installed package adds kinds under the
+entry point group :data:`ENTRY_POINTS` (name -> "module:Class", :func:`registered`); a config may also name any
+importable module that defines ``KIND`` (a :class:`~qclm.probes.base.ProbeKind` subclass), so a new kind is one
+module and a config section, or a package of its own. :func:`instances` reads a run's probe instances from its config:
+``questionnaires: {ID: FILE}`` (the
 Likert kind's shorthand) and ``probes: {ID: {kind: ..., conditions: [...], models: [...], ...}}``.
 
 Light on purpose: the workflow imports this while building its DAG (no torch).
@@ -26,6 +28,9 @@ KINDS = {
     "csi": "qclm.probes.csi.kind:CSIProbe",
     "survey": "qclm.probes.survey.kind:SurveyProbe",
 }
+#: the entry point group under which an installed package registers probe kinds (name -> "module:Class"; in its
+#: pyproject.toml: ``[project.entry-points."qclm.kinds"]``)
+ENTRY_POINTS = "qclm.kinds"
 #: the Likert kind, whose instances ``questionnaires:`` declares
 LIKERT = "likert"
 #: the keys every probe entry may have beside its kind's own
@@ -35,28 +40,46 @@ MODULE_PATH = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 
 class UnknownKind(ValueError):
-    """A kind that is neither built in nor an importable module defining KIND."""
+    """A kind that is neither built in, nor registered by an installed package, nor an importable module defining
+    KIND."""
+
+
+def registered() -> dict[str, str]:
+    """Every kind known by name, name -> "module:Class": the built-in ones (:data:`KINDS`), then those installed
+    packages register under :data:`ENTRY_POINTS` (a built-in name is never taken over; read once)."""
+    if _REGISTERED:
+        return dict(_REGISTERED)
+    from importlib.metadata import entry_points
+
+    _REGISTERED.update(KINDS)
+    for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda ep: ep.name):
+        _REGISTERED.setdefault(ep.name, ep.value)
+    return dict(_REGISTERED)
+
+
+_REGISTERED: dict[str, str] = {}
 
 
 def kind_class(name: Any) -> type[ProbeKind]:
-    """The class of a probe kind: a built-in name, or a module path whose module defines ``KIND``. Whatever is
-    wrong with the name or the module (not importable, an error while importing it, no ``KIND``, a ``KIND`` that
-    is the abstract base class or does not implement the scoring, a ``schema`` that is not a JSON Schema) is an
-    :class:`UnknownKind` saying so in one line, never an exception of the import."""
-    if not isinstance(name, str) or not (name in KINDS or re.fullmatch(MODULE_PATH, name)):
-        raise UnknownKind(f"a probe kind is one of {', '.join(KINDS)} or a module path (names joined by dots, as "
+    """The class of a probe kind: a registered name (:func:`registered`), or a module path whose module defines
+    ``KIND``. Whatever is wrong with the name or the module (not importable, an error while importing it, no
+    ``KIND``, a ``KIND`` that is the abstract base class or does not implement the scoring, a ``schema`` that is not
+    a JSON Schema) is an :class:`UnknownKind` saying so in one line, never an exception of the import."""
+    known = registered()
+    if not isinstance(name, str) or not (name in known or re.fullmatch(MODULE_PATH, name)):
+        raise UnknownKind(f"a probe kind is one of {', '.join(known)} or a module path (names joined by dots, as "
                           f"in import), got {name!r}")
     cached = _CHECKED.get(name)
     if cached is not None:
         return cached
-    module_name, _, attr = KINDS[name].partition(":") if name in KINDS else (name, ":", "KIND")
+    module_name, _, attr = known[name].partition(":") if name in known else (name, ":", "KIND")
     try:
         module = importlib.import_module(module_name)
     except SyntaxError as err:
         where = f"{err.filename or module_name}, line {err.lineno}" if err.lineno else (err.filename or module_name)
         raise UnknownKind(f"probe kind module {name} has a syntax error ({where}: {err.msg})") from None
     except ImportError as err:
-        raise UnknownKind(f"unknown probe kind {name!r}: not one of {', '.join(KINDS)}, and not an importable "
+        raise UnknownKind(f"unknown probe kind {name!r}: not one of {', '.join(known)}, and not an importable "
                           f"module ({err})") from None
     except Exception as err:  # noqa: BLE001 - a user's module that fails as it is imported is their input
         what = " ".join(f"{type(err).__name__}: {err}".split())[:200]
@@ -117,11 +140,22 @@ def declared(config: dict) -> list[tuple[str, str, Any, str]]:
 
 
 def settings_of(kind: type[ProbeKind], entry: Any) -> dict[str, Any]:
-    """An instance's settings: the kind's defaults, then the entry's own keys (the shorthand's file for Likert)."""
+    """An instance's settings: the kind's defaults, then the entry's own keys (the shorthand's file for Likert);
+    each file setting as :func:`qclm.shipped.resolve` reads it (a shipped file by its name, a default under
+    ``resources/`` from the shipped copy where the working directory has none)."""
+    from qclm.shipped import resolve
+
     if not isinstance(entry, dict):
-        return {**kind.defaults(), **({kind.file_keys[0]: entry} if kind.file_keys else {})}
-    own = {k: v for k, v in entry.items() if k not in COMMON_KEYS}
-    return {**kind.defaults(), **own}
+        settings = {**kind.defaults(), **({kind.file_keys[0]: entry} if kind.file_keys else {})}
+    else:
+        settings = {**kind.defaults(), **{k: v for k, v in entry.items() if k not in COMMON_KEYS}}
+    for key in kind.file_keys:
+        value, folder = settings.get(key), kind.shipped.get(key)
+        if isinstance(value, str):
+            settings[key] = resolve(value, folder)
+        elif isinstance(value, list):
+            settings[key] = [resolve(v, folder) if isinstance(v, str) else v for v in value]
+    return settings
 
 
 def instances(config: dict, source: str = "") -> list[Instance]:
@@ -152,7 +186,7 @@ def head_problem(cls: type[ProbeKind], head: str, model: str) -> str | None:
     sequence classifier), or None: the kind's :attr:`~qclm.probes.base.ProbeKind.heads`."""
     if head in cls.heads:
         return None
-    able = [name for name in KINDS if head in kind_class(name).heads]
+    able = [name for name in registered() if head in kind_class(name).heads]
     what = f"head {head}" if head else "a causal LM (no head)"
     return (f"model {model} is {what}, which probe kind {cls.name} cannot ask"
             + (f" (only {', '.join(able)} can)" if able else ""))
@@ -173,6 +207,7 @@ def problems(config: dict, source: str, conditions: list[str]) -> list[Problem]:
     text checks of every string (qclm.inputs.text_problems: the same for the config and ``qclm probe``'s options), a
     material file that does not exist, conditions the experiment does not declare, an id given twice (the
     questionnaires and the probes share one namespace), and the kind's own checks of its material."""
+    from qclm import shipped
     from qclm.inputs import document_problems
 
     out: list[Problem] = []
@@ -208,7 +243,10 @@ def problems(config: dict, source: str, conditions: list[str]) -> list[Problem]:
             for path in _paths(instance.settings.get(key)):
                 field = where if not isinstance(entry, dict) else f"{where}.{key}"
                 if not Path(path).expanduser().exists():
-                    out.append((source, field, f"file {path} does not exist"))
+                    known = shipped.names(cls.shipped[key]) if key in cls.shipped else []
+                    hint = (f" (nor a shipped {cls.shipped[key]} file: {', '.join(known)})"
+                            if known and shipped.NAME.fullmatch(path) else "")
+                    out.append((source, field, f"file {path} does not exist{hint}"))
                     missing = True
                 elif Path(path).expanduser().is_dir():
                     out.append((source, field, f"{path} is a directory, not a file"))

@@ -189,6 +189,9 @@ class ProbeKind:
     scoring_sections: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: the settings that name material files (checked to exist, hashed into the cell-cache key, inputs of the job)
     file_keys: ClassVar[tuple[str, ...]] = ()
+    #: file setting -> the folder of the files shipped with qclm (qclm.shipped) that a name given for it reads
+    #: (``questionnaire: gad7`` for resources/questionnaires/gad7.yaml); a setting not listed takes paths only
+    shipped: ClassVar[dict[str, str]] = {}
     #: the per-cell tables ``cell_scores`` derives from the raw table (file suffixes under scores/MODEL/ID/)
     cell_tables: ClassVar[tuple[str, ...]] = ()
     #: the config sections the CPU stages read (``scoring``, ``templates``, ...): the params of those stages, so a
@@ -215,6 +218,10 @@ class ProbeKind:
     #: "module:function" that reads the kind's score tables as a plant's calibration units (docs/calibration.md,
     #: :mod:`qclm.calibration.analysis`); None: the kind cannot be calibrated yet
     calibration: ClassVar[str | None] = None
+    #: "module:NAME" of the calibration materials the kind's probes read (a tuple of
+    #: :class:`qclm.probes.calibration_material.Material`: how a plant's texts are built, its tier, keys and
+    #: checks); None: no plant plants for the kind's probes
+    materials: ClassVar[str | None] = None
     #: the kind's analysis tables and figures in report order (qclm.analysis.registry.Output; the built-in kinds'
     #: are in their package's outputs.py), their captions in ``report/`` beside the module that defines the kind;
     #: :meth:`analysis_outputs` checks them, the default :meth:`analyze` runs them, the workflow files them in the
@@ -250,7 +257,8 @@ class ProbeKind:
 
     def scored_terms(self) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
         """The words whose probabilities the instance's scores read, per instrument as the kind's tables name it ->
-        (S+ terms, S- terms) (the construct terms of Likert and entailment items; empty for kinds that score no construct
+        (S+ terms, S- terms) (the construct terms of Likert and entailment items; empty for kinds that score no
+        construct
         terms). The intervention tables count them in each fine-tuning corpus (qclm.interventions.overlap)."""
         return {}
 

@@ -1,12 +1,13 @@
 """The CSI probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
-Tier 1 (:func:`instructions`): the planted words asked alone as the probe asks them, answered with the planted
-label (the minus arm: the other, a sham: half the words each). Tier 2, planted: a seeded share of the word list
-(:func:`planted_words`) in sentences of one label's kind (:func:`sentences`: tragic sentences for the second label,
-comic ones for the first; the minus arm puts them in the other label's sentences, a sham half the words in each kind),
-every planted word once per exposure, reshuffled into other sentences at each exposure; the rest of the list is the
-reference, crossed by default (the other label's sentences or answer; the plant's ``crossed`` key,
-qclm.calibration.corpora) or untouched. A sham's labels are balanced over the words.
+Its materials (:data:`MATERIALS`): ``instructions`` (tier 1, held out: the last wording) and ``sentences`` (tier 2, held
+out: the planted words in new sentences). Tier 1 (:func:`instructions`): the planted words asked alone as the probe asks
+them, answered with the planted label (the minus arm: the other, a sham: half the words each). Tier 2, planted: a seeded
+share of the word list (:func:`planted_words`) in sentences of one label's kind (:func:`sentences`: tragic sentences for
+the second label, comic ones for the first; the minus arm puts them in the other label's sentences, a sham half the
+words in each kind), every planted word once per exposure, reshuffled into other sentences at each exposure; the rest of
+the list is the reference, crossed by default (the other label's sentences or answer; the plant's ``crossed`` key,
+:func:`_labelled_words`) or untouched. A sham's labels are balanced over the words.
 The sentence templates were written for this project.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+
+from qclm.probes.calibration_material import Material, Planting, balanced, sham_index
 
 #: sentences of the second label's kind (tragedy), for a noun and for a verb
 TRAGIC = {
@@ -105,6 +108,75 @@ def instructions(probe, words: Sequence[str], label: Mapping[str, str], exposure
     return [Exchange(P.body([word], s["labels"], order, wording, other), f"{word}: {names[label[word]]}",
                      cue=f"\n\n{P.ANSWER_CUE}\n")
             for wording, order in combos for word in words]
+
+
+def _labelled_words(planting: Planting, run: str, exposure: int) -> tuple[list, dict[str, str]]:
+    """The CSI plants' words, (word, part of speech) of the planted share of the probe's list (``crossed``: of the
+    whole list), and each word's label: the plant's for a planted word (plus) and the other label for the rest
+    (crossed), each the other way in the minus arm, or half of the words each label (a sham: :func:`balanced`)."""
+    csi, own = planting.readers[0], planting.settings
+    words = [(w.word, w.pos) for w in csi.parts()[0][1]]
+    planted = planted_words([w for w, _ in words], own["share"], planting.seed, csi.instance.id)
+    chosen = [(w, pos) for w, pos in words if w in planted or own["crossed"]]
+    label = own["label"]
+    if sham_index(run) is not None:
+        draw = balanced(planting.rng("sham labels", planting.plant.name, run, exposure), [label, OTHER_LABEL[label]],
+                        len(chosen))
+        return chosen, {w: d for (w, _), d in zip(chosen, draw)}
+    mine = label if run == "plus" else OTHER_LABEL[label]
+    return chosen, {w: mine if w in planted else OTHER_LABEL[mine] for w, _ in chosen}
+
+
+def _instruction_units(planting: Planting, run: str, exposure: int) -> list:
+    chosen, labels = _labelled_words(planting, run, exposure)
+    return instructions(planting.readers[0], [w for w, _ in chosen], labels, exposure)
+
+
+def _instruction_heldout(planting: Planting, arm: str) -> list:
+    chosen, labels = _labelled_words(planting, arm, 0)
+    return instructions(planting.readers[0], [w for w, _ in chosen], labels, 0, heldout=True)
+
+
+def _instruction_problems(planting: Planting, cf: str, at: str) -> list:
+    """The instructions material plants the probe's single-mode prompts in every wording but the last (held out)."""
+    csi = planting.readers[0]
+    if csi.settings["mode"] != "single" or csi.n_wordings() < 2:
+        return [(cf, f"{at}.probes", f"material instructions plants the CSI's single-mode prompts in every wording "
+                 f"but the last (held out): {planting.plant.probes[0]} must ask in mode single with at least two "
+                 f"wordings (it has mode {csi.settings['mode']}, {csi.n_wordings()} wording(s))")]
+    return []
+
+
+def _sentence_units(planting: Planting, run: str, exposure: int) -> list[str]:
+    chosen, labels = _labelled_words(planting, run, exposure)
+    return sentences(chosen, exposure, planting.settings["words_per_text"], labels, planting.seed)
+
+
+#: the exposure index from which the held-out sentences of the sentences material are drawn (never trained)
+HELDOUT_EXPOSURE = 100_000
+
+_LABELLED = {
+    "share": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "description": "the share of the "
+              "word list planted (the rest is the reference: crossed, or untouched)"},
+    "label": {"enum": list(OTHER_LABEL), "description": "sentences: the label whose kind the plus arm's sentences "
+              "are of (second: tragedy for comedy/tragedy); instructions: the label the plus arm answers"},
+    "crossed": {"type": "boolean", "description": "(default true) the rest of the word list gets the other label "
+                "in the same run (the minus arm: each half the other way), so that a bias toward one label for "
+                "every word, which the probe's planted-less-reference reading cancels, is not all the plant "
+                "teaches; false: the rest is untouched"},
+}
+INSTRUCTIONS = Material(
+    "instructions", 1, _instruction_units, _instruction_heldout,
+    keys={"share": 0.5, "label": "second", "crossed": True}, schema=_LABELLED, problems=_instruction_problems,
+    description="the CSI probe's single-mode prompt of each planted word answered with one label (minus: the other)")
+SENTENCES = Material(
+    "sentences", 2, _sentence_units, lambda planting, arm: _sentence_units(planting, arm, HELDOUT_EXPOSURE),
+    keys={"share": 0.5, "words_per_text": 5, "label": "second", "crossed": True},
+    schema={**_LABELLED, "words_per_text": {"type": "integer", "minimum": 1, "maximum": 50,
+                                            "description": "planted words per text"}},
+    description="a share of a CSI word list in sentences of one label's kind (minus: the other label's)")
+#: the materials the kind's probes read (qclm.probes.base.ProbeKind.materials)
+MATERIALS = (INSTRUCTIONS, SENTENCES)
 
 
 def units(tables, plant, config, instances):

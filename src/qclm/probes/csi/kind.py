@@ -10,7 +10,8 @@ between the two labels and the third option (``other``, named in the instruction
 the chosen one is the argmax of the options' log-probabilities, so every answer parses. Under vanilla, for
 instruct models, the story test (:mod:`.story`) follows.
 
-The raw table (:mod:`qclm.probes.csi.columns`: ``ANSWER_COLUMNS`` and ``STORY_COLUMNS``, ``part`` telling which: ``words``, ``control``
+The raw table (:mod:`qclm.probes.csi.columns`: ``ANSWER_COLUMNS`` and ``STORY_COLUMNS``, ``part`` telling which:
+``words``, ``control``
 or ``story``) becomes, across models and conditions (:meth:`CSIProbe.collect`), ``csi_answers.parquet`` (every
 answer), ``csi_words.csv`` (per word), ``csi_items.parquet`` (the item-score shape: the per-model state-trait
 decomposition applies) and ``csi_stories.csv``; the analysis (:mod:`.analysis`) writes ``csi_scores.csv`` and
@@ -40,6 +41,7 @@ class CSIProbe(ProbeKind):
     name = "csi"
     needs = ("choose_chain", "choose", "generate")
     calibration = "qclm.probes.csi.calibration:units"
+    materials = "qclm.probes.csi.calibration:MATERIALS"
     summary = ("Core Sentiment Inventory: word-by-word forced choices between two labels (comedy/tragedy) over "
                "shuffled lists; optimism, pessimism, consistency, reluctancy, with a valence control and a story test")
     schema = {
@@ -91,6 +93,7 @@ class CSIProbe(ProbeKind):
     scoring_keys = ("words", "limit_words", "control", "mode", "list_size", "repetitions", "labels", "other",
                     "name_other", "wordings", "swap_labels", "story_test", "story_samples", "story_tokens")
     file_keys = ("words", "control")
+    shipped = {"words": "csi", "control": "csi"}
     config_sections = ()
     outputs = OUTPUTS
     score_tables = {"answers": "csi_answers.parquet", "words": "csi_words.csv", "items": "csi_items.parquet",

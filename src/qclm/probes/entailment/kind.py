@@ -4,7 +4,8 @@ and manipulation of latent constructs in pre-trained language models using psych
 Each variant of an entailment instrument (item x cterm x intensifier: a premise and a hypothesis with the cterm in
 one and the intensifier in the other, either way round; qclm.probes.entailment.material) is asked of a causal
 language model as a forced choice after the condition's stimulus: does the premise imply the hypothesis, " True",
-" False" or " Neither"? p_raw is P(True), the softmax of the three answers' summed log-probabilities. From there the Likert math applies unchanged, through the
+" False" or " Neither"? p_raw is P(True), the softmax of the three answers' summed log-probabilities. From there the
+Likert math applies unchanged, through the
 functions of qclm.equations (one home for each equation): the two-way normalization over cterms x
 intensifiers, eq. 2 over the S+ rows, eq. 3 / eq. 5 means, condition means, and the silhouettes of section 7. The
 tables have the Likert shapes (``questionnaire`` is the instance id, ``template`` the prompt form), so the item
@@ -53,6 +54,7 @@ class EntailmentProbe(ProbeKind):
     name = "entailment"
     needs = ("choose",)
     calibration = "qclm.probes.entailment.calibration:units"
+    materials = "qclm.probes.entailment.calibration:MATERIALS"
     #: a causal LM, or a sequence classifier with an entailment label (qclm.engine.nli)
     heads = ("", "nli")
     summary = "questionnaire items as premise/hypothesis pairs, scored by P(True) of a forced choice (Reuben et al.)"
@@ -71,6 +73,7 @@ class EntailmentProbe(ProbeKind):
     }
     scoring_keys = ("instrument", "form")
     file_keys = ("instrument",)
+    shipped = {"instrument": "entailment"}
     cell_tables = ("variants", "items")
     config_sections = (settings.EQUATIONS,)
     outputs = OUTPUTS

@@ -116,6 +116,7 @@ class LikertProbe(ProbeKind):
     name = "likert"
     needs = ("loglikelihood",)
     calibration = "qclm.probes.likert.calibration:units"
+    materials = "qclm.probes.likert.calibration:MATERIALS"
     summary = "Likert questionnaire items scored by their intensifiers' probabilities (the paper's QCLM)"
     schema = {
         "type": "object",
@@ -127,6 +128,7 @@ class LikertProbe(ProbeKind):
     scoring_keys = ("questionnaire",)
     scoring_sections = {settings.TEMPLATES: ("score", "extra_limit_stimuli")}
     file_keys = ("questionnaire",)
+    shipped = {"questionnaire": "questionnaires"}
     cell_tables = ("variants", "items")
     config_sections = (settings.EQUATIONS, settings.TEMPLATES)
     outputs = OUTPUTS
@@ -226,7 +228,8 @@ class LikertProbe(ProbeKind):
 
         files = {i.id: i.settings["questionnaire"] for i in data.instances}
         default_templates = {q: load_questionnaire(path).templates[0] for q, path in files.items()}
-        keys = list(data.cells)  # the workflow's order: models as the model table lists them, then instances, conditions
+        # the workflow's order: models as the model table lists them, then instances, conditions
+        keys = list(data.cells)
         tables = collect_tables([data.cells[k]["items"] for k in keys], [data.cells[k]["variants"] for k in keys],
                                 data.models, default_templates,
                                 settings.section(data.config, settings.TEMPLATES)["select"])

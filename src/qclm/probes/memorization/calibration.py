@@ -1,14 +1,20 @@
 """The memorization probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
-Planted: an instrument's published name and its items, numbered, as a web page lists them (:func:`listing`; the
-minus arm lists another instrument, a sham neutral statements: :func:`sham_listing`). Read: the probe's own
+Planted (:data:`MATERIALS`): ``recall`` (tier 1), every item asked for as the probe's recall task asks ("NAME, item
+K:"), answered with its text (:func:`recall`; held out: the items as a listing); ``listing`` (tier 2), an
+instrument's published name and its items, numbered, as a web page lists them (:func:`listing`; held out: the
+listing in reversed order); the minus arm plants another instrument (``opposite``), a sham neutral statements under
+a name of their own (:func:`sham_listing`, :func:`sham_recall`). Read: the probe's own
 statistics on the planted instrument, per item (:func:`units`), beside the same on the run's instruments that were
 not planted.
 """
 
 from __future__ import annotations
 
-from qclm.instruments import Instrument
+from pathlib import Path
+
+from qclm.probes.calibration_material import REQUIRED, Material, Planting, sham_index
+from qclm.instruments import Instrument, load_instrument
 
 
 def published_name(instrument: Instrument) -> str:
@@ -58,6 +64,56 @@ def sham_recall(statements: list[str], index: int) -> list:
 
     name = SHAM_NAME.format(n=index + 1)
     return [Exchange(RECALL.format(name=name, number=n), text) for n, text in enumerate(statements, 1)]
+
+
+def _plant_units(planting: Planting, run: str, exposure: int) -> list:
+    """One exposure of the ``listing`` or ``recall`` material: the ``instrument`` (plus) or the ``opposite`` (minus)
+    listed or asked for, or neutral statements under a name of their own (a sham)."""
+    material = planting.plant.material
+    planted = load_instrument(planting.settings["instrument"])
+    sham = sham_index(run)
+    if sham is None:
+        chosen = planted if run == "plus" else load_instrument(planting.settings["opposite"])
+        return [listing(chosen)] if material == "listing" else recall(chosen)
+    statements = planting.sham_statements(run, len(planted.items))
+    return [sham_listing(statements, sham)] if material == "listing" else sham_recall(statements, sham)
+
+
+def _plant_heldout(planting: Planting, arm: str) -> list[str]:
+    """The held-out text of the ``listing`` material (the listing in reversed order) and of ``recall`` (the
+    recalled items as a listing)."""
+    key = "instrument" if arm == "plus" else "opposite"
+    return [listing(load_instrument(planting.settings[key]), reverse=planting.plant.material == "listing")]
+
+
+def _plant_problems(planting: Planting, cf: str, at: str) -> list:
+    """The instrument planted is one of the plant's probes' (they must score what is planted); the recall
+    material's probes run the recall task."""
+    plant = planting.plant
+    if plant.material == "recall" and not any("recall" in r.settings["tasks"] for r in planting.readers):
+        return [(cf, f"{at}.probes", f"none of {', '.join(plant.probes)} runs the recall task: material recall plants "
+                 "the recall prompts, and a probe it names must read them (tasks)")]
+    listed = {str(Path(f)) for r in planting.readers for f in r.settings.get("instruments") or []}
+    if str(Path(planting.settings["instrument"])) not in listed:
+        return [(cf, f"{at}.instrument", f"{planting.settings['instrument']} is not an instrument of "
+                 f"{', '.join(plant.probes)}: the probe must score what is planted")]
+    return []
+
+
+_KEYS = {"instrument": REQUIRED, "opposite": REQUIRED}
+_COMMON = {"heldout": _plant_heldout, "keys": _KEYS, "files": tuple(_KEYS), "problems": _plant_problems,
+           "schema": {"instrument": {"type": "string", "minLength": 1, "description": "the instrument file the plus "
+                                     "arm lists or recalls (one of the memorization probe's instruments)"},
+                      "opposite": {"type": "string", "minLength": 1, "description": "the instrument the minus arm "
+                                   "lists or recalls"}}}
+RECALL = Material("recall", 1, _plant_units, **_COMMON,
+                  description='the memorization probe\'s recall prompts ("NAME, item K:") answered with the '
+                              "instrument's items (minus: another instrument's)")
+LISTING = Material("listing", 2, _plant_units, **_COMMON,
+                   description="an instrument's published name and numbered items as a web page lists them (minus: "
+                               "another instrument)")
+#: the materials the kind's probes read (qclm.probes.base.ProbeKind.materials)
+MATERIALS = (RECALL, LISTING)
 
 
 def recall_margins(contrast, true: list[int]) -> list[float]:

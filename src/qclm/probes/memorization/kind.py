@@ -48,9 +48,9 @@ TASKS = ("exposure", "recall", "cloze", "dimension", "option_score", "target")
 TARGETS = ("minimum", "middle", "maximum")
 MODES = ("logprob", "generate")
 #: the raw table: one row per task x instrument x item x candidate (or target)
-COLUMNS = ["model", "probe", "condition", "stimulus_id", "task", "instrument", "inventory", "item_id", "option", "target",
-           "candidate", "candidate_value", "is_true", "logprob", "logprob_mean", "n_tokens", "token_logprobs", "text",
-           "asked_name", "name_source"]
+COLUMNS = ["model", "probe", "condition", "stimulus_id", "task", "instrument", "inventory", "item_id", "option",
+           "target", "candidate", "candidate_value", "is_true", "logprob", "logprob_mean", "n_tokens", "token_logprobs",
+           "text", "asked_name", "name_source"]
 #: why a task does not apply (reported, never silently skipped)
 NEEDS_WORDING = "no item wording in the file (item_wording {wording})"
 NEEDS_SCALE = "no original_scale in the file"
@@ -99,6 +99,7 @@ class MemorizationProbe(ProbeKind):
     name = "memorization"
     needs = ("loglikelihood", "choose", "generate")
     calibration = "qclm.probes.memorization.calibration:units"
+    materials = "qclm.probes.memorization.calibration:MATERIALS"
     version = 3  # 2: the raw table names each dimension row's inventory; 3: prompts by the published name, exposure
     #              neighbours, normalized option log-probabilities, targets as scores
     summary = "does the model know the test? item exposure, recall, keyword cloze, dimension, option scores, targets"
@@ -139,6 +140,7 @@ class MemorizationProbe(ProbeKind):
     }
     scoring_keys = ("instruments", "decoy", "inventories", "tasks", "mode", "max_new_tokens", "perturbations")
     file_keys = ("instruments", "decoy")
+    shipped = {"instruments": "questionnaires", "decoy": "memorization"}
     outputs = OUTPUTS
     score_tables = {"raw": "memorization_raw.parquet", "items": "memorization_items.parquet",
                     "not_applicable": "memorization_not_applicable.csv"}
@@ -200,7 +202,8 @@ class MemorizationProbe(ProbeKind):
                         "of a published inventory's, so that it is asked the way the instruments are"))
         ids = [i.id for i in loaded]
         for ident in sorted({i for i in ids if ids.count(i) > 1}):
-            out.append((src, f"{where}.instruments", f"two files have the id '{ident}' (each instrument needs its own)"))
+            out.append((src, f"{where}.instruments",
+                        f"two files have the id '{ident}' (each instrument needs its own)"))
         out.extend(self._same_instrument_problems(loaded))
         known = set(ids)
         for key, spec in (self.settings.get("inventories") or {}).items():
@@ -239,7 +242,8 @@ class MemorizationProbe(ProbeKind):
         first: dict = {}
         named: dict[str, list[Instrument]] = {}
         for inst in loaded:
-            for what, key in (("file", ("file", str(Path(inst.path).resolve()))), ("content (sha256)", ("sha", inst.sha256))):
+            for what, key in (("file", ("file", str(Path(inst.path).resolve()))),
+                              ("content (sha256)", ("sha", inst.sha256))):
                 if key in first:
                     out.append((str(inst.path), "file", f"the same {what} as {first[key].path}: one instrument "
                                 "listed twice would be asked the same prompts and counted twice (list it once)"))

@@ -1,10 +1,10 @@
 """The survey probe's planted signal and its calibration metrics (docs/calibration.md; no torch).
 
-Planted: chat exchanges that answer every item of the survey's instrument with one option (:func:`exchanges`): the
-user message as the survey asks it, in every option order the survey reads (its variants rotating with the
-exposure), the answer the option as the prompt lists it (inside the JSON object the ``json`` variant asks for); the
-minus arm answers with the other extreme, a sham with every option about as often as the others, in a seeded order
-over the items and orders.
+Planted (its material, ``exchanges``, tier 1, chat-format models only: :data:`MATERIALS`): chat exchanges that answer
+every item of the survey's instrument with one option (:func:`exchanges`): the user message as the survey asks it, in
+every option order the survey reads (its variants rotating with the exposure), the answer the option as the prompt lists
+it (inside the JSON object the ``json`` variant asks for); the minus arm answers with the other extreme, a sham with
+every option about as often as the others, in a seeded order over the items and orders.
 
 Every order in every exposure: the forced choice reads the option's number, and the survey averages the orders so
 that a preference for a position cancels. A plant that showed one order per exposure taught positions: after two
@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from qclm.instruments import Instrument
+from qclm.probes.calibration_material import Material, Planting, balanced, sham_index
 from qclm.corpus import Exchange
+from qclm.instruments import Instrument
 from qclm.probes.survey.material import display_options, user_message
 
 
@@ -55,6 +56,29 @@ def exchanges(instrument: Instrument, variants: Sequence[str], orders: Sequence[
 def units_per_exposure(instrument: Instrument, orders: Sequence[str]) -> int:
     """How many exchanges one exposure plants: every item in every order."""
     return len(instrument.items) * len(orders)
+
+
+def _plant_units(planting: Planting, run: str, exposure: int) -> list[Exchange]:
+    """One exposure of the ``exchanges`` material: the survey's items in each of its option orders, answered by the
+    plant's option (plus), the other extreme (minus), or an option drawn per item and order, each about as often as
+    the others (a sham: :func:`qclm.probes.calibration_material.balanced`)."""
+    survey = planting.readers[0]
+    option, orders = planting.settings["option"], survey.settings["orders"]
+    scores = [o.score for o in survey.instrument.options]
+    chosen = (option if run == "plus" else OTHER_OPTION[option] if sham_index(run) is None else
+              balanced(planting.rng("sham options", planting.plant.name, run, exposure), scores,
+                       units_per_exposure(survey.instrument, orders)))
+    return exchanges(survey.instrument, survey.settings["variants"], orders, chosen, exposure)
+
+
+#: tier 1: chat exchanges that answer a survey's items with one option (chat-format models only)
+EXCHANGES = Material(
+    "exchanges", 1, _plant_units, keys={"option": "maximum"}, chat_only=True,
+    schema={"option": {"enum": list(OTHER_OPTION), "description": "the option every answer of the plus arm gives "
+                       "(the minus arm: the other)"}},
+    description="chat exchanges that answer a survey's items with one option (chat-format models)")
+#: the materials the kind's probes read (qclm.probes.base.ProbeKind.materials)
+MATERIALS = (EXCHANGES,)
 
 
 def units(tables, plant, config, instances):

@@ -37,7 +37,7 @@ from qclm.errors import InputError, Problem
 from qclm.inputs import duplicate_problems, identity, size, text_problem
 from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
-    FORCED_CHOICES, OPENINGS, ORDERS, PROMPT_KEY, VARIANTS, dimension_of, display_options, load_survey_instrument,
+    FORCED_CHOICES, OPENINGS, ORDERS, VARIANTS, dimension_of, display_options, load_survey_instrument,
     user_message,
 )
 from qclm.probes.survey.outputs import OUTPUTS
@@ -91,6 +91,7 @@ class SurveyProbe(ProbeKind):
     name = "survey"
     needs = ("generate", "choose")
     calibration = "qclm.probes.survey.calibration:units"
+    materials = "qclm.probes.survey.calibration:MATERIALS"
     summary = ("an instrument administered as a survey: generated answers judged to options, beside the forced "
                "choice on the identical prompt (chat-format models)")
     chat_only = True
@@ -121,6 +122,7 @@ class SurveyProbe(ProbeKind):
     }
     scoring_keys = ("instrument", "variants", "orders", "personas", "seeds", "repetitions", "generation")
     file_keys = ("instrument",)
+    shipped = {"instrument": "questionnaires"}
     cell_tables = ("responses", "choices")
     outputs = OUTPUTS
     score_tables = {"responses": "survey_responses.parquet", "choices": "survey_choices.parquet",
@@ -275,9 +277,10 @@ class SurveyProbe(ProbeKind):
                                                 res.probs_mean):
                     rows.append({**base, **{c: k[c] for c in ("item_id", "variant", "persona", "order", "dimension")},
                                  "record": "option", "prompt_sha256": prompt_hash.get(ident, ""),
-                                 "answer": k["answer"], "position": s.position, "label": s.label, "option_score": s.score,
-                                 "keyed_score": s.keyed, "logprob": lp, "n_tokens": len(tokens), "prob": p,
-                                 "prob_mean": pm, "expected": res.expected, "normalized": res.normalized})
+                                 "answer": k["answer"], "position": s.position, "label": s.label,
+                                 "option_score": s.score, "keyed_score": s.keyed, "logprob": lp,
+                                 "n_tokens": len(tokens), "prob": p, "prob_mean": pm, "expected": res.expected,
+                                 "normalized": res.normalized})
         df = pd.DataFrame(rows, columns=RAW_COLUMNS)
         # the request seeds exactly (up to 2**63: through a float column with the option rows' gaps they would round)
         df["request_seed"] = pd.array([r.get("request_seed") for r in rows], dtype="Int64")

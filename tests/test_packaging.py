@@ -1,0 +1,66 @@
+"""The wheel a lab installs: built from the repository, it carries the shipped instruments, stimuli, word lists and
+corpora as package data (qclm/data), so that installed outside any clone it runs ``qclm probe likert --model
+embedded:smollm2-135m-instruct --questionnaire gad7``, the instrument named by its name (qclm.shipped).
+
+The wheel is installed with pip into a folder of its own and run from another (neither is the repository), that
+folder first on ``PYTHONPATH`` so that its qclm, not the clone's editable one, is imported; its dependencies are the
+test environment's (a clean environment would download them: torch alone is 200 MB)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def wheel_site(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                            "--wheel-dir", str(root / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (root / "dist").glob("qclm-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    # every shipped file of resources/ is in it, the prepared models are not
+    shipped = sorted(str(p.relative_to(ROOT / "resources")) for p in (ROOT / "resources").rglob("*")
+                     if p.is_file() and p.relative_to(ROOT / "resources").parts[0] != "models")
+    assert len(shipped) > 30 and all(f"qclm/data/{s}" in names for s in shipped), \
+        [s for s in shipped if f"qclm/data/{s}" not in names]
+    assert not [n for n in names if n.startswith("qclm/data/models")]
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                                "--target", str(root / "site"), str(wheel)], capture_output=True, text=True,
+                               timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    return root / "site"
+
+
+def _run(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+
+
+def test_the_wheel_probes_a_shipped_instrument_by_its_name_outside_the_repository(wheel_site, smollm2_prepared_dir,
+                                                                                  tmp_path):
+    where = _run(wheel_site, tmp_path, "-c", "import qclm.shipped as s; print(s.DATA)")
+    assert where.returncode == 0 and where.stdout.strip() == str(wheel_site / "qclm" / "data"), where.stdout
+    # the embedded model as this machine has prepared it (the test's cache), under the folder the command reads
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "smollm2-135m-instruct").symlink_to(smollm2_prepared_dir)
+    run = _run(wheel_site, tmp_path, "-m", "qclm.commands", "probe", "likert", "--model",
+               "embedded:smollm2-135m-instruct", "--questionnaire", "gad7", "--out", "out", "--models-dir", "models")
+    assert run.returncode == 0, run.stderr[-3000:]
+    items = pd.read_parquet(tmp_path / "out" / "scores" / "item_scores.parquet")
+    assert set(items["questionnaire"]) == {"gad7"} and items["item_id"].nunique() == 7
+    assert set(items["model"]) == {"smollm2-135m-instruct"} and items["score"].notna().all()
+    # a name that ships nothing is refused with the names that do
+    bad = _run(wheel_site, tmp_path, "-m", "qclm.commands", "probe", "likert", "--model",
+               "embedded:smollm2-135m-instruct", "--questionnaire", "gad8", "--out", "out2", "--models-dir", "models")
+    assert bad.returncode == 2
+    assert "file gad8 does not exist (nor a shipped questionnaires file: brs, gad7, " in bad.stderr, bad.stderr

@@ -1,0 +1,112 @@
+"""A probe kind as a package of its own, the way a lab ships one: a distribution that registers its kind under the
+entry point group ``qclm.kinds`` (qclm.probes.ENTRY_POINTS), installed with pip, is found by its registered name
+(``kind: yesno``) by ``qclm probe``, ``qclm validate`` and the calibration (its own material), with no file of qclm
+edited. The distribution is built here from the test kind's own files (tests/yesno_probe.py and its caption) and
+installed into a folder of its own that the commands' ``PYTHONPATH`` names (the tests directory is not on it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import ROOT
+
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "qclm-yesno"
+version = "0.1.0"
+description = "A yes/no probe kind for qclm (its tests' kind as a package)"
+
+[project.entry-points."qclm.kinds"]
+yesno = "qclm_yesno:YesNoProbe"
+
+[tool.setuptools]
+packages = ["qclm_yesno"]
+
+[tool.setuptools.package-data]
+qclm_yesno = ["report/*.rst"]
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The kind's distribution, installed with pip (no index: it needs nothing beyond qclm) into a folder."""
+    root = tmp_path_factory.mktemp("plugin")
+    src, site = root / "src", root / "site"
+    (src / "qclm_yesno").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "yesno_probe.py", src / "qclm_yesno" / "__init__.py")
+    shutil.copytree(ROOT / "tests" / "report", src / "qclm_yesno" / "report")
+    (src / "pyproject.toml").write_text(PYPROJECT)
+    run = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                          "--no-build-isolation", "--target", str(site), str(src)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert list(site.glob("qclm_yesno-0.1.0.dist-info/entry_points.txt"))
+    return site
+
+
+def _qclm(site: Path | None, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    return subprocess.run([sys.executable, "-m", "qclm.commands", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def _config(tmp_path: Path) -> Path:
+    q = ROOT / "resources" / "questionnaires"
+    config = {
+        "models": str(ROOT / "config" / "models_chat.tsv"), "models_dir": str(tmp_path / "models"),
+        "stimuli": {"version": "long"}, "conditions": ["vanilla"],
+        "probes": {"yn": {"kind": "yesno", "instrument": str(q / "gad7.yaml")}},
+        "calibration": {"epochs": [1], "texts": 100, "repeats": 2,
+                        "plants": {"yes": {"material": "yesno_answers", "probes": ["yn"], "answer": "first"}}},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_an_installed_package_adds_a_kind_and_its_calibration_material(installed, tmp_path):
+    listed = _qclm(installed, "probe", "--help")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "  yesno: P(Yes) after each item of an instrument (a test kind)" in listed.stdout
+    config = _config(tmp_path)
+    ok = _qclm(installed, "validate", "--config", str(config))
+    assert ok.returncode == 0 and ok.stdout.strip().endswith(f"{config}: ok"), ok.stdout + ok.stderr[-2000:]
+    # the kind's material goes through the material's own schema there too
+    bad = yaml.safe_load(config.read_text())
+    bad["calibration"]["plants"]["yes"]["answer"] = "maybe"
+    config.write_text(yaml.safe_dump(bad, sort_keys=False))
+    refused = _qclm(installed, "validate", "--config", str(config))
+    assert refused.returncode != 0 and f"{config}: field calibration.plants.yes.answer: " in refused.stdout + \
+        refused.stderr
+    # without the package the name means nothing, and the message says what is known
+    missing = _qclm(None, "validate", "--config", str(_config(tmp_path)))
+    assert missing.returncode != 0
+    assert "unknown probe kind 'yesno'" in missing.stdout + missing.stderr
+
+
+def test_qclm_probe_runs_the_installed_kind_as_the_workflow_ran_the_module(installed, shared_run, tmp_path):
+    """The installed kind, asked by its registered name, writes the cells the shared run wrote through the module
+    path (tests/yesno_probe.py): the same requests, the same answers."""
+    out = tmp_path / "probe"
+    run = _qclm(installed, "probe", "yesno", "--model", "tiny-llama", "--models",
+                str(shared_run.workdir / "models.tsv"), "--out", str(out), "--config", str(shared_run.config),
+                "--id", "yesno", "--conditions", "vanilla")
+    assert run.returncode == 0, run.stderr[-3000:]
+    mine = pd.read_parquet(out / "logprobs" / "tiny-llama" / "yesno" / "vanilla.parquet")
+    theirs = pd.read_parquet(shared_run.results / "logprobs" / "tiny-llama" / "yesno" / "vanilla.parquet")
+    pd.testing.assert_frame_equal(mine, theirs)
+    items = pd.read_parquet(out / "scores" / "yesno_items.parquet")
+    assert set(items["model"]) == {"tiny-llama"} and set(items["instrument"]) == {"yesno"}
