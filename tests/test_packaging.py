@@ -59,6 +59,7 @@ def test_the_wheel_probes_a_shipped_instrument_by_its_name_outside_the_repositor
     items = pd.read_parquet(tmp_path / "out" / "scores" / "item_scores.parquet")
     assert set(items["questionnaire"]) == {"gad7"} and items["item_id"].nunique() == 7
     assert set(items["model"]) == {"smollm2-135m-instruct"} and items["score"].notna().all()
+    assert "<h1>qclm probe likert on smollm2-135m-instruct</h1>" in (tmp_path / "out" / "report.html").read_text()
     # a name that ships nothing is refused with the names that do
     bad = _run(wheel_site, tmp_path, "-m", "qclm.commands", "probe", "likert", "--model",
                "embedded:smollm2-135m-instruct", "--questionnaire", "gad8", "--out", "out2", "--models-dir", "models")

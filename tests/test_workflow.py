@@ -4,6 +4,7 @@ documented shape, a class unknown to the code and a composed condition, a probe 
 math setting reruns no scoring job)."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -157,6 +158,15 @@ def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):
     items = pd.read_parquet(out / "scores" / "yesno_items.parquet")
     assert set(items["condition"]) == {"vanilla", "stress+soothing"} and set(items["model"]) == {"tiny-llama"}
     assert (out / "analysis" / "yesno_state_trait.csv").exists()
+    # and a page of that analysis: each declared table inline, each figure beside it, under its caption
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "<h1>qclm probe yesno_probe on tiny-llama</h1>" in page and "{{" not in page
+    assert page.count("<section") == 3 and "not written" not in page
+    assert "<th>p_yes</th>" in page and "<th>baseline</th>" in page
+    images = re.findall(r"<img src='([^']+)'", page)
+    assert images == ["analysis/figures/yesno_rates.png"] and all((out / i).is_file() for i in images)
+    assert "<strong>Yes-no answers (a probe kind written in the tests).</strong> Mean probability" in page
+    assert "<code>analysis.min_stimuli</code>" in page  # tests/report/yesno_rates.rst, as HTML
 
 
 def test_qclm_probe_likert_scores_each_questionnaire_given_as_an_instance_of_its_own(shared_run, tmp_path, capsys):

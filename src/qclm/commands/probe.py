@@ -1,6 +1,6 @@
 """``qclm probe KIND``: run one probe kind on one model from the command line, writing the same tables the workflow
 writes (raw cells under DIR/logprobs/, per-cell and collected tables under DIR/scores/, the kind's analysis under
-DIR/analysis/).
+DIR/analysis/), and a page of that analysis, DIR/report.html: every table and figure under its caption.
 
     qclm probe KIND --model MODEL --out DIR [--config CONFIG] [--conditions vanilla,stress] [--id ID]
                     [--device auto] [kind-specific options: qclm probe KIND --help]
@@ -9,7 +9,8 @@ MODEL is a model-table name (``--models``, default config/models.tsv), ``embedde
 checkpoint directory or a hub id, as for ``qclm loglik``. With ``--config``, the experiment (stimuli, conditions,
 prompt-format and engine settings, limits) and, if the config has an instance with this id, its settings come
 from the config; the options given here override them. Without it, the probe runs under vanilla with the
-defaults. KIND is a built-in kind or an importable module that defines ``KIND``.
+defaults. KIND is a built-in kind, one an installed package registers (``qclm probe --help`` lists them), or an
+importable module that defines ``KIND``.
 
 The instance id (``--id``) names the tables' instrument (``probe``, ``questionnaire``) and DIR's subdirectories;
 without it, it is the name of the material file given (``--instrument my_scale.yaml``: ``my_scale``), else the
@@ -34,6 +35,9 @@ from qclm.commands.args import (
 from qclm.errors import InputError
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES
+
+#: the page of the run's analysis, in DIR
+PAGE = "report.html"
 
 log = logging.getLogger("qclm.probe")
 
@@ -138,6 +142,7 @@ def _id_clashes(out: Path, model: str, kind_name: str, instances) -> list:
 
 def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, run_settings, engine, spec, loaded,
                        out) -> int:
+    from qclm.analysis.page import write_page
     from qclm.jobs import stages
     from qclm.jobs.score_model import CellSpec, score_cell
     from qclm.parquet import write_parquet
@@ -166,9 +171,14 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
     stages.collect(kind_name, instances, cells, models, analysis_config, {k: str(v) for k, v in score_files.items()})
     (out / "analysis").mkdir(parents=True, exist_ok=True)
     written = cls.analyze(score_files, out / "analysis", analysis_config, instances)
-    log.info("%s on %s: %d condition(s) scored; tables in %s%s", ", ".join(i.id for i in instances), spec.name,
-             len(conditions), out / "scores",
-             f"; analysis: {', '.join(str(p) for p in written)}" if written else "")
+    page = write_page(cls.analysis_outputs(), out / "analysis", out / PAGE,
+                      f"qclm probe {kind_name} on {spec.name}",
+                      f"Instances {', '.join(i.id for i in instances)}; conditions {', '.join(conditions)}; the "
+                      f"tables' data in {out / 'scores'}, their CSV beside each table.",
+                      settings.section(analysis_config, "analysis"))
+    log.info("%s on %s: %d condition(s) scored; tables in %s%s; the page: %s", ", ".join(i.id for i in instances),
+             spec.name, len(conditions), out / "scores",
+             f"; analysis: {', '.join(str(p) for p in written)}" if written else "", page)
     return 0
 
 

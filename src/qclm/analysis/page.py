@@ -1,0 +1,81 @@
+"""The HTML page of one kind's analysis outside the workflow (``qclm probe`` writes it as ``OUT/report.html``; no
+torch): every table and figure the kind declares, in its order, each under its caption, the tables inline and the
+figures as images beside the page, so that the folder opens in a browser as it is.
+
+The captions are the workflow report's (``report/NAME.rst`` beside each kind): their reStructuredText is read for
+what they use (paragraphs, ``**strong**``, ``*emphasis*``, ````literal````), and their placeholders of the
+analysis settings (``{{ snakemake.params.analysis.KEY }}``, with ``|join(",")``) are filled from the run's.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from qclm.analysis import registry
+
+#: a caption's placeholder of an analysis setting, as the workflow report's captions write it
+PLACEHOLDER = re.compile(r"\{\{\s*snakemake\.params\.analysis\.(\w+)\s*(\|\s*join\(\s*\"([^\"]*)\"\s*\))?\s*\}\}")
+#: the page's style (the tables' as the tables/*.html copies have it)
+STYLE = ("body{font-family:sans-serif;font-size:14px;max-width:1100px;margin:2em auto;padding:0 1em}"
+         "table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;"
+         "padding:2px 6px;text-align:right}th{background:#eee}img{max-width:100%}.caption{color:#333}"
+         "section{border-top:1px solid #ddd;margin-top:1.5em}")
+
+
+def caption_html(text: str, analysis: dict[str, Any]) -> str:
+    """A caption's reStructuredText as HTML paragraphs, its placeholders filled from ``analysis``."""
+    def fill(match: re.Match) -> str:
+        value = analysis.get(match.group(1), "")
+        if match.group(2) is not None and isinstance(value, (list, tuple)):
+            return match.group(3).join(str(v) for v in value)
+        return str(value)
+
+    out = []
+    for para in re.split(r"\n\s*\n", PLACEHOLDER.sub(fill, text).strip()):
+        para = html.escape(" ".join(para.split()), quote=False)
+        para = re.sub(r"``(.+?)``", r"<code>\1</code>", para)
+        para = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", para)
+        para = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", para)
+        out.append(f"<p>{para}</p>")
+    return "\n".join(out)
+
+
+def _table_body(path: Path) -> str:
+    """The ``<table>`` of a table's HTML copy (:mod:`qclm.analysis.table_files`)."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find("<table"), text.rfind("</table>")
+    return text[start:end + len("</table>")] if start >= 0 and end >= 0 else f"<pre>{html.escape(text)}</pre>"
+
+
+def write_page(outputs: Sequence[registry.Output], analysis_dir: Path, page: Path, title: str, lead: str,
+               analysis: dict[str, Any]) -> Path:
+    """Write ``page``: ``title``, ``lead`` (a line of what was run) and every output of ``outputs`` whose file is
+    in ``analysis_dir`` (an output the run did not write is named as such); links relative to the page."""
+    analysis_dir, page = Path(analysis_dir), Path(page)
+    rel = Path(os.path.relpath(analysis_dir.resolve(), page.parent.resolve()))
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{STYLE}</style></head><body>", f"<h1>{html.escape(title)}</h1>", f"<p>{html.escape(lead)}</p>"]
+    for output in outputs:
+        shown = analysis_dir / output.shown
+        caption = Path(output.caption)
+        parts.append(f"<section id='{html.escape(output.name)}'><h2>{html.escape(output.category)}: "
+                     f"{html.escape(output.name)} ({output.kind})</h2>")
+        if caption.is_file():
+            parts.append(f"<div class='caption'>{caption_html(caption.read_text(encoding='utf-8'), analysis)}</div>")
+        if not shown.is_file():
+            parts.append(f"<p><em>not written by this run ({html.escape(output.shown)})</em></p>")
+        elif output.kind == registry.TABLE:
+            parts.append(_table_body(shown))
+            parts.append(f"<p><a href='{html.escape(str(rel / output.files[0]))}'>{html.escape(output.files[0])}</a>"
+                         "</p>")
+        else:
+            parts.append(f"<img src='{html.escape(str(rel / output.shown))}' alt='{html.escape(output.name)}'>")
+        parts.append("</section>")
+    parts.append("</body></html>")
+    page.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return page
