@@ -19,7 +19,7 @@ VLLM_BIN  := $(VLLM_VENV)/bin
 # the workstation profile (profiles/default) is found by Snakemake itself, next to the Snakefile
 PROFILE :=
 
-.PHONY: env run test test-fast test-slurm dryrun clean peers-env peers vllm-env lint
+.PHONY: env run test test-fast test-slurm dryrun clean peers-env peers vllm-env lint browser
 
 env: $(VENV)/.installed
 
@@ -42,13 +42,21 @@ run: env
 dryrun: env
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
 
-# the vLLM environment is built first (minutes, once): the tests' own time starts after it; the linter (ruff,
-# pyproject.toml's [tool.ruff]) first, in a second
-test: env vllm-env lint
+# the vLLM environment and the browser are installed first (minutes, once): the tests' own time starts after
+# them; the linter (ruff, pyproject.toml's [tool.ruff]) first, in a second
+test: env vllm-env browser lint
 	$(BIN)/python -m pytest
 
 lint: env
 	$(BIN)/ruff check
+
+# Debian's chromium and its driver, for the tests that open the reports in a real browser (selenium, pointed at
+# them: nothing downloads a browser of its own); as root, from apt; not root, those tests skip
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		chromium chromium-driver >/dev/null; \
+	else echo "not root: the browser tests skip (Debian's chromium and chromium-driver are not installed)"; fi
 
 test-fast: env
 	$(BIN)/python -m pytest -m "not slow and not slurm and not peers"

@@ -314,3 +314,46 @@ def workstation_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> Worksta
     for part in ("scores", "logprobs"):
         shutil.copytree(workdir / "results" / part, first / part)
     return WorkstationRun(workdir, config, run.stderr, first)
+
+
+#: Debian's chromium and its driver (make browser installs them as root); selenium is pointed at both, so nothing
+#: downloads a browser or a driver of its own
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Open a local HTML file in headless chromium and return what a reader would meet: the page's text, its
+    images with their loaded width (0: broken), its number of tables and the console's errors. ``wait_for``: a text
+    the page renders with its scripts (Snakemake's report builds itself), waited for up to 30 s. Skips where the
+    browser is not installed (not root: make browser could not install it)."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("Debian's chromium and chromium-driver are not installed (make browser, as root)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--allow-file-access-from-files"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+    def read(path: Path, wait_for: str | None = None) -> dict:
+        driver.get_log("browser")  # what earlier pages logged
+        driver.get(Path(path).resolve().as_uri())
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+        if wait_for:
+            WebDriverWait(driver, 30).until(lambda d: wait_for in d.find_element("tag name", "body").text)
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+            "return Array.from(document.images).every(i => i.complete)"))
+        return {"text": driver.find_element("tag name", "body").text,
+                "images": driver.execute_script(
+                    "return Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth])"),
+                "tables": len(driver.find_elements("tag name", "table")),
+                "errors": [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]}
+
+    yield read
+    driver.quit()

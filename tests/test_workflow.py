@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -124,7 +125,29 @@ def test_a_probe_kind_written_in_the_tests_runs_under_every_condition(shared_run
     assert st["eta2_condition"].between(0, 1).all() and st["underpowered"].all()  # 2 stimuli per condition
 
 
-def test_a_probe_kind_written_in_the_tests_has_its_own_table_figure_and_caption_in_the_report(shared_run, tmp_path):
+@pytest.fixture(scope="module")
+def workflow_report(shared_run, tmp_path_factory) -> Path:
+    """The shared run's report, as `snakemake --report` writes it."""
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    run = run_snakemake(shared_run.workdir, shared_run.config, "--report", str(path))
+    assert run.returncode == 0, run.stderr[-3000:]
+    return path
+
+
+@pytest.fixture(scope="module")
+def probe_out(shared_run, tmp_path_factory) -> Path:
+    """`qclm probe` of the test kind on one model of the shared run, under two of its conditions."""
+    out = tmp_path_factory.mktemp("probe") / "probe"
+    cmd = [sys.executable, "-m", "qclm.commands", "probe", "yesno_probe", "--model", "tiny-llama",
+           "--models", str(shared_run.workdir / "models.tsv"), "--out", str(out), "--config", str(shared_run.config),
+           "--id", "yesno", "--conditions", "vanilla,stress+soothing"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
+def test_a_probe_kind_written_in_the_tests_has_its_own_table_figure_and_caption_in_the_report(shared_run,
+                                                                                              workflow_report):
     """The test kind declares its own table, figure and caption (tests/yesno_probe.py `outputs`, the caption beside
     it in tests/report/): the workflow writes them and `snakemake --report` files them under the kind's own category,
     numbered after the Likert and the run's earlier kinds, with the caption."""
@@ -134,23 +157,16 @@ def test_a_probe_kind_written_in_the_tests_has_its_own_table_figure_and_caption_
     assert rates["p_yes"].between(0, 1).all()
     assert (rates["underpowered"] == (rates["condition"] != "vanilla")).all()  # 2 stimuli per condition
     assert (res / "analysis" / "figures" / "yesno_rates.png").stat().st_size > 5_000
-    run = run_snakemake(shared_run.workdir, shared_run.config, "--report", str(tmp_path / "report.html"))
-    assert run.returncode == 0, run.stderr[-3000:]
-    html = (tmp_path / "report.html").read_text()
+    html = workflow_report.read_text()
     assert "Yes-no answers (a probe kind written in the tests)" in html  # the caption
     assert "6. A probe written in the tests" in html  # Likert 1-5, then the run's kinds in config order
     assert "7. Entailment items" in html and "8. Implicit sentiment" in html
     assert "yesno_rates.png" in html and "yesno_rates.html" in html
 
 
-def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):
+def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, probe_out):
     """`qclm probe KIND` on one model: the same raw cells and collected items as the workflow's."""
-    out = tmp_path / "probe"
-    cmd = [sys.executable, "-m", "qclm.commands", "probe", "yesno_probe", "--model", "tiny-llama",
-           "--models", str(shared_run.workdir / "models.tsv"), "--out", str(out), "--config", str(shared_run.config),
-           "--id", "yesno", "--conditions", "vanilla,stress+soothing"]
-    run = subprocess.run(cmd, capture_output=True, text=True, env=workflow_env(), timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
+    out = probe_out
     for cond in ("vanilla", "stress+soothing"):
         mine = pd.read_parquet(out / "logprobs" / "tiny-llama" / "yesno" / f"{cond}.parquet")
         theirs = pd.read_parquet(shared_run.results / "logprobs" / "tiny-llama" / "yesno" / f"{cond}.parquet")
@@ -168,6 +184,17 @@ def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, tmp_path):
     assert "<strong>Yes-no answers (a probe kind written in the tests).</strong> Mean probability" in page
     assert "<code>analysis.min_stimuli</code>" in page  # tests/report/yesno_rates.rst, as HTML
 
+
+def test_the_reports_open_in_a_browser_with_every_figure_and_no_error(browser, workflow_report, probe_out):
+    """Both reports in Debian's chromium (headless, selenium): the page of `qclm probe` shows its figure (loaded,
+    not a broken image) and its tables; Snakemake's report renders its categories, the test kind's among them; the
+    console of neither shows an error."""
+    page = browser(probe_out / "report.html")
+    assert page["images"] and all(width > 0 for _, width in page["images"]), page["images"]
+    assert page["tables"] == 2 and page["errors"] == [], page["errors"]
+    report = browser(workflow_report, wait_for="A probe written in the tests")
+    assert report["errors"] == [], report["errors"]
+    assert "A probe written in the tests" in report["text"] and "Implicit sentiment" in report["text"]
 
 def test_qclm_probe_likert_scores_each_questionnaire_given_as_an_instance_of_its_own(shared_run, tmp_path, capsys):
     """`qclm probe likert --questionnaire A --questionnaire B` (as a config's questionnaires): each file its own
