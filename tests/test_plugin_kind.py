@@ -98,11 +98,15 @@ def test_an_installed_package_adds_a_kind_and_its_calibration_material(installed
 
 
 def test_qclm_probe_runs_the_installed_kind_as_the_workflow_ran_the_module(installed, shared_run, tmp_path):
-    """The installed kind, asked by its registered name, writes the cells the shared run wrote through the module
-    path (tests/yesno_probe.py): the same requests, the same answers."""
+    """The installed kind, asked by its registered name (in the shared run's config too: the tests directory is not
+    on the command's path), writes the cells the shared run wrote through the module path (tests/yesno_probe.py):
+    the same requests, the same answers."""
     out = tmp_path / "probe"
+    config = yaml.safe_load(shared_run.config.read_text())  # the shared run's, its test kind named by its entry point
+    config["probes"]["yesno"]["kind"] = "yesno"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     run = _qclm(installed, "probe", "yesno", "--model", "tiny-llama", "--models",
-                str(shared_run.workdir / "models.tsv"), "--out", str(out), "--config", str(shared_run.config),
+                str(shared_run.workdir / "models.tsv"), "--out", str(out), "--config", str(tmp_path / "config.yaml"),
                 "--id", "yesno", "--conditions", "vanilla")
     assert run.returncode == 0, run.stderr[-3000:]
     mine = pd.read_parquet(out / "logprobs" / "tiny-llama" / "yesno" / "vanilla.parquet")
