@@ -91,9 +91,9 @@ def materials(config: dict | None = None) -> dict[str, tuple[Material, tuple[str
     return out
 
 
-def material_of(config: dict, name: str) -> tuple[Material, tuple[str, ...]]:
-    """The material of a plant's ``material`` and the kinds that read it (a ValueError naming the known ones)."""
-    found = materials(config)
+def material_of(found: dict[str, tuple[Material, tuple[str, ...]]], name: str) -> tuple[Material, tuple[str, ...]]:
+    """The material of a plant's ``material`` among ``found`` (:func:`materials`) and the kinds that read it (a
+    ValueError naming the known ones)."""
     if name not in found:
         known = ", ".join(f"{m} ({' and '.join(kinds)})" for m, (_, kinds) in found.items())
         raise ValueError(f"unknown material {name!r}: no probe kind lists it (known: {known})")
@@ -155,8 +155,9 @@ def plants(config: dict) -> dict[str, Plant]:
     """The config's plants (none: an empty dict)."""
     out = {}
     repeats = int(section(config)["repeats"]) if config.get(SECTION) else 1
+    found = materials(config) if config.get(SECTION) else {}
     for name, entry in ((config.get(SECTION) or {}).get("plants") or {}).items():
-        material, kinds = material_of(config, entry["material"])
+        material, kinds = material_of(found, entry["material"])
         own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in material.keys.items()}
         models = entry.get("models")
         out[name] = Plant(name, material.name, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)),
@@ -361,10 +362,11 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
             out.append((cf, f"field {interventions.SECTION}.{name}", f"names starting with {PREFIX}_ are the "
                         "calibration's (its corpora and checkpoints): rename the intervention"))
     declared = {ident: kind for ident, kind, _, _ in probes.declared(config)}
+    found = materials(config)
     for name, entry in (config[SECTION].get("plants") or {}).items():
         at = f"{where}.plants.{name}"
         try:
-            material, kinds = material_of(config, entry["material"])
+            material, kinds = material_of(found, entry["material"])
         except ValueError as err:
             out.append((cf, f"{at}.material", str(err)))
             continue

@@ -28,6 +28,7 @@ from qclm.calibration import (
     ARMS, MAX_SHARE, SECTION, Job, Plant, group_location, plants, run_groups, runs, section,
 )
 from qclm.corpus import Exchange, load_corpus
+from qclm.probes.calibration_material import seeded
 from qclm.errors import InputError, Problem
 
 #: the manipulation check's sets, in the order the check table lists them
@@ -37,9 +38,7 @@ SET_SEP = "/"
 
 
 def _rng(config: dict, *parts) -> random.Random:
-    from qclm.engine.requests import derive_seed
-
-    return random.Random(derive_seed(section(config)["seed"], SECTION, *parts))
+    return seeded(section(config)["seed"], SECTION, *parts)
 
 
 def units(plant: Plant, config: dict, run: str, exposure: int) -> list[str | Exchange]:

@@ -3,9 +3,9 @@
 Built-in kinds are named in :data:`KINDS` (imported only when used); an installed package adds kinds under the
 entry point group :data:`ENTRY_POINTS` (name -> "module:Class", :func:`registered`); a config may also name any
 importable module that defines ``KIND`` (a :class:`~qclm.probes.base.ProbeKind` subclass), so a new kind is one
-module and a config section, or a package of its own. :func:`instances` reads a run's probe instances from its config:
-``questionnaires: {ID: FILE}`` (the
-Likert kind's shorthand) and ``probes: {ID: {kind: ..., conditions: [...], models: [...], ...}}``.
+module and a config section, or a package of its own. :func:`instances` reads a run's probe instances from its
+config: ``questionnaires: {ID: FILE}`` (the Likert kind's shorthand) and ``probes: {ID: {kind: ..., conditions:
+[...], models: [...], ...}}``.
 
 Light on purpose: the workflow imports this while building its DAG (no torch).
 """
@@ -65,13 +65,12 @@ def kind_class(name: Any) -> type[ProbeKind]:
     ``KIND``. Whatever is wrong with the name or the module (not importable, an error while importing it, no
     ``KIND``, a ``KIND`` that is the abstract base class or does not implement the scoring, a ``schema`` that is not
     a JSON Schema) is an :class:`UnknownKind` saying so in one line, never an exception of the import."""
+    if isinstance(name, str) and name in _CHECKED:  # looked up and found sound before (the workflow asks often)
+        return _CHECKED[name]
     known = registered()
     if not isinstance(name, str) or not (name in known or re.fullmatch(MODULE_PATH, name)):
         raise UnknownKind(f"a probe kind is one of {', '.join(known)} or a module path (names joined by dots, as "
                           f"in import), got {name!r}")
-    cached = _CHECKED.get(name)
-    if cached is not None:
-        return cached
     module_name, _, attr = known[name].partition(":") if name in known else (name, ":", "KIND")
     try:
         module = importlib.import_module(module_name)

@@ -63,6 +63,14 @@ class Material:
     description: str = ""
 
 
+def seeded(seed: int, namespace: str, *parts) -> random.Random:
+    """The generator of one draw of the calibration: seeded by its seed, its namespace and ``parts`` (the plant, the
+    run, the exposure...), the same on every machine."""
+    from qclm.engine.requests import derive_seed
+
+    return random.Random(derive_seed(seed, namespace, *parts))
+
+
 def balanced(rng: random.Random, options: Sequence, n: int) -> list:
     """A sham's draw of ``n`` answers among ``options``, each as often as the others (within one), in a seeded
     order: a draw of each answer alone gives a sham, by chance, more of one answer than of its opposite, which it
@@ -105,10 +113,8 @@ class Planting:
         return [probes.probe(instances[p]) for p in self.plant.probes]
 
     def rng(self, *parts) -> random.Random:
-        """A generator seeded by the calibration seed and ``parts``."""
-        from qclm.engine.requests import derive_seed
-
-        return random.Random(derive_seed(self.seed, self.namespace, *parts))
+        """A generator seeded by the calibration seed and ``parts`` (:func:`seeded`)."""
+        return seeded(self.seed, self.namespace, *parts)
 
     def stances(self, run: str, exposure: int, instrument: str, items: Sequence, one_high: bool = False) -> list:
         """Per item, (S+ or S- construct term, the level it is answered with: high or not, turn) at one exposure,
