@@ -875,3 +875,23 @@ def test_item_score_units_read_the_shift_under_both_normalizations():
     shifted = units[units["model"] == "m@cal_a_plus-e1"].groupby("metric")["value"]
     assert shifted.apply(lambda v: v.abs().max()).to_dict()["score_shift_iterated"] < 1e-9
     assert shifted.apply(lambda v: v.abs().max()).to_dict()["score_shift"] > 1e-3
+
+
+def test_a_kinds_materials_that_do_not_load_are_named():
+    """A kind whose ``materials`` names nothing loadable, or not materials, is one line naming it, not a traceback."""
+    from qclm.probes.base import ProbeKind
+
+    class Broken(ProbeKind):
+        name = "broken"
+        materials = "no_such_module_of_materials:MATERIALS"
+
+    class Wrong(ProbeKind):
+        name = "wrong"
+        materials = "qclm.probes.csi.calibration:OTHER_LABEL"
+
+    with pytest.raises(ValueError, match=r"probe kind broken: materials 'no_such_module_of_materials:MATERIALS' "
+                                         r"cannot be loaded \(ModuleNotFoundError"):
+        cal.kind_materials(Broken)
+    with pytest.raises(ValueError, match="probe kind wrong: materials 'qclm.probes.csi.calibration:OTHER_LABEL' is "
+                                         "not a tuple of qclm.probes.calibration_material.Material"):
+        cal.kind_materials(Wrong)

@@ -65,3 +65,18 @@ def test_the_wheel_probes_a_shipped_instrument_by_its_name_outside_the_repositor
                "embedded:smollm2-135m-instruct", "--questionnaire", "gad8", "--out", "out2", "--models-dir", "models")
     assert bad.returncode == 2
     assert "file gad8 does not exist (nor a shipped questionnaires file: brs, gad7, " in bad.stderr, bad.stderr
+
+
+def test_a_kinds_defaults_and_shipped_names_read_the_shipped_files_outside_a_clone(tmp_path, monkeypatch):
+    """Outside a clone (no resources/ in the working directory) a kind's default under resources/ and a shipped
+    name read the package's copies; inside it, a default stays the path the config would give."""
+    from qclm import probes, shipped
+
+    memorization = probes.kind_class("memorization")
+    here = probes.settings_of(memorization, {"instruments": ["gad7"]})
+    assert here["decoy"] == "resources/memorization/decoy.yaml"  # the tests run in the clone
+    monkeypatch.chdir(tmp_path)
+    away = probes.settings_of(memorization, {"instruments": ["gad7", "phq9.yaml"]})
+    assert away["decoy"] == str(shipped.DATA / "memorization" / "decoy.yaml")
+    assert away["instruments"] == [str(shipped.DATA / "questionnaires" / f) for f in ("gad7.yaml", "phq9.yaml")]
+    assert probes.settings_of(memorization, {"instruments": ["nothing_shipped"]})["instruments"] == ["nothing_shipped"]
