@@ -35,9 +35,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 run: env
+	# the workflow ends with its report, RESULTS/report.html (the Snakefile's onsuccess)
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
-	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config --cores $(CORES) \
-		--report "$$($(BIN)/python -m qclm.commands.results $(CONFIG))/report.html"
 
 dryrun: env
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)

@@ -1,6 +1,6 @@
 # qclm: measure psychological constructs in causal language models from next-token probabilities.
-# Run:  snakemake --cores 8 --resources gpu=1   (the workstation profile, profiles/default, is found by itself)
-#       (make run does this on the default config)
+# Run:  snakemake --cores 2 --resources gpu=1   (the workstation profile, profiles/default, is found by itself)
+#       (make run does this on the default config); a run of the whole workflow ends with RESULTS/report.html
 # Specification: docs in README.md; configuration: config/README.md.
 from snakemake.utils import min_version
 
@@ -28,3 +28,14 @@ rule all:
         score_targets(),
         ANALYSIS_TARGETS,
     default_target: True
+
+
+# the report every run of the whole workflow ends with (config key `report`; qclm.analysis.snakemake_report)
+onsuccess:
+    if settings.value(config, "report"):
+        from snakemake.logging import logger
+
+        from qclm.analysis import snakemake_report
+
+        snakemake_report.write(workflow.main_snakefile, config, ANALYSIS_RESULTS, score_targets() + ANALYSIS_TARGETS,
+                               log=logger.info)

@@ -183,6 +183,7 @@ def write_workflow_config(workdir: Path, models: dict[str, Path], **overrides) -
     config.update({"limit_items": 2, "limit_stimuli": 2})
     config["engine"]["threads"] = 1
     config["analysis"]["bootstrap"] = 200
+    config["report"] = False  # the report each run ends with: the shared run writes the one the tests open
     if "conditions" in overrides and "contrasts" not in overrides:
         config.pop("contrasts")  # the paper's contrasts that the conditions allow
     config.update(overrides)
@@ -279,7 +280,7 @@ def shared_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> SharedRun:
                 "csi": {"kind": "csi", "words": str(ROOT / "resources/csi/words.tsv"),
                         "control": str(workdir / "csi_control.tsv"), "limit_words": 12, "repetitions": 2,
                         "list_size": 6}},
-        conditions=SHARED_CONDITIONS, contrasts=SHARED_CONTRASTS)
+        conditions=SHARED_CONDITIONS, contrasts=SHARED_CONTRASTS, report=True)
     config = yaml.safe_load(cfg.read_text())
     config["stimuli"]["classes"]["soothing"] = str(workdir / "soothing.yaml")
     cfg.write_text(yaml.safe_dump(config, sort_keys=False))

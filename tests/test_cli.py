@@ -184,9 +184,8 @@ def _with(args, **changes):
 
 # -- entry points under commands/ ----------------------------------------------------------------------------------
 
-def test_word_lists_and_the_results_directory_have_their_entry_points_under_commands(tmp_path, capsys):
-    """``qclm words check`` reads a list as the CSI kind does (every problem, exit 2); ``python -m
-    qclm.commands.results CONFIG`` prints where the Makefile writes the report (the config's results key)."""
+def test_word_lists_have_their_entry_point_under_commands(tmp_path, capsys):
+    """``qclm words check`` reads a list as the CSI kind does (every problem, exit 2)."""
     good, bad = tmp_path / "good.txt", tmp_path / "bad.tsv"
     good.write_text("# written for the tests\nhouse\nriver\n")
     bad.write_text("pos\tfreq_rank\nnoun\t1\n")
@@ -194,10 +193,3 @@ def test_word_lists_and_the_results_directory_have_their_entry_points_under_comm
     assert main(["words", "check", str(good), str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"{bad}: ") and "word" in err and str(good) not in err
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text("results: elsewhere/results\n")
-    for argv, expected in (([str(cfg)], "elsewhere/results"), ([str(cfg), "--logs"], "logs")):
-        run = subprocess.run([sys.executable, "-m", "qclm.commands.results", *argv], capture_output=True, text=True,
-                             timeout=120, cwd=ROOT)
-        assert (run.returncode, run.stdout) == (0, expected + "\n"), run.stderr
-    assert "qclm.commands.results $(CONFIG)" in (ROOT / "Makefile").read_text()

@@ -126,11 +126,12 @@ def test_a_probe_kind_written_in_the_tests_runs_under_every_condition(shared_run
 
 
 @pytest.fixture(scope="module")
-def workflow_report(shared_run, tmp_path_factory) -> Path:
-    """The shared run's report, as `snakemake --report` writes it."""
-    path = tmp_path_factory.mktemp("report") / "report.html"
-    run = run_snakemake(shared_run.workdir, shared_run.config, "--report", str(path))
-    assert run.returncode == 0, run.stderr[-3000:]
+def workflow_report(shared_run) -> Path:
+    """The report the shared run ended with (the config's default `report: true`: the Snakefile's onsuccess runs
+    `snakemake --report` on the run's own config), as a user's plain `snakemake --cores 2 --resources gpu=1` leaves
+    it."""
+    path = shared_run.results / "report.html"
+    assert "Report: results/report.html" in shared_run.stderr and path.is_file(), shared_run.stderr[-3000:]
     return path
 
 
@@ -371,3 +372,28 @@ def test_the_csi_kind_runs_under_every_condition(shared_run):
     assert len(st) == 2 * 5 and (st["n_items"] == 12).all() and st["underpowered"].all()
     overview = (res / "analysis" / "overview.csi.md").read_text()
     assert "Implicit sentiment" in overview and "not interpretable" in overview
+
+
+def test_a_run_of_part_of_the_workflow_writes_no_report_and_a_failed_report_costs_the_run_nothing(tmp_path,
+                                                                                                   monkeypatch):
+    """The report a run ends with (qclm.analysis.snakemake_report.write, the Snakefile's onsuccess): where an output
+    of the whole workflow is missing (a target, --until), none, and a line saying what to type once they are; where
+    `snakemake --report` fails, a line with its exit, its last words and the command to retry, and no exception."""
+    from qclm.analysis import snakemake_report
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.csv").write_text("x\n")
+    lines: list[str] = []
+    assert snakemake_report.write(ROOT / "Snakefile", {}, "res", ["a.csv", "res/b.csv"], log=lines.append) is None
+    assert lines == ["res/report.html: not written: 1 of the workflow's outputs are not there (a run of part of it), "
+                     "for one res/b.csv; once they are, run the workflow again or type: snakemake --report "
+                     "res/report.html"]
+    assert not (tmp_path / ".snakemake").exists() and not (tmp_path / "res").exists()
+    lines.clear()
+    assert snakemake_report.write(tmp_path / "no-such-Snakefile", {"models": "m.tsv"}, "res", ["a.csv"],
+                                  log=lines.append) is None
+    assert lines[0] == "Writing the run's report: res/report.html (snakemake --report)"
+    assert lines[1].startswith("res/report.html: not written: snakemake --report ended with exit 1: ")
+    assert lines[1].endswith(f"--configfile {snakemake_report.CONFIG_COPY} --replace-workflow-config --cores 1 "
+                             "--report res/report.html)") and len(lines) == 2
+    assert not (tmp_path / "res" / "report.html").exists()
