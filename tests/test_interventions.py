@@ -453,3 +453,55 @@ def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulatio
     for name in ("calibration", "calibration_check"):
         assert (res / f"analysis/figures/{name}.png").stat().st_size > 0
     assert "Calibration: the smallest planted signal" in (res / "analysis/overview.md").read_text()
+
+
+def test_qclm_floors_gathers_the_calibration_and_the_first_page_sets_each_kinds_nulls_against_them(intervention_run,
+                                                                                                   tmp_path):
+    """`qclm floors CONFIG --out FILE` (qclm.analysis.floors) on the finished calibration: one row per planted series
+    of calibration_floor.csv, with the effect at its floor dose from calibration.csv; the first page composed with it
+    ends each probe kind's section with that kind's floors on the run's models, in the readout's units (a detected
+    series: its effect, CI and dose; one whose plant took but was not detected: its upper bound), and the intervention
+    and calibration sections with none. The run's own page was composed with the default floors file, the shipped
+    one, which has no row of a tiny model: each kind's section says so, and Likert's headline marks its nulls."""
+    from qclm.analysis import floors, overview
+
+    workdir, cfg, _ = intervention_run
+    analysis = workdir / "results" / "analysis"
+    out = tmp_path / "floors.csv"
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "floors", str(cfg), "--out", str(out)], cwd=workdir,
+                         capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert out.read_text().startswith("# Calibrated floors (qclm.analysis.floors") and \
+        f"#   qclm floors {cfg} --out {out}\n" in out.read_text()
+    rows = floors.read(out)
+    planted = pd.read_csv(analysis / "calibration_floor.csv")
+    assert len(rows) == len(planted) and {r["source"] for r in rows} == {str(cfg)}
+    series = pd.read_csv(analysis / "calibration.csv")
+    series = series[series["role"] == "planted"]
+    texts = {r["metric"]: floors.floor_of(rows, "memorization", "tiny-llama", r["metric"]) for r in rows}
+    for r in planted.itertuples():
+        if pd.notna(r.floor_dose):
+            at = series[(series["metric"] == r.metric) & (series["dose"] == r.floor_dose)].iloc[0]
+            assert texts[r.metric].startswith(f"{at['effect']:+.3g} [{at['effect_ci_low']:+.3g}, ")
+            assert f"at {int(r.floor_dose)} exposures (tier 2, gad7; {cfg})" in texts[r.metric]
+        else:
+            assert texts[r.metric] == (f"none detected up to {r.max_dose} exposures: below "
+                                       f"{r.bound_at_max_dose:+.3g} (upper 95% bound; tier 2, gad7; {cfg})")
+    assert floors.floor_of(rows, "memorization", "other-model", "exposure_gap") == floors.NOT_CALIBRATED
+    # the first page composed with these floors, from a copy of the run's sections
+    for fragment in analysis.glob("overview.*.md"):
+        (tmp_path / fragment.name).write_text(fragment.read_text())
+    md, _ = overview.compose(tmp_path, first=("likert",), floors=out, models=["tiny-llama"],
+                             kinds=["likert", "memorization"])
+    sections = dict(re.findall(r"^## (.*?)\n(.*?)(?=^## |\Z)", md.read_text(), re.M | re.S))
+    memorization = next(v for k, v in sections.items() if k.startswith("Memorization"))
+    assert all(f"| tiny-llama | {metric} | {text} |" in memorization for metric, text in texts.items())
+    likert = sections["Likert questionnaires"]
+    assert "No calibrated floor of this probe kind in" in likert and "null (CI covers 0)" in likert
+    assert not any("Calibrated floors" in v or "No calibrated floor" in v for k, v in sections.items()
+                   if k.startswith(("Interventions", "Calibration")))
+    # the run's own page: the shipped floors, which do not cover a tiny model
+    page = (analysis / "overview.md").read_text()
+    assert f"(`{floors.SHIPPED}`; docs/calibration.md)" in page
+    assert f"| tiny-llama | score_shift | {floors.NOT_CALIBRATED} |" in page
+    assert f"| tiny-llama | exposure_gap | {floors.NOT_CALIBRATED} |" in page

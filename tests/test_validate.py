@@ -527,6 +527,24 @@ def test_heatmap_item_in_two_questionnaires_needs_its_questionnaire(tmp_path, mo
     assert check(tmp_path, monkeypatch, config) == []
 
 
+def test_a_floors_file_that_is_not_there_or_not_a_floors_table_is_named(tmp_path, monkeypatch):
+    """analysis.floors (the calibrated floors of the report's first page): a missing file is the config's field, a
+    table without a floors file's columns is the file's header; null turns them off; the default is the shipped
+    file, read from the package where the working directory has none."""
+    config = make_config(tmp_path)
+    config["analysis"]["floors"] = "no/floors.csv"
+    assert check(tmp_path, monkeypatch, config) == [
+        "config.yaml: field analysis.floors: file no/floors.csv does not exist"]
+    (tmp_path / "f.csv").write_text("# a comment line\nbase_model,kind,instrument,metric,tier,plant\n")
+    config["analysis"]["floors"] = "f.csv"
+    assert check(tmp_path, monkeypatch, config) == [
+        "f.csv: header: missing column(s) floor_dose, floor_effect, floor_effect_ci_low, floor_effect_ci_high, "
+        "floor_run_sd, max_dose, bound_at_max_dose, took, source (a floors file: qclm floors writes one)"]
+    for value in (None, "resources/calibration/floors.csv"):
+        config["analysis"]["floors"] = value
+        assert check(tmp_path, monkeypatch, config) == []
+
+
 def test_quantization_on_a_cpu_run(tmp_path, monkeypatch):
     """A quantized model (bitsandbytes) needs CUDA: with engine.device cpu its job could only fail."""
     config = make_config(tmp_path)

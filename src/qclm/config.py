@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from qclm import settings
+from qclm.analysis import floors
 from qclm.errors import InputError, Problem
 from qclm.experiment import (
     SHORTHAND_CLASSES, STIMULUS_SETTINGS, VANILLA, classes_of, condition_problems,
@@ -173,11 +174,11 @@ def _analysis_problems(config: dict, cf: str) -> list[Problem]:
                          "z-scores and of the analysis (add it, e.g. [vanilla, stress])"))
     analysis = config.get("analysis")
     if not isinstance(analysis, dict):
-        return problems
+        return problems + floors.problems(config, cf)
     problem = settings.size_class_problem(analysis.get("size_classes"))
     if problem:
         problems.append((cf, "field analysis.size_classes", problem))
-    return problems
+    return problems + floors.problems(config, cf)
 
 
 def config_file_problems(files: list[str | Path]) -> list[Problem]:

@@ -13,7 +13,7 @@ import os
 import sys
 
 from qclm import probes, settings
-from qclm.analysis import registry
+from qclm.analysis import floors, registry
 from qclm.analysis.overview import OVERVIEW, fragment_name
 from qclm.experiment import output_dirs
 
@@ -54,6 +54,8 @@ ANALYSIS_CATEGORIES = registry.report_categories(list(ANALYSIS_OUTPUTS.values())
 ANALYSIS_FILES = {
     probe: [f"{ANALYSIS_DIR}/{path}" for o in outputs for path in o.files] for probe, outputs in ANALYSIS_OUTPUTS.items()
 }
+# the calibrated floors each kind's section of the first page ends with (analysis.floors; qclm.analysis.floors)
+ANALYSIS_FLOORS = floors.path(config)
 # each owner's section of the report's first page (analysis/overview.KIND.md) joins the overview
 ANALYSIS_FRAGMENTS = {probe: f"{ANALYSIS_DIR}/{fragment_name(probe)}" for probe in ANALYSIS_PROBES}
 ANALYSIS_TARGETS = [path for probe in ANALYSIS_PROBES for path in ANALYSIS_FILES[probe]] + [
@@ -200,7 +202,11 @@ rule overview:
     conda:
         "../../environment.yml"
     input:
-        list(ANALYSIS_FRAGMENTS.values()),
+        fragments=list(ANALYSIS_FRAGMENTS.values()),
+        floors=[ANALYSIS_FLOORS] if ANALYSIS_FLOORS else [],
+    params:
+        models=list(globals().get("BASE_MODELS", {})),
+        kinds=list(ANALYSIS_KINDS),
     output:
         md=f"{ANALYSIS_DIR}/{OVERVIEW}.md",
         rst=f"{ANALYSIS_DIR}/{OVERVIEW}.rst",

@@ -30,10 +30,12 @@ _RST_UNDERLINES = "=-~^"
 
 def null_note(kind: str) -> str:
     """What a null of a probe kind means, for its overview section: a signal below the probe's measured detection
-    floor, not the absence of one (the one wording every kind's overview uses)."""
+    floor, not the absence of one (the one wording every kind's overview uses; the floors themselves follow the
+    section: :func:`compose`)."""
     return (f"A null here means a signal below the {kind} probe's detection floor on that model, not no signal: "
-            "`config/calibration.yaml` measures each probe's floor per model by planting the signal at graded doses "
-            "beside a matched control (docs/calibration.md; the floors of the embedded models are in the README).")
+            "the planted-signal calibration (`config/calibration*.yaml`, docs/calibration.md) measures each probe's "
+            "floor per model by planting the signal at graded doses beside shams of the same structure; the floors "
+            "measured so far (the config's `analysis.floors`) are given below.")
 
 
 def fragment_name(probe: str) -> str:
@@ -59,12 +61,26 @@ def fragments(out_dir: str | Path, first: Sequence[str] = ()) -> list[Path]:
 
 
 def compose(out_dir: str | Path, parts: Sequence[str | Path] | None = None,
-            first: Sequence[str] = ()) -> tuple[Path, Path]:
+            first: Sequence[str] = (), floors: str | Path | None = None, models: Sequence[str] = (),
+            kinds: Sequence[str] = ()) -> tuple[Path, Path]:
     """Write ``overview.md`` and ``overview.rst`` in ``out_dir`` from the fragments ``parts`` in their order
-    (default: those present, :func:`fragments` with ``first``); returns the two paths."""
+    (default: those present, :func:`fragments` with ``first``); returns the two paths. With a floors file
+    (:mod:`qclm.analysis.floors`), the section of each probe kind in ``kinds`` ends with the kind's calibrated floors
+    on ``models`` (the run's base models)."""
+    from qclm.analysis import floors as floor_file
+
     out_dir = Path(out_dir)
     paths = fragments(out_dir, first) if parts is None else [Path(p) for p in parts]
-    body = "\n".join(p.read_text(encoding="utf-8").rstrip("\n") + "\n" for p in paths)
+    rows = floor_file.read(floors)
+
+    def part(path: Path) -> str:
+        text = path.read_text(encoding="utf-8").rstrip("\n") + "\n"
+        kind = path.name[len(OVERVIEW) + 1:-len(".md")]
+        if floors is None or kind not in kinds:
+            return text
+        return text + "\n" + "\n".join(floor_file.section(rows, kind, models, floors))
+
+    body = "\n".join(part(p) for p in paths)
     md = f"# {TITLE}\n\n{body}"
     md_path, rst_path = out_dir / f"{OVERVIEW}.md", out_dir / f"{OVERVIEW}.rst"
     _write(md_path, md)

@@ -22,7 +22,7 @@ import time
 import traceback
 
 #: command name -> module of qclm.commands that defines it (imported only when its parser is built)
-COMMANDS = ("analyze", "validate", "status", "render", "loglik", "probe", "finetune", "words")
+COMMANDS = ("analyze", "validate", "status", "render", "loglik", "probe", "finetune", "words", "floors")
 #: exit status of a run that failed for another reason than its input (bad input: 2)
 INTERNAL_ERROR = 1
 

@@ -8,6 +8,7 @@ import argparse
 import logging
 
 from qclm import settings
+from qclm.analysis import floors
 from qclm.commands.args import check_output, non_negative_int, positive_int, sized
 from qclm.errors import InputError
 from qclm.experiment import parse_contrast_args
@@ -76,6 +77,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memorization", default=None,
                    help="optional memorization table (analysis/memorization.csv of the memorization probe): "
                         "instruments whose items a model has seen are flagged in instrument_validation")
+    p.add_argument("--floors", default=floors.path({}),
+                   help="the calibrated floors the first page sets the nulls against (qclm floors writes one; "
+                        "default: the floors measured on the embedded models, resources/calibration/floors.csv)")
     p.add_argument("--no-figures", action="store_true")
 
     p.set_defaults(func=run)
@@ -104,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             templates=getattr(args, "templates", TEMPLATE_SELECT),
             instruments=getattr(args, "instruments", None),
             memorization=getattr(args, "memorization", None),
+            floors=getattr(args, "floors", None),
         )
     except InputError as exc:
         log.error("%s", exc)

@@ -246,6 +246,7 @@ class LikertProbe(ProbeKind):
 
         import pandas as pd
 
+        from qclm.analysis import floors
         from qclm.experiment import config_contrasts, contrast_label, scored_contrasts
         from qclm.probes.likert.analysis.stage import analyze
 
@@ -263,7 +264,7 @@ class LikertProbe(ProbeKind):
                        min_models=analysis["min_models"], min_stimuli=analysis["min_stimuli"],
                        templates=settings.section(config, settings.TEMPLATES)["select"],
                        instruments=tables.get("instruments"), memorization=tables.get("memorization"),
-                       equations=settings.section(config, settings.EQUATIONS))
+                       equations=settings.section(config, settings.EQUATIONS), floors=floors.path(config))
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod

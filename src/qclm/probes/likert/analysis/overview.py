@@ -72,6 +72,14 @@ def support(info: dict, result: dict[str, pd.DataFrame]) -> list[str]:
     return lines
 
 
+def _null(low: float, high: float) -> str:
+    """A headline difference whose CI covers 0 is a null: read against the probe's calibrated floor on the model,
+    which the section's floors table gives (qclm.analysis.floors)."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return ""
+    return "yes: read it against the floor below" if low <= 0 <= high else "no"
+
+
 def headline(result: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per model x questionnaire x contrast: the difference with its CI, Cohen's d over stimuli, and
     the condition share of the item-score variance with its CI."""
@@ -90,6 +98,7 @@ def headline(result: dict[str, pd.DataFrame]) -> pd.DataFrame:
         "condition share [95% CI]": [f"{_pct(e)} [{_pct(lo)}, {_pct(hi)}]" for e, lo, hi in
                                      zip(merged["eta2_condition"], merged["eta2_condition_ci_low"],
                                          merged["eta2_condition_ci_high"])],
+        "null (CI covers 0)": [_null(lo, hi) for lo, hi in zip(merged["ci_low"], merged["ci_high"])],
         "underpowered": ["yes" if u else "" for u in merged["underpowered"]],
     }).pipe(_with_both_normalizations, merged, result.get("normalization_sensitivity"))
 
@@ -131,11 +140,13 @@ def overview(ctx, result: dict[str, pd.DataFrame], info: dict) -> str:
     table = headline(result)
     if not table.empty:
         head = ("Headline per-model results: the difference of questionnaire scores (first minus second "
-                "condition; mean over stimuli, 95% bootstrap CI over stimuli), Cohen's d over stimuli, and the "
+                "condition; mean over stimuli, 95% bootstrap CI over stimuli), Cohen's d over stimuli, the "
                 "condition share of the item-score variance with items as subjects (the single-model state-trait "
-                "position; per_model_state_trait.csv); where the variant probabilities were read, the difference under "
-                "both forms of the two-way normalization (the paper's one pass and the iterated form, which leaves "
-                "only the term x intensifier interaction; method.md section 4a) and the part of the one-pass "
-                "difference that is the construct terms' main effect (normalization_sensitivity.csv).")
+                "position; per_model_state_trait.csv), and whether the difference is a null (its CI covers 0: a "
+                "signal below the probe's calibrated floor on that model, which follows the section); where the "
+                "variant probabilities were read, the difference under both forms of the two-way normalization (the "
+                "paper's one pass and the iterated form, which leaves only the term x intensifier interaction; "
+                "method.md section 4a) and the part of the one-pass difference that is the construct terms' main "
+                "effect (normalization_sensitivity.csv).")
         md += ["### Per-model results", "", head, ""] + _md_table(table)
     return "\n".join(md + [null_note("Likert"), ""])

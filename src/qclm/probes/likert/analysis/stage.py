@@ -34,7 +34,7 @@ from qclm.analysis import overview, permodel, runner
 from qclm.equations import condition_means, questionnaire_scores, select_templates, template_rows
 from qclm.errors import InputError
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
-from qclm.models.checkpoints import without_derived
+from qclm.models.checkpoints import base_of, without_derived
 from qclm.probes import LIKERT
 from qclm.probes.likert.analysis import overview as likert_overview
 from qclm.probes.likert.analysis.across_models import analysis_scale, zscore_table
@@ -194,6 +194,7 @@ def analyze(
     instruments: str | Path | None = None,
     memorization: str | Path | None = None,
     equations: dict | None = None,
+    floors: str | Path | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run the Likert analysis and write its tables (and figures) in ``out``; returns the tables by name.
 
@@ -203,7 +204,8 @@ def analyze(
     (``analysis/memorization.csv``): instruments whose items a model has seen are flagged in
     ``instrument_validation``. ``equations``: the settings the item scores were computed with (the config's
     ``equations`` section; the schema's defaults for keys not given): the normalization sensitivity recomputes the
-    item scores from ``variant_probs`` with them under each form of the normalization."""
+    item scores from ``variant_probs`` with them under each form of the normalization. ``floors``: the calibrated
+    floors file (:mod:`qclm.analysis.floors`) the first page sets the nulls against, on the base models scored."""
     t0 = time.perf_counter()
     ctx = read_context(scores, bootstrap=bootstrap, seed=seed, size_classes=size_classes, silhouette=silhouette,
                        variant_probs=variant_probs, heatmap_item=heatmap_item, figures=figures,
@@ -217,7 +219,8 @@ def analyze(
     info = run_info(ctx, silhouette, instruments, memorization)
     # the report's first page before the figures: a figure that fails loses nothing else
     overview.write_fragment(out, LIKERT, likert_overview.overview(ctx, result, info))
-    overview.compose(out, first=(LIKERT,))
+    overview.compose(out, first=(LIKERT,), floors=floors, kinds=(LIKERT,),
+                     models=list(dict.fromkeys(base_of(m) for m in ctx.items["model"].unique())))
     try:
         if figures:
             t1 = time.perf_counter()
