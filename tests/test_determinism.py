@@ -17,7 +17,7 @@ def test_two_runs_give_identical_score_tables(workstation_run, tmp_path, tiny_ll
     other = tmp_path / "again"
     config = write_workflow_config(other, {"tiny-llama": tiny_llama_dir, "tiny-gemma3": tiny_gemma_dir})
     assert config.read_text() == (workdir / "config.yaml").read_text().replace(str(workdir), str(other))
-    run = run_snakemake(other, config, "results/scores/item_scores.parquet", timeout=400)
+    run = run_snakemake(other, config, "results/scores/item_scores.parquet", timeout=400, gpus=2)
     assert run.returncode == 0, run.stderr[-3000:]
     a, b = workstation_run.first_results, other / "results"
     items_a, items_b = pd.read_parquet(a / "scores/item_scores.parquet"), pd.read_parquet(b / "scores/item_scores.parquet")

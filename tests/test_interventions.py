@@ -359,7 +359,7 @@ def intervention_run(tmp_path_factory, tiny_llama_dir):
                      "permutations": 500, "training": {"lr": 1e-2, "batch_size": 8},
                      "plants": {"listing": {"material": "listing", "probes": ["memorization"],
                                             "instrument": str(GAD7), "opposite": str(PHQ9)}}})
-    run = run_snakemake(workdir, cfg)
+    run = run_snakemake(workdir, cfg, gpus=2)
     assert run.returncode == 0, run.stderr[-4000:]
     return workdir, cfg, run.stderr
 

@@ -478,7 +478,7 @@ def survey_run(tmp_path_factory, tiny_llama_dir):
     table = workdir / "models.tsv"
     table.write_text("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tprompt_format\n"
                      f"tiny-llama\t{tiny_llama_dir}\t\t0.001\tinstruct\ttiny\tfloat32\tchat\n")
-    run = run_snakemake(workdir, cfg)
+    run = run_snakemake(workdir, cfg, gpus=2)
     assert run.returncode == 0, run.stderr[-4000:]
     return workdir, cfg
 

@@ -316,7 +316,7 @@ def mixed_run(server, tiny_dir, tmp_path_factory):
         mp.setenv("QCLM_KEY", sentinel)
         run = run_snakemake(workdir, cfg, *targets, "results/scores/item_scores.parquet",
                             "results/scores/entailment_item_scores.parquet", "results/scores/survey_choices.parquet",
-                            "results/scores/csi_answers.parquet")
+                            "results/scores/csi_answers.parquet", gpus=2)
     proxy.close()
     assert run.returncode == 0, run.stderr[-4000:]
     return workdir, run, proxy, sentinel
