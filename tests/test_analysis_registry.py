@@ -17,7 +17,7 @@ import pytest
 from qclm import probes
 from qclm.analysis import overview, registry, runner
 from qclm.analysis.registry import FIGURE, TABLE, Output
-from qclm.probes import LIKERT
+from qclm.probes.likert import LIKERT
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "qclm"

@@ -29,6 +29,7 @@ def test_analyze_rule_and_report(tmp_path):
     (tmp_path / "Snakefile").write_text(
         'config = {"analysis": {"bootstrap": 200, "seed": 3, "size_classes": [1, 8], '
         '"heatmap_item": "STAI-S:stai-s-02"}}\n'
+        'KINDS = ["likert"]  # the kinds whose score tables are here\n'
         f'include: "{ROOT / "workflow" / "rules" / "analysis.smk"}"\n'
         "report: REPORT_DESCRIPTION\n"
         "rule all:\n    input: ANALYSIS_TARGETS\n"

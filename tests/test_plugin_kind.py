@@ -95,6 +95,14 @@ def test_an_installed_package_adds_a_kind_and_its_calibration_material(installed
     missing = _qclm(None, "validate", "--config", str(_config(tmp_path)))
     assert missing.returncode != 0
     assert "unknown probe kind 'yesno'" in missing.stdout + missing.stderr
+    # the kind's own command joins the command line (ProbeKind.commands), beside the built-in kinds' own
+    listed = _qclm(installed, "--help")
+    assert "yesno-questions" in listed.stdout and "analyze" in listed.stdout and "words" in listed.stdout
+    questions = _qclm(installed, "yesno-questions", str(ROOT / "resources" / "questionnaires" / "gad7.yaml"))
+    assert questions.returncode == 0, questions.stderr[-2000:]
+    lines = questions.stdout.splitlines()
+    assert len(lines) == 7 and all(len(line.split("\t")) == 2 for line in lines), lines
+    assert "yesno-questions" not in _qclm(None, "--help").stdout
 
 
 def test_qclm_probe_runs_the_installed_kind_as_the_workflow_ran_the_module(installed, shared_run, tmp_path):

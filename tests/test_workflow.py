@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import ROOT, SHARED_CONDITIONS, SHARED_QUESTIONNAIRES, run_snakemake, workflow_env
+from conftest import ROOT, SHARED_CONDITIONS, SHARED_QUESTIONNAIRES, workflow_env
 
 from qclm.parquet import read_metadata
 from qclm.probes.likert.kind import COLUMNS
@@ -188,14 +188,21 @@ def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, probe_out)
 
 def test_the_reports_open_in_a_browser_with_every_figure_and_no_error(browser, workflow_report, probe_out):
     """Both reports in Debian's chromium (headless, selenium): the page of `qclm probe` shows its figure (loaded,
-    not a broken image) and its tables; Snakemake's report renders its categories, the test kind's among them; the
-    console of neither shows an error."""
+    not a broken image) and its tables; the report the shared run ended with renders its categories, the test
+    kind's among them, and opens on the run's own first page: the headline with its nulls marked, and each kind's
+    calibrated floors beside them (the shipped floors, which do not cover a tiny model: said so); the console of
+    neither shows an error."""
     page = browser(probe_out / "report.html")
     assert page["images"] and all(width > 0 for _, width in page["images"]), page["images"]
     assert page["tables"] == 2 and page["errors"] == [], page["errors"]
     report = browser(workflow_report, wait_for="A probe written in the tests")
     assert report["errors"] == [], report["errors"]
     assert "A probe written in the tests" in report["text"] and "Implicit sentiment" in report["text"]
+    first = report["rendered"]
+    assert "What this run measured" in first and "null (CI covers 0)" in first, first[:3000]
+    assert first.count("Calibrated floors of this probe on the run's models") >= 3  # Likert, entailment, CSI
+    assert "not calibrated on this model" in first
+
 
 def test_qclm_probe_likert_scores_each_questionnaire_given_as_an_instance_of_its_own(shared_run, tmp_path, capsys):
     """`qclm probe likert --questionnaire A --questionnaire B` (as a config's questionnaires): each file its own

@@ -120,6 +120,8 @@ class YesNoProbe(ProbeKind):
     item_table = "items"
     materials = f"{__name__}:MATERIALS"
     calibration = f"{__name__}:calibration_units"
+    #: a command of its own: ``qclm yesno-questions FILE`` (add_parser below)
+    commands = {"yesno-questions": __name__}
     outputs = (Output("yesno_rates", TABLE, CATEGORY, f"{__name__}:rates_table"),
                Output("yesno_rates", FIGURE, CATEGORY, f"{__name__}:rates_figure", table="yesno_rates"),
                state_trait("yesno", CATEGORY))
@@ -165,3 +167,18 @@ class YesNoProbe(ProbeKind):
 
 
 KIND = YesNoProbe
+
+
+def add_parser(sub) -> None:
+    """``qclm yesno-questions FILE``: the questions the kind asks of an instrument, one line per item (ITEM_ID, tab,
+    the item's prefix with its first S+ term, its lines joined by a space), as the kind's command."""
+    p = sub.add_parser("yesno-questions", help="print the questions the yesno kind asks of an instrument")
+    p.add_argument("instrument", help="a Likert instrument file")
+    p.set_defaults(func=_questions)
+
+
+def _questions(args) -> int:
+    for item in load_questionnaire(args.instrument).items:
+        print(f"{item.id}\t{' '.join(item.prefix(item.plus[0]).split())}")  # its lines joined
+    return 0
+

@@ -98,9 +98,10 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     for k in unknown_keys:
         problems.append((cf, f"field stimuli.{k}", f"unknown field; a stimulus class goes under stimuli.classes "
                          f"({k}: FILE); other keys: {', '.join(STIMULUS_SETTINGS)}"))
-    if "questionnaires" not in config and "probes" not in config:
-        problems.append((cf, "field probes", "missing: give the probes to run (probes:, or questionnaires: for "
-                         "Likert questionnaires)"))
+    shorthands = probes.shorthands()
+    if not any(key in config for key in ("probes", *shorthands)):
+        problems.append((cf, "field probes", "missing: give the probes to run (probes:, or "
+                         + " or ".join(f"{key}: for {kind} instances" for key, kind in shorthands.items()) + ")"))
     problems.extend(text_problems(config, cf, {}))
     problems.extend(_engine_problems(config, cf))
 
@@ -322,11 +323,11 @@ def _calibration_problems(config: dict, cf: str, table: str | None, models: dict
                           found: list[Problem]) -> list[Problem]:
     """What the schema cannot say about ``calibration:`` (qclm.calibration.problems: plants, their probes and
     material), and the model rows fine-tuning cannot take."""
-    from qclm import calibration
+    from qclm import calibration, probes
 
     if not isinstance(config.get(calibration.SECTION), dict):
         return []
-    if any(loc.startswith("field probes") or loc.startswith("field questionnaires") for _, loc, _ in found):
+    if any(loc.startswith(("field probes", *(f"field {key}" for key in probes.shorthands()))) for _, loc, _ in found):
         return []  # the plants name probes: checked once the probes are
     problems = calibration.problems(config, cf, models, found)
     return problems + _finetuned_row_problems(cf, table, models, "calibration")

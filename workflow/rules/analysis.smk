@@ -7,7 +7,8 @@
 # then the run's other kinds in config order, then the interventions and the calibration. Settings: config
 # sections stimuli, conditions, contrasts and analysis (defaults from the config schema via qclm.settings), and
 # the sections each kind's CPU stages read (ProbeKind.config_sections: Likert's templates.select).
-# A Snakefile that only analyses existing Likert scores (no probes declared) reads the score tables present.
+# A Snakefile that only analyses existing scores names their kinds itself before including this file (KINDS =
+# ["likert"]) and reads the score tables present.
 
 import os
 import sys
@@ -19,21 +20,21 @@ from qclm.experiment import output_dirs
 
 ANALYSIS_RESULTS, ANALYSIS_LOGS = output_dirs(config)
 ANALYSIS_DIR = f"{ANALYSIS_RESULTS}/analysis"
-# the probe kinds this workflow analyses, name -> the kind as the config names it (the run's kinds, Likert first;
-# a Snakefile that only analyses existing scores: Likert), each through the analyze_KIND rule below
-ANALYSIS_SCORES_ONLY = "KINDS" not in globals()
+# the probe kinds this workflow analyses, name -> the kind as the config names it (the run's kinds, common.smk's
+# KINDS, or those a Snakefile that only analyses existing scores names), in report order (ProbeKind.report_rank,
+# then the config's order), each through the analyze_KIND rule below
+ANALYSIS_SCORES_ONLY = "PLAN" not in globals()
 ANALYSIS_KINDS = {
-    probes.kind_class(k).name: k
-    for k in sorted([probes.LIKERT] if ANALYSIS_SCORES_ONLY else KINDS, key=lambda k: k != probes.LIKERT)
+    probes.kind_class(k).name: k for k in sorted(KINDS, key=lambda k: probes.kind_class(k).report_rank)
 }
 # every owner's outputs in report order: the kinds', then the intervention analysis (where the config has
 # interventions: the item scores of every kind that has them, base models and checkpoints together), then the
 # planted-signal calibration (where the config has one: the score tables of every kind a plant is read by)
 ANALYSIS_OUTPUTS = {name: probes.kind_class(key).analysis_outputs() for name, key in ANALYSIS_KINDS.items()}
 ANALYSIS_INTERVENTION_ITEMS = {
-    _key: f"{ANALYSIS_RESULTS}/scores/{probes.kind_class(_key).score_tables[probes.kind_class(_key).item_table or 'items']}"
+    _key: f"{ANALYSIS_RESULTS}/scores/{probes.kind_class(_key).score_tables[probes.kind_class(_key).intervention_items()]}"
     for _key in (KINDS if globals().get("INTERVENTIONS") else [])
-    if probes.kind_class(_key).item_table or _key == probes.LIKERT
+    if probes.kind_class(_key).intervention_items()
 }
 if ANALYSIS_INTERVENTION_ITEMS:
     from qclm.interventions import outputs as _interventions

@@ -321,6 +321,8 @@ def corpus_config(config: dict, name: str) -> dict:
     """The part of a config one calibration corpus depends on (its rule's params: a change elsewhere, another
     plant or a probe that does not read the plant, neither writes it again nor fine-tunes again): the corpus
     settings and the plant with the probes that read it."""
+    from qclm import probes
+
     cal = config[SECTION]
     job = jobs(config, "")[name]
     out: dict[str, Any] = {SECTION: {k: cal[k] for k in CORPUS_KEYS if k in cal}}
@@ -328,7 +330,7 @@ def corpus_config(config: dict, name: str) -> dict:
     if config.get("limit_items"):
         out["limit_items"] = config["limit_items"]  # the items the prompts material plants: those scored
     named = {p for plant in job.plants for p in plant.probes}
-    for key in ("questionnaires", "probes"):
+    for key in (*probes.shorthands(), "probes"):
         own = {k: v for k, v in (config.get(key) or {}).items() if k in named}
         if own:
             out[key] = own

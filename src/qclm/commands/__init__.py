@@ -21,8 +21,9 @@ import tempfile
 import time
 import traceback
 
-#: command name -> module of qclm.commands that defines it (imported only when its parser is built)
-COMMANDS = ("analyze", "validate", "status", "render", "loglik", "probe", "finetune", "words", "floors")
+#: the shared commands, each a module of qclm.commands (imported only when its parser is built); a probe kind adds
+#: its own (ProbeKind.commands: ``qclm analyze`` is the Likert kind's, ``qclm words`` the CSI kind's)
+COMMANDS = ("validate", "status", "render", "loglik", "probe", "finetune", "floors")
 #: exit status of a run that failed for another reason than its input (bad input: 2)
 INTERNAL_ERROR = 1
 
@@ -39,7 +40,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"qclm.commands.{name}").add_parser(sub)
+    for name, module in kind_commands().items():
+        importlib.import_module(module).add_parser(sub)
     return parser
+
+
+def kind_commands() -> dict[str, str]:
+    """The probe kinds' own commands, name -> module (:attr:`qclm.probes.base.ProbeKind.commands`), of every
+    registered kind (built in, or installed under the entry point group), in the kinds' order. A kind that does
+    not load adds none (its error is said where it is used); a name a shared command or an earlier kind has is
+    not taken over."""
+    from qclm import probes
+
+    out: dict[str, str] = {}
+    for kind in probes.registered():
+        try:
+            declared = probes.kind_class(kind).commands
+        except probes.UnknownKind:
+            continue
+        for name, module in declared.items():
+            if name not in COMMANDS:
+                out.setdefault(name, module)
+    return out
 
 
 def _traceback_file(command: str) -> str:

@@ -15,7 +15,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, device, output_dir, threads, usable_device
+from qclm.argtypes import device, output_dir, threads
+from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, usable_device
 
 
 def _epochs(text: str) -> list[int]:

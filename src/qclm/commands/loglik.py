@@ -39,9 +39,8 @@ import sys
 import time
 from pathlib import Path
 
-from qclm.commands.args import (
-    DEFAULT_MODELS, DEFAULT_MODELS_DIR, check_output, device as device_arg, sized, threads, usable_device,
-)
+from qclm.argtypes import check_output, device as device_arg, sized, threads
+from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, usable_device
 from qclm.errors import InputError
 from qclm.inputs import file_lines, read_text, surrogate_problem
 from qclm.logs import configure_logging

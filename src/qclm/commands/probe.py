@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 
 from qclm import probes, settings
+from qclm.argtypes import conditions as conditions_arg, device, output_dir, threads
 from qclm.commands.args import (
-    COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, conditions as conditions_arg, device,
-    kind_config, kind_instances, kind_model, output_dir, threads, usable_device,
+    COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
+    usable_device,
 )
 from qclm.errors import InputError
 from qclm.logs import configure_logging

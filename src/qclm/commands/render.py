@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from qclm import settings
+from qclm.argtypes import non_negative_int
 from qclm.commands.args import (
     COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
-    non_negative_int,
 )
 from qclm.config import DEFAULT_CONFIG, validate_config
 from qclm.errors import InputError

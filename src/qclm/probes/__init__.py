@@ -31,8 +31,6 @@ KINDS = {
 #: the entry point group under which an installed package registers probe kinds (name -> "module:Class"; in its
 #: pyproject.toml: ``[project.entry-points."qclm.kinds"]``)
 ENTRY_POINTS = "qclm.kinds"
-#: the Likert kind, whose instances ``questionnaires:`` declares
-LIKERT = "likert"
 #: the keys every probe entry may have beside its kind's own
 COMMON_KEYS = ("kind", "conditions", "models")
 #: a kind that is not built in: an absolute module path (Python identifiers joined by dots), as ``import`` takes it
@@ -124,13 +122,29 @@ def kind_problem(cls: Any, name: str) -> str | None:
     return None
 
 
+def shorthands() -> dict[str, str]:
+    """The top-level config keys that declare instances of a kind by id and file (``questionnaires: {ID: FILE}``,
+    the Likert kind's: :attr:`~qclm.probes.base.ProbeKind.shorthand`), key -> kind, in the kinds' order; a kind that
+    does not load declares none."""
+    out: dict[str, str] = {}
+    for name in registered():
+        try:
+            key = kind_class(name).shorthand
+        except UnknownKind:
+            continue
+        if key:
+            out.setdefault(key, name)
+    return out
+
+
 def declared(config: dict) -> list[tuple[str, str, Any, str]]:
-    """(id, kind, entry, location) of every probe entry of a config as written: ``questionnaires`` first (kind
-    likert, entry the file), then ``probes`` (entry the mapping)."""
+    """(id, kind, entry, location) of every probe entry of a config as written: the kinds' shorthands first
+    (:func:`shorthands`; entry the file), then ``probes`` (entry the mapping)."""
     out = []
-    qs = config.get("questionnaires")
-    for key, value in (qs.items() if isinstance(qs, dict) else []):
-        out.append((str(key), LIKERT, value, f"field questionnaires.{key}"))
+    for key, kind in shorthands().items():
+        given = config.get(key)
+        for ident, value in (given.items() if isinstance(given, dict) else []):
+            out.append((str(ident), kind, value, f"field {key}.{ident}"))
     probes = config.get("probes")
     for key, value in (probes.items() if isinstance(probes, dict) else []):
         kind = value.get("kind") if isinstance(value, dict) else None

@@ -204,6 +204,18 @@ class ProbeKind:
     #: condition, stimulus_id, score): the per-model state-trait decomposition (items as subjects, stimuli as
     #: replications, method.md section 6b) applies to it, as to Likert questionnaires
     item_table: ClassVar[str | None] = None
+    #: the score table the intervention analysis reads as the kind's per-item scores (the weights axis of the
+    #: state-trait map, qclm.interventions.analysis); default the :attr:`item_table` (:meth:`intervention_items`)
+    intervention_table: ClassVar[str | None] = None
+    #: the kind's place in the report (its categories and its section of the first page): lower first, then by the
+    #: order the config names the kinds (the Likert kind, the paper's measure, is 0)
+    report_rank: ClassVar[int] = 100
+    #: a top-level config key declaring the kind's instances as ``{ID: FILE}`` (the file its first file key reads;
+    #: ``questionnaires`` for the Likert kind): a shorthand for ``probes: {ID: {kind: NAME, KEY: FILE}}``
+    shorthand: ClassVar[str | None] = None
+    #: the kind's own commands of the ``qclm`` command line, name -> module defining ``add_parser(sub)`` (which sets
+    #: ``func``): ``qclm analyze`` is the Likert kind's, ``qclm words`` the CSI kind's (qclm.commands)
+    commands: ClassVar[dict[str, str]] = {}
     #: tables of other kinds the analysis reads where the run has those kinds, name -> (kind, table): a score table's
     #: name, or ``analysis:NAME`` for one of that kind's analysis tables (:meth:`table_path`); the workflow passes
     #: them as ``context.files[name]`` only then (the survey reads the Likert item scores, the Likert kind the
@@ -235,6 +247,12 @@ class ProbeKind:
     def __init__(self, instance: Instance):
         self.instance = instance
         self.settings = instance.settings
+
+    @classmethod
+    def intervention_items(cls) -> str | None:
+        """The score table of per-item scores the intervention analysis reads (:attr:`intervention_table`, else
+        :attr:`item_table`); None: the kind has none."""
+        return cls.intervention_table or cls.item_table
 
     @classmethod
     def request_kinds(cls, settings: dict[str, Any]) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qclm.commands.args import positive_int
+from qclm.argtypes import positive_int
 
 #: what ``build`` writes unless told
 DEFAULT_OUT = "resources/csi/words.tsv"

@@ -99,6 +99,7 @@ class CSIProbe(ProbeKind):
     score_tables = {"answers": "csi_answers.parquet", "words": "csi_words.csv", "items": "csi_items.parquet",
                     "stories": "csi_stories.csv"}
     item_table = "items"
+    commands = {"words": "qclm.probes.csi.command"}
     #: 2: the instruction names the third option; wordings; the raw table's wording and prompt_id columns
     version = 2
 

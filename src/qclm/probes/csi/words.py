@@ -11,7 +11,8 @@ In both, lines starting with ``#`` (a licence, an attribution) and blank lines a
 the order ``limit_words`` takes the first N from (the shipped lists are in frequency order). Every problem of a
 file is reported at once, as ``FILE: line N: PROBLEM`` (:class:`qclm.errors.InputError`).
 
-The shipped lists (``resources/csi/``) are built by :func:`build` (``qclm words build``, qclm.commands.words)
+The shipped lists (``resources/csi/``) are built by :func:`build` (``qclm words build``,
+the CSI kind's command, qclm.probes.csi.command)
 from three packages of PyPI:
 
     qclm words build --out resources/csi/words.tsv --control resources/csi/valence_control.tsv

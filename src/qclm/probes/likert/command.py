@@ -9,7 +9,7 @@ import logging
 
 from qclm import settings
 from qclm.analysis import floors
-from qclm.commands.args import check_output, non_negative_int, positive_int, sized
+from qclm.argtypes import check_output, non_negative_int, positive_int, sized
 from qclm.errors import InputError
 from qclm.experiment import parse_contrast_args
 from qclm.logs import configure_logging

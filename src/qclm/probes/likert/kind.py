@@ -23,6 +23,7 @@ from qclm.contexts import Context, ContextSettings, condition_contexts
 from qclm.errors import InputError, Problem
 from qclm.experiment import TEMPLATE_DEFAULTS
 from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
+from qclm.probes.likert import LIKERT
 from qclm.probes.likert.outputs import OUTPUTS
 from qclm.questionnaire import Questionnaire, Variant, load_questionnaire
 
@@ -113,7 +114,7 @@ def describe_variant(q: Questionnaire, v: Variant, stimulus_id: str) -> str:
 
 
 class LikertProbe(ProbeKind):
-    name = "likert"
+    name = LIKERT
     needs = ("loglikelihood",)
     calibration = "qclm.probes.likert.calibration:units"
     materials = "qclm.probes.likert.calibration:MATERIALS"
@@ -139,6 +140,12 @@ class LikertProbe(ProbeKind):
     #: the memorization kind's table where the run has that kind: instruments whose items a model has seen are
     #: flagged in instrument_validation
     optional_tables = {"memorization": ("memorization", "analysis:memorization")}
+    #: the item scores (in every wording; the analyses read the default one) are the weights axis of the
+    #: interventions; the kind's own per-model state-trait tables stand for the item_table's generic one
+    intervention_table = "items"
+    report_rank = 0
+    shorthand = "questionnaires"
+    commands = {"analyze": "qclm.probes.likert.command"}
 
     def __init__(self, instance):
         super().__init__(instance)

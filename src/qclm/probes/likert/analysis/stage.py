@@ -1,7 +1,8 @@
 """The Likert questionnaire analysis in one call, :func:`analyze`: item-score table in, statistics tables and
 figures out (method.md sections 5-8). The Likert kind's ``analyze`` (:meth:`qclm.probes.likert.kind.LikertProbe.
 analyze`: the workflow's ``analyze_likert`` rule and ``qclm probe likert``) runs it on the collected score tables,
-``qclm analyze`` (:mod:`qclm.commands.analyze`) for a researcher with scores from elsewhere::
+``qclm analyze`` (the Likert kind's command, :mod:`qclm.probes.likert.command`) for a researcher with scores from
+elsewhere::
 
     qclm analyze --scores item_scores.csv --out results/analysis [--bootstrap 10000] [--seed 0] \
         [--size-classes 3,8] [--contrasts vanilla:stress,...] [--min-models 10] [--min-stimuli 10] \
@@ -35,7 +36,7 @@ from qclm.equations import condition_means, questionnaire_scores, select_templat
 from qclm.errors import InputError
 from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
 from qclm.models.checkpoints import base_of, without_derived
-from qclm.probes import LIKERT
+from qclm.probes.likert import LIKERT
 from qclm.probes.likert.analysis import overview as likert_overview
 from qclm.probes.likert.analysis.across_models import analysis_scale, zscore_table
 from qclm.probes.likert.analysis.inputs import (
