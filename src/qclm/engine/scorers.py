@@ -76,6 +76,15 @@ def self_check_tolerance(model) -> float:
     return 1e-3 if dtype in (torch.float32, torch.float64) else 0.05
 
 
+def _opening(model, head, requests: Sequence[Request]) -> tuple[list, list, torch.device]:
+    """What every scorer does first: an empty answer and flag per request, the requests checked (and against the
+    model's head: the first one's tokens), and the device the model is on."""
+    if requests:
+        _check_requests(requests)
+        head.check(requests[0].context + requests[0].continuation)
+    return [None] * len(requests), [None] * len(requests), device_of(model)
+
+
 def _check_requests(requests: Sequence[Request]) -> None:
     for i, r in enumerate(requests):
         if not r.context or not r.continuation:
@@ -129,13 +138,9 @@ class FullSequenceScorer(_Scorer):
     def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
                           raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         t0 = time.perf_counter()
-        results: list = [None] * len(requests)
-        flags: list = [None] * len(requests)
+        results, flags, device = _opening(self.model, self.head, requests)
         if not requests:
             return results, flags
-        _check_requests(requests)
-        device = device_of(self.model)
-        self.head.check(requests[0].context + requests[0].continuation)
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i].context) - len(requests[i].continuation))
         start, bs = 0, self.batch_size
         while start < len(order):
@@ -281,13 +286,9 @@ class PrefixTreeScorer(_Scorer):
     def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
                           raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         t0 = time.perf_counter()
-        results: list = [None] * len(requests)
-        flags: list = [None] * len(requests)
+        results, flags, device = _opening(self.model, self.head, requests)
         if not requests:
             return results, flags
-        _check_requests(requests)
-        device = device_of(self.model)
-        self.head.check(requests[0].context + requests[0].continuation)
         groups: dict[tuple[int, ...], list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault(r.context, []).append(i)
