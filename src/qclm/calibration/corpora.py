@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from qclm.calibration import (
+from qclm.calibration.plants import (
     ARMS, MAX_SHARE, SECTION, Job, Plant, group_location, plants, run_groups, runs, section,
 )
 from qclm.corpus import Exchange, load_corpus
@@ -214,6 +214,6 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
 
 def corpus_job(config: dict, results: str | Path, name: str) -> Job:
     """The calibration job of an intervention name."""
-    from qclm.calibration import jobs
+    from qclm.calibration.plants import jobs
 
     return jobs(config, results)[name]
