@@ -4,6 +4,7 @@ documented shape, a class unknown to the code and a composed condition, a probe 
 math setting reruns no scoring job)."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -389,6 +390,7 @@ def test_a_run_of_part_of_the_workflow_writes_no_report_and_a_failed_report_cost
     from qclm.analysis import snakemake_report
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLURM_CONF", os.devnull)  # as workflow_env: Snakemake's start skips the wait for a controller
     (tmp_path / "a.csv").write_text("x\n")
     lines: list[str] = []
     assert snakemake_report.write(ROOT / "Snakefile", {}, "res", ["a.csv", "res/b.csv"], log=lines.append) is None
