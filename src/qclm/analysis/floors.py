@@ -105,24 +105,33 @@ def floor_of(rows: Iterable[dict[str, str]], kind: str, model: str, metric: str,
     """What the floors say of one readout of a kind on a model: the smallest planted effect detected (CI, dose,
     tier, instrument, source; marked where the manipulation check did not see the plant take, a detection the
     design cannot lean on); else the smallest upper bound among the series whose plant took; else that the plant
-    did not take; else :data:`NOT_CALIBRATED`. ``short``: the number and its dose alone, for a cell of a table."""
+    did not take; else :data:`NOT_CALIBRATED`; a series whose plant took but whose shams did not vary (no spread, no
+    bound) is said to be not testable. ``short``: the number and its dose alone, for a cell of a table."""
     mine = [r for r in rows if r["kind"] == kind and r["base_model"] == model and r["metric"] == metric]
     where = "tier {tier}, {instrument}; {source}"
     detected = [r for r in mine if math.isfinite(_number(r["floor_effect"]))]
     if detected:
         r = min(detected, key=lambda r: abs(_number(r["floor_effect"])))
-        doses, untaken = _doses(_number(r["floor_dose"])), "" if r["took"] == "True" else ", the plant not taken"
+        doses = _doses(_number(r["floor_dose"]))
+        untaken = "" if r["took"] == "True" else ", the plant not taken up to the largest dose"
         if short:
             return f"{_number(r['floor_effect']):+.3g} ({doses}{untaken})"
         return (f"{_number(r['floor_effect']):+.3g} [{_number(r['floor_effect_ci_low']):+.3g}, "
                 f"{_number(r['floor_effect_ci_high']):+.3g}] at {doses} ({where.format(**r)}{untaken})")
-    took = [r for r in mine if r["took"] == "True" and math.isfinite(_number(r["bound_at_max_dose"]))]
-    if took:
-        r = min(took, key=lambda r: _number(r["bound_at_max_dose"]))
+    took = [r for r in mine if r["took"] == "True"]
+    bounded = [r for r in took if math.isfinite(_number(r["bound_at_max_dose"]))]
+    if bounded:
+        r = min(bounded, key=lambda r: _number(r["bound_at_max_dose"]))
         doses, bound = _doses(_number(r["max_dose"])), f"{_number(r['bound_at_max_dose']):+.3g}"
         if short:
             return f"none up to {doses}: below {bound}"
         return f"none detected up to {doses}: below {bound} (upper 95% bound; {where.format(**r)})"
+    if took:  # the shams did not vary (a readout of counts at its limit): no t, no bound
+        r = max(took, key=lambda r: _number(r["max_dose"]))
+        doses = _doses(_number(r["max_dose"]))
+        return f"not testable up to {doses}" if short else \
+            (f"not testable up to {doses}: the plant took, but the shams did not vary, so no spread to test against "
+             f"and no bound ({where.format(**r)})")
     if mine:
         r = max(mine, key=lambda r: _number(r["max_dose"]))
         doses = _doses(_number(r["max_dose"]))
