@@ -895,3 +895,31 @@ def test_a_kinds_materials_that_do_not_load_are_named():
     with pytest.raises(ValueError, match="probe kind wrong: materials 'qclm.probes.csi.calibration:OTHER_LABEL' is "
                                          "not a tuple of qclm.probes.calibration_material.Material"):
         cal.kind_materials(Wrong)
+
+
+def test_a_floor_says_what_the_calibration_found_for_each_kind_of_series(tmp_path):
+    """qclm.analysis.floors.floor_of, each case of a series as calibration_floor.csv gives it: detected (its effect at
+    the floor dose; marked where the plant never took), not detected where the plant took (its upper bound), the
+    shams without spread (not testable), the plant not taken (no floor), and a model the file does not cover."""
+    from qclm.analysis import floors
+
+    head = ",".join(floors.COLUMNS)
+    rows = ["m,k,q,seen,1,p,4,0.25,0.05,0.44,0.03,16,19,True,c.yaml",
+            "m,k,q,seen_untaken,1,p,2,0.01,0.005,0.015,0.003,2,0.02,False,c.yaml",
+            "m,k,q,bounded,1,p,,,,,,16,0.3,True,c.yaml",
+            "m,k,q,flat,1,p,,,,,,16,,True,c.yaml",
+            "m,k,q,untaken,1,p,,,,,,2,0.7,False,c.yaml"]
+    path = tmp_path / "floors.csv"
+    path.write_text("# a comment\n" + head + "\n" + "\n".join(rows) + "\n")
+    read = floors.read(path)
+    assert floors.floor_of(read, "k", "m", "seen") == "+0.25 [+0.05, +0.44] at 4 exposures (tier 1, q; c.yaml)"
+    assert floors.floor_of(read, "k", "m", "seen", short=True) == "+0.25 (4 exposures)"
+    assert floors.floor_of(read, "k", "m", "seen_untaken").endswith(
+        "at 2 exposures (tier 1, q; c.yaml, the plant not taken up to the largest dose)")
+    assert floors.floor_of(read, "k", "m", "bounded") == (
+        "none detected up to 16 exposures: below +0.3 (upper 95% bound; tier 1, q; c.yaml)")
+    assert floors.floor_of(read, "k", "m", "flat", short=True) == "not testable up to 16 exposures"
+    assert floors.floor_of(read, "k", "m", "untaken") == (
+        "no floor: the plant did not take up to 2 exposures (tier 1, q; c.yaml)")
+    assert floors.floor_of(read, "k", "other", "seen") == floors.NOT_CALIBRATED
+    assert floors.section(read, "nothing", ["m"], path)[0].startswith("No calibrated floor of this probe kind in")
