@@ -913,12 +913,13 @@ def test_a_floor_says_what_the_calibration_found_for_each_kind_of_series(tmp_pat
     path.write_text("# a comment\n" + head + "\n" + "\n".join(rows) + "\n")
     read = floors.read(path)
     assert floors.floor_of(read, "k", "m", "seen") == "+0.25 [+0.05, +0.44] at 4 exposures (tier 1, q; c.yaml)"
-    assert floors.floor_of(read, "k", "m", "seen", short=True) == "+0.25 (4 exposures)"
     assert floors.floor_of(read, "k", "m", "seen_untaken").endswith(
         "at 2 exposures (tier 1, q; c.yaml, the plant not taken up to the largest dose)")
     assert floors.floor_of(read, "k", "m", "bounded") == (
         "none detected up to 16 exposures: below +0.3 (upper 95% bound; tier 1, q; c.yaml)")
-    assert floors.floor_of(read, "k", "m", "flat", short=True) == "not testable up to 16 exposures"
+    assert floors.floor_of(read, "k", "m", "flat") == (
+        "not testable up to 16 exposures: the plant took, but the shams did not vary, so no spread to test against "
+        "and no bound (tier 1, q; c.yaml)")
     assert floors.floor_of(read, "k", "m", "untaken") == (
         "no floor: the plant did not take up to 2 exposures (tier 1, q; c.yaml)")
     assert floors.floor_of(read, "k", "other", "seen") == floors.NOT_CALIBRATED

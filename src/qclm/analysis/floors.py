@@ -48,7 +48,7 @@ def problems(config: dict, config_file: str) -> list[tuple[str, str, str]]:
     if not Path(where).is_file():
         return [(config_file, f"field analysis.{KEY}", f"file {where} does not exist")]
     with open(where, encoding="utf-8", newline="") as f:
-        header = next(csv.reader(line for line in f if not line.startswith("#")), [])
+        header = _table(f).fieldnames or []
     missing = [c for c in COLUMNS if c not in header]
     return [(where, "header", f"missing column(s) {', '.join(missing)} (a floors file: qclm floors writes one)")] \
         if missing else []
@@ -87,7 +87,12 @@ def read(path: str | Path | None) -> list[dict[str, str]]:
     if not path:
         return []
     with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+        return list(_table(f))
+
+
+def _table(lines) -> csv.DictReader:
+    """A floors file's rows by column, its comment lines (opening with ``#``) skipped."""
+    return csv.DictReader(line for line in lines if not line.startswith("#"))
 
 
 def _number(value: str | None) -> float:
@@ -101,12 +106,12 @@ def _doses(n: float) -> str:
     return f"{n:g} exposure{'s' if n != 1 else ''}"
 
 
-def floor_of(rows: Iterable[dict[str, str]], kind: str, model: str, metric: str, short: bool = False) -> str:
+def floor_of(rows: Iterable[dict[str, str]], kind: str, model: str, metric: str) -> str:
     """What the floors say of one readout of a kind on a model: the smallest planted effect detected (CI, dose,
     tier, instrument, source; marked where the manipulation check did not see the plant take, a detection the
     design cannot lean on); else the smallest upper bound among the series whose plant took; else that the plant
     did not take; else :data:`NOT_CALIBRATED`; a series whose plant took but whose shams did not vary (no spread, no
-    bound) is said to be not testable. ``short``: the number and its dose alone, for a cell of a table."""
+    bound) is said to be not testable."""
     mine = [r for r in rows if r["kind"] == kind and r["base_model"] == model and r["metric"] == metric]
     where = "tier {tier}, {instrument}; {source}"
     detected = [r for r in mine if math.isfinite(_number(r["floor_effect"]))]
@@ -114,8 +119,6 @@ def floor_of(rows: Iterable[dict[str, str]], kind: str, model: str, metric: str,
         r = min(detected, key=lambda r: abs(_number(r["floor_effect"])))
         doses = _doses(_number(r["floor_dose"]))
         untaken = "" if r["took"] == "True" else ", the plant not taken up to the largest dose"
-        if short:
-            return f"{_number(r['floor_effect']):+.3g} ({doses}{untaken})"
         return (f"{_number(r['floor_effect']):+.3g} [{_number(r['floor_effect_ci_low']):+.3g}, "
                 f"{_number(r['floor_effect_ci_high']):+.3g}] at {doses} ({where.format(**r)}{untaken})")
     took = [r for r in mine if r["took"] == "True"]
@@ -123,21 +126,17 @@ def floor_of(rows: Iterable[dict[str, str]], kind: str, model: str, metric: str,
     if bounded:
         r = min(bounded, key=lambda r: _number(r["bound_at_max_dose"]))
         doses, bound = _doses(_number(r["max_dose"])), f"{_number(r['bound_at_max_dose']):+.3g}"
-        if short:
-            return f"none up to {doses}: below {bound}"
         return f"none detected up to {doses}: below {bound} (upper 95% bound; {where.format(**r)})"
     if took:  # the shams did not vary (a readout of counts at its limit): no t, no bound
         r = max(took, key=lambda r: _number(r["max_dose"]))
         doses = _doses(_number(r["max_dose"]))
-        return f"not testable up to {doses}" if short else \
-            (f"not testable up to {doses}: the plant took, but the shams did not vary, so no spread to test against "
-             f"and no bound ({where.format(**r)})")
+        return (f"not testable up to {doses}: the plant took, but the shams did not vary, so no spread to test against "
+                f"and no bound ({where.format(**r)})")
     if mine:
         r = max(mine, key=lambda r: _number(r["max_dose"]))
         doses = _doses(_number(r["max_dose"]))
-        return f"none: plant not taken ({doses})" if short else \
-            f"no floor: the plant did not take up to {doses} ({where.format(**r)})"
-    return "not calibrated" if short else NOT_CALIBRATED
+        return f"no floor: the plant did not take up to {doses} ({where.format(**r)})"
+    return NOT_CALIBRATED
 
 
 def shown(path: str | Path) -> str:
