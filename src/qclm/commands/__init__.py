@@ -53,12 +53,8 @@ def kind_commands() -> dict[str, str]:
     from qclm import probes
 
     out: dict[str, str] = {}
-    for kind in probes.registered():
-        try:
-            declared = probes.kind_class(kind).commands
-        except probes.UnknownKind:
-            continue
-        for name, module in declared.items():
+    for cls in probes.loaded().values():
+        for name, module in cls.commands.items():
             if name not in COMMANDS:
                 out.setdefault(name, module)
     return out

@@ -118,18 +118,26 @@ def kind_problem(cls: Any, name: str) -> str | None:
     return None
 
 
-def shorthands() -> dict[str, str]:
-    """The top-level config keys that declare instances of a kind by id and file (``questionnaires: {ID: FILE}``,
-    the Likert kind's: :attr:`~qclm.probes.base.ProbeKind.shorthand`), key -> kind, in the kinds' order; a kind that
-    does not load declares none."""
-    out: dict[str, str] = {}
+def loaded() -> dict[str, type[ProbeKind]]:
+    """Every registered kind that loads, name -> class, in the registry's order; one that does not is left out here
+    (its error is said where a config or a command uses it)."""
+    out: dict[str, type[ProbeKind]] = {}
     for name in registered():
         try:
-            key = kind_class(name).shorthand
+            out[name] = kind_class(name)
         except UnknownKind:
             continue
-        if key:
-            out.setdefault(key, name)
+    return out
+
+
+def shorthands() -> dict[str, str]:
+    """The top-level config keys that declare instances of a kind by id and file (``questionnaires: {ID: FILE}``,
+    the Likert kind's: :attr:`~qclm.probes.base.ProbeKind.shorthand`), key -> kind, in the kinds' order, of the kinds
+    that load (:func:`loaded`)."""
+    out: dict[str, str] = {}
+    for name, cls in loaded().items():
+        if cls.shorthand:
+            out.setdefault(cls.shorthand, name)
     return out
 
 
