@@ -193,3 +193,17 @@ def test_word_lists_have_their_entry_point_under_commands(tmp_path, capsys):
     assert main(["words", "check", str(good), str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"{bad}: ") and "word" in err and str(good) not in err
+
+
+def test_qclm_floors_names_a_config_that_is_not_a_calibration_or_whose_run_has_not_finished(tmp_path, capsys):
+    """`qclm floors CONFIG...` refuses, one FILE: LOCATION: PROBLEM line each and exit 2, a config without
+    `calibration:` and one whose run left no floor table (with the command that makes it)."""
+    plain, unrun = tmp_path / "plain.yaml", tmp_path / "unrun.yaml"
+    plain.write_text(f"results: {tmp_path / 'r1'}\n")
+    unrun.write_text(f"results: {tmp_path / 'r2'}\ncalibration: {{}}\n")
+    assert main(["floors", str(plain), str(unrun), "--out", str(tmp_path / "f.csv")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{plain}: field calibration: missing: not a calibration config",
+        f"{unrun}: results: {tmp_path / 'r2' / 'analysis' / 'calibration_floor.csv'} does not exist: run the "
+        f"calibration first (make run CONFIG={unrun})"]
+    assert not (tmp_path / "f.csv").exists()
