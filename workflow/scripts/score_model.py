@@ -3,7 +3,7 @@ outputs, in the order of params.cells; qclm.jobs.score_model)."""
 import sys
 from pathlib import Path
 
-from qclm.interventions import parse_row
+from qclm.models.table import parse_row
 from qclm.jobs.gpu import bind_gpus
 from qclm.logs import configure_logging
 

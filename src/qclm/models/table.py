@@ -24,6 +24,7 @@ from qclm.engine.capabilities import BACKENDS, OPENINGS
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
 from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_problem
+from qclm.models.checkpoints import parse_derived
 
 log = logging.getLogger("qclm.models")
 
@@ -280,6 +281,15 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
                      quant, double_quant, compute_dtype, **flags, prompt_format=prompt_format, head=head,
                      backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs,
                      opening=opening, system_prompt=system_prompt)
+
+
+def parse_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
+    """A model row as a job receives it (its params): a row of the model table, or a derived model's row, whose
+    name the model table would refuse (it has ``@``) and whose source is its checkpoint directory."""
+    derived = parse_derived(str(row.get("name", "")))
+    if not derived:
+        return parse_model_row(row, file, line)
+    return replace(parse_model_row({**row, "name": derived[0]}, file, line), name=row["name"])
 
 
 def _quantization(row: dict, file, where: str, problems: list) -> tuple[str, bool, str]:
