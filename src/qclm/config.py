@@ -25,7 +25,8 @@ from qclm.experiment import (
     SHORTHAND_CLASSES, STIMULUS_SETTINGS, VANILLA, classes_of, condition_problems,
     contrast_problems, default_contrasts, stimulus_classes,
 )
-from qclm.inputs import CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems
+from qclm.inputs import (CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems,
+                         typed_field)
 from qclm.settings import config_schema, migrate
 
 log = logging.getLogger("qclm.config")
@@ -85,7 +86,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         schema = _load_schema(schema)
     except InputError as err:
         return err.problems
-    stimuli = config.get("stimuli") if isinstance(config.get("stimuli"), dict) else {}
+    stimuli = typed_field(config, "stimuli", dict, {})
     unknown_keys = [k for k in stimuli if k not in STIMULUS_SETTINGS + SHORTHAND_CLASSES]
     for f, loc, msg in schema_problems(config, schema, cf, {}):
         if any(loc == f"field stimuli.{k}" and msg.startswith("unknown field") for k in unknown_keys):
@@ -108,10 +109,10 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     # the model table, and each chat-format row's tokenizer where it is on this machine
     table = _file_field(cf, "models", config.get("models"), problems)
     models = _collect(problems, load_model_table, table) if table else None
-    models_dir = config.get("models_dir") if isinstance(config.get("models_dir"), str) else None
+    models_dir = typed_field(config, "models_dir", str, None)
     for spec in (models or {}).values():
         problem = chat_template_problem(spec, Path(models_dir) / spec.name if models_dir else None)
-        if problem:
+        if problem and table is not None:  # models were loaded from it
             problems.append((table, f"line {spec.line} (model {spec.name}): column prompt_format", problem))
     problems.extend(_device_problems(config, cf, table, models or {}))
 
@@ -358,8 +359,8 @@ def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:
     limit = config.get("limit_stimuli") if isinstance(config.get("limit_stimuli"), int) else None
     for n, cond in enumerate(well_formed):
         parts = classes_of(cond) if cond else []
-        loaded = [sets.get(c) for c in parts]
-        if len(parts) < 2 or any(s is None for s in loaded):
+        loaded = [sets[c] for c in parts if sets.get(c) is not None]
+        if len(parts) < 2 or len(loaded) < len(parts):
             continue
         counts = [min(len(s.stimuli), limit) if limit else len(s.stimuli) for s in loaded]
         if len(set(counts)) > 1:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from qclm.errors import InputError, Problem
 from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, entry_label, entry_labels,
-                         identity, line_problem, load_schema, read_yaml, sha256_file, show)
+                         identity, line_problem, load_schema, read_yaml, sha256_file, show, typed_field)
 
 #: item wordings whose text is in the file
 WITH_WORDING = ("reproduced", "written")
@@ -89,7 +89,9 @@ def _options(data: dict, path: Path, problems: list[Problem]) -> tuple[tuple[Opt
     scale = data.get("original_scale")
     if not isinstance(scale, dict):
         return (), ""
-    out, seen_labels, seen_scores = [], {}, set()
+    out: list[Option] = []
+    seen_labels: dict[str, str] = {}
+    seen_scores: set[float] = set()
     for n, o in enumerate(scale.get("options") or []):
         if not isinstance(o, dict) or not isinstance(o.get("label"), str) or isinstance(o.get("score"), bool) \
                 or not isinstance(o.get("score"), (int, float)):
@@ -131,16 +133,17 @@ def load_instrument(path: str | Path) -> Instrument:
         return _from_questionnaire(path, data)
     problems = document_problems(data, load_schema("instrument"), path, {"items": "item"})
     dimensions = tuple(d for d in data.get("dimensions") or [] if isinstance(d, str))
-    items, seen = [], {}
-    raw = data.get("items") if isinstance(data.get("items"), list) else []
+    items: list[InstrumentItem] = []
+    seen: dict[str, int] = {}
+    raw = typed_field(data, "items", list, [])
     for n, it in enumerate(raw):
         if not isinstance(it, dict):
             continue
         where = entry_label("item", raw, n)
         check_duplicate_id("item", raw, n, seen, str(path), problems)
-        text = it.get("text") if isinstance(it.get("text"), str) else ""
-        dim = it.get("dimension") if isinstance(it.get("dimension"), str) else ""
-        keyword = it.get("keyword") if isinstance(it.get("keyword"), str) else ""
+        text = typed_field(it, "text", str, "")
+        dim = typed_field(it, "dimension", str, "")
+        keyword = typed_field(it, "keyword", str, "")
         if dimensions and dim and dim not in dimensions:
             problems.append((str(path), f"{where}: field dimension",
                              f"'{dim}' is not one of the file's dimensions ({', '.join(dimensions)})"))
@@ -149,11 +152,11 @@ def load_instrument(path: str | Path) -> Instrument:
         found = _keyword_problem(keyword, text)
         if found:
             problems.append((str(path), f"{where}: field keyword", found))
-        number = it.get("number") if isinstance(it.get("number"), int) else n + 1
+        number = typed_field(it, "number", int, n + 1)
         items.append(InstrumentItem(str(it.get("id")), text, dim, keyword, it.get("keying") or "direct", "", number))
     problems += _number_problems(items, raw, path) + _dimension_problems(dimensions, items, path)
     options, instruction = _options(data, path, problems)
-    ident = data.get("id") if isinstance(data.get("id"), str) else path.stem
+    ident = typed_field(data, "id", str, path.stem)
     if problems:
         raise InputError(problems)
     return Instrument(ident, data["name"], path, sha256_file(path), tuple(items),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from qclm.errors import InputError
 from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, entry_labels, identity,
-                         is_finite_number, line_problem, load_schema, read_yaml, show)
+                         is_finite_number, line_problem, load_schema, read_yaml, show, typed_field)
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -178,7 +178,7 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
         check_duplicate_id("item", raw_items, n, seen_ids, f, problems, where)
         problems.extend(_wording_problems(wording, it, f, where))
         templates = _item_templates(it, top_templates, path, where, problems)
-        cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
+        cterms = typed_field(it, "cterms", dict, {})
         plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
         problems.extend(cterm_problems(plus, minus, f, where))
         problems.extend(keying_problems(it, plus, minus, f, where))

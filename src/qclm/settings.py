@@ -57,7 +57,9 @@ def allowed(section: str, key: str) -> tuple:
 
 def section(config: dict, name: str) -> dict[str, Any]:
     """A config section with the schema's defaults filled in (the section as given wins)."""
-    given = config.get(name) if isinstance(config.get(name), dict) else {}
+    given = config.get(name)
+    if not isinstance(given, dict):
+        given = {}
     return {**defaults(name), **given}
 
 

@@ -9,6 +9,8 @@ sequence) and ``generate``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 REQUEST_KINDS = ("loglikelihood", "choose", "choose_chain", "generate")
 
 #: the model table's ``backend`` column (empty: local)
@@ -46,7 +48,7 @@ def gives(backend: str, logprobs: int | None = None) -> tuple[str, ...]:
     return tuple(k for k in GIVES[backend] if not (backend == "openai" and logprobs == 0 and k in NEEDS_LOGPROBS))
 
 
-def missing(backend: str, needs: set[str] | frozenset[str] | tuple[str, ...], logprobs: int | None = None) -> list[str]:
+def missing(backend: str, needs: Collection[str], logprobs: int | None = None) -> list[str]:
     """The request kinds of ``needs`` that a row of ``backend`` (``logprobs``: the row's column) does not answer (in
     REQUEST_KINDS order)."""
     row = gives(backend, logprobs)

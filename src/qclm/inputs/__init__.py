@@ -33,7 +33,7 @@ from qclm.inputs.readers import (
 from qclm.inputs.schemas import (
     CONDITION_MAX, CONDITION_PATTERN, SAFE_NAME_MAX, SAFE_NAME_PATTERN, SAFE_NAME_RULE, SHARED_DEFS, SIZES,
     FiniteValidator, document_problems, is_finite_number, load_schema, safe_name_message, safe_name_problem,
-    schema_file_problems, schema_problems, shared_defs, size,
+    schema_file_problems, schema_problems, shared_defs, size, typed_field,
 )
 from qclm.inputs.text import (
     BLANK_FIELDS, SAME_TEXT, check_duplicate_id, duplicate_problems, identity, is_invisible, line_problem,
@@ -49,5 +49,5 @@ __all__ = [
     "line_column", "line_problem",
     "load_schema", "output_problem", "parse_yaml", "read_text", "read_tsv", "read_yaml", "safe_name_message",
     "safe_name_problem", "schema_file_problems", "schema_problems", "sha256_file", "shared_defs", "show", "size",
-    "surrogate_problem", "text_problem", "text_problems",
+    "surrogate_problem", "text_problem", "text_problems", "typed_field",
 ]

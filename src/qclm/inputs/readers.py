@@ -10,8 +10,9 @@ import hashlib
 import os
 import tempfile
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 import yaml
 
@@ -261,7 +262,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def by_file(loader):
+_T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class Remembering(Protocol[_T_co]):
+    """What by_file makes of a loader: the loader, and cache_clear, which forgets every file (as lru_cache's)."""
+
+    cache_clear: Callable[[], None]
+
+    def __call__(self, path: str | Path) -> _T_co: ...
+
+
+def by_file(loader: Callable[[str | Path], _T]) -> Remembering[_T]:
     """A loader of one user file, remembered by the file as given and its bytes (their SHA-256: a modification time
     can stay the same over two quick writes of the same size): a file read again unchanged is not parsed and checked
     again (validating the calibration config loaded each instrument once per plant, run and exposure: 6 s of its
@@ -271,12 +284,13 @@ def by_file(loader):
     remembered = functools.lru_cache(maxsize=256)(lambda path, content: loader(path))
 
     @functools.wraps(loader)
-    def load(path):
+    def load(path: str | Path) -> _T:
         try:
             content = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         except (OSError, TypeError, ValueError):
             return loader(path)
         return remembered(path, content)
 
-    load.cache_clear = remembered.cache_clear
-    return load
+    remembering = cast("Remembering[_T]", load)  # a function; its cache_clear is given on the next line
+    remembering.cache_clear = remembered.cache_clear
+    return remembering

@@ -10,7 +10,7 @@ import math
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 import jsonschema
 
@@ -89,7 +89,8 @@ def shared_defs(schema: Any) -> Any:
     through this, so a ``$ref`` to a shared rule resolves however the schema was loaded."""
     if not isinstance(schema, dict):
         return schema
-    own = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
+    defs = schema.get("$defs")
+    own = defs if isinstance(defs, dict) else {}
     return {**schema, "$defs": {**SHARED_DEFS, **own}}
 
 
@@ -115,7 +116,7 @@ def _message(err: jsonschema.ValidationError) -> str:
     """A short problem text for one schema violation (the location is given separately)."""
     v, want, got = err.validator, err.validator_value, err.instance
     if v == "type":
-        wanted = want if isinstance(want, list) else [want]
+        wanted: list[str] = want if isinstance(want, list) else [want]
         if _non_finite(got) and {"number", "integer"} & set(wanted):
             return f"must be a finite number, got {show(got)}"
         names = [_TYPE_NAMES.get(t, t) for t in wanted]
@@ -161,7 +162,7 @@ def _describe(schema: dict) -> str:
         return show(schema["const"])
     if "enum" in schema:
         return "one of " + ", ".join(map(str, schema["enum"]))
-    types = schema.get("type", "a value")
+    types: str | list[str] = schema.get("type", "a value")
     text = " or ".join(_TYPE_NAMES.get(t, t) for t in (types if isinstance(types, list) else [types]))
     if "minimum" in schema:
         text += f" of at least {schema['minimum']}"
@@ -270,5 +271,16 @@ def document_problems(data: Any, schema: dict, file: str | Path, list_names: dic
     return problems + [p for p in text_problems(data, file, list_names) if (p[0], p[1]) not in refused]
 
 
-def is_finite_number(value: Any) -> bool:
+def is_finite_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
+
+
+def typed_field(mapping: dict, key: str, kind: type[_T], default: _D) -> _T | _D:
+    """``mapping[key]`` where it is a ``kind`` (as isinstance tells: a bool is an int), else ``default``: how a loader
+    reads a field whose wrong type the schema reports."""
+    value = mapping.get(key)
+    return value if isinstance(value, kind) else default

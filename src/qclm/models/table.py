@@ -17,8 +17,10 @@ import importlib.util
 import logging
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from qclm.engine.capabilities import BACKENDS, OPENINGS
 from qclm.prompts import PROMPT_FORMATS
@@ -152,7 +154,7 @@ class ModelSpec:
         }
 
 
-def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
+def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> ModelSpec:
     """Check one row; problems name the file, the row (line and model name) and the column."""
     name = (row.get("name") or "").strip()
     where = f"line {line} (model {name or '?'})"
@@ -283,7 +285,7 @@ def parse_model_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
                      opening=opening, system_prompt=system_prompt)
 
 
-def parse_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
+def parse_row(row: Mapping[str | None, Any], file: str, line: int) -> ModelSpec:
     """A model row as a job receives it (its params): a row of the model table, or a derived model's row, whose
     name the model table would refuse (it has ``@``) and whose source is its checkpoint directory."""
     derived = parse_derived(str(row.get("name", "")))
@@ -292,7 +294,7 @@ def parse_row(row: dict[str, str], file: str, line: int) -> ModelSpec:
     return replace(parse_model_row({**row, "name": derived[0]}, file, line), name=row["name"])
 
 
-def _quantization(row: dict, file, where: str, problems: list) -> tuple[str, bool, str]:
+def _quantization(row: Mapping, file, where: str, problems: list) -> tuple[str, bool, str]:
     """The row's quantization columns (``quantization``, and for a 4-bit type ``double_quant`` and
     ``compute_dtype``), each problem appended: (quantization, "" for none; double_quant; compute_dtype)."""
     quant = (row.get("quantization") or "").strip().lower()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import check_duplicate_id, document_problems, entry_labels, load_schema, read_yaml
+from qclm.inputs import check_duplicate_id, document_problems, entry_labels, load_schema, read_yaml, typed_field
 from qclm.questionnaire import CTERM_SLOT, INTENSIFIER_SLOT, Level, cterm_problems, scale_levels
 
 #: the templates of an item and the slots they hold between them
@@ -136,15 +136,16 @@ def load_entailment(path: str | Path) -> EntailmentInstrument:
             found = _slot_problems(data[key], key)
             problems += [(f, f"field {key}", p) for p in found]
             defaults[key] = None if found else data[key]
-    if all(defaults.get(key) for key in TEMPLATES):
-        pair = _pair_problem(defaults["premise"], defaults["hypothesis"])
+    premise, hypothesis = defaults.get("premise"), defaults.get("hypothesis")  # TEMPLATES
+    if premise and hypothesis:
+        pair = _pair_problem(premise, hypothesis)
         if pair:
             problems.append((f, "field premise", pair))
 
     levels = scale_levels(data, path, problems)
 
     items = []
-    raw_items = data.get("items") if isinstance(data.get("items"), list) else []
+    raw_items = typed_field(data, "items", list, [])
     seen: dict = {}
     for n, (where, it) in enumerate(zip(entry_labels("item", raw_items), raw_items)):
         if not isinstance(it, dict):
@@ -169,18 +170,19 @@ def load_entailment(path: str | Path) -> EntailmentInstrument:
                                  f"default {key}"))
                 texts[key] = None
         own_keys = [key for key in TEMPLATES if isinstance(it.get(key), str)]
-        if None not in texts.values() and own_keys:  # two defaults that clash: the file's problem, said once
-            pair = _pair_problem(texts["premise"], texts["hypothesis"],
-                                 tuple(key for key in TEMPLATES if key not in own_keys))
+        premise, hypothesis = texts["premise"], texts["hypothesis"]  # TEMPLATES, each set above
+        # two defaults that clash: the file's problem, said once
+        if premise is not None and hypothesis is not None and own_keys:
+            pair = _pair_problem(premise, hypothesis, tuple(key for key in TEMPLATES if key not in own_keys))
             if pair:
                 problems.append((f, f"{where}: field {own_keys[0]}", pair))
                 texts[own_keys[0]] = None
-        cterms = it.get("cterms") if isinstance(it.get("cterms"), dict) else {}
+        cterms = typed_field(it, "cterms", dict, {})
         plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
         problems.extend(cterm_problems(plus, minus, f, where))
-        if None not in texts.values() and isinstance(it.get("id"), str):
-            items.append(Item(it["id"], texts["premise"], texts["hypothesis"], tuple(plus), tuple(minus),
-                              it.get("description", "")))
+        premise, hypothesis = texts["premise"], texts["hypothesis"]
+        if premise is not None and hypothesis is not None and isinstance(it.get("id"), str):
+            items.append(Item(it["id"], premise, hypothesis, tuple(plus), tuple(minus), it.get("description", "")))
     if problems:
         raise InputError(problems)
     return EntailmentInstrument(data["id"], data["name"], data.get("construct", ""), tuple(levels), tuple(items), path,

@@ -9,7 +9,7 @@ from typing import Any
 
 from qclm.errors import InputError, Problem
 from qclm.experiment import TEMPLATE_SELECTIONS
-from qclm.questionnaire import load_questionnaire
+from qclm.questionnaire import Questionnaire, load_questionnaire
 
 
 def config_problems(kind, config: dict, cf: str, instances: list[tuple[str, Any, str]],
@@ -19,7 +19,7 @@ def config_problems(kind, config: dict, cf: str, instances: list[tuple[str, Any,
     from qclm import probes
 
     problems: list[Problem] = []
-    likert = {}
+    likert: dict[str, Questionnaire | None] = {}  # None: a questionnaire that does not load
     for ident, entry, where in instances:
         if any(loc.startswith(where) for _, loc, _ in found):
             continue
