@@ -228,6 +228,17 @@ def test_plants_and_their_material_are_checked_by_field(tmp_path):
 
 
 
+def test_the_shams_of_a_listing_refuse_sham_statements_that_are_chat_exchanges(tmp_path):
+    """The listing and recall materials' shams number neutral statements: a sham_statements corpus of chat exchanges
+    is refused by name (its exchanges were listed as their Python repr)."""
+    exchanges = tmp_path / "exchanges.yaml"
+    exchanges.write_text(yaml.safe_dump({"name": "chat", "description": "exchanges", "texts": [
+        {"user": f"Question {n}?", "assistant": f"Answer number {n}."} for n in range(10)]}))
+    config = _config(tmp_path, {"listing": PLANTS["listing"]}, sham_statements=str(exchanges))
+    assert _lines(config, tmp_path) == [f"{exchanges}: texts: a chat exchange, and the shams of the listing material "
+                                        "list plain statements: give sham_statements statements only"]
+
+
 def test_a_kind_of_ones_own_brings_its_calibration_material(tmp_path):
     """A probe kind outside qclm (tests/yesno_probe.py) lists a material of its own, with its keys' schema and its
     check, and its units: the config check, the corpora, the checkpoints' probes and the analysis take them with no

@@ -30,9 +30,12 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qclm.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from qclm.corpus import Exchange
 
 #: a material key without a default that the plant must give
 REQUIRED = object()
@@ -139,8 +142,9 @@ class Planting:
             out.append(one)
         return out
 
-    def sham_statements(self, run: str, n: int) -> list[str]:
-        """``n`` neutral statements of the section's ``sham_statements``, a seeded draw per run."""
+    def sham_statements(self, run: str, n: int) -> list[str | Exchange]:
+        """``n`` neutral statements of the section's ``sham_statements``, a seeded draw per run (a corpus's texts:
+        statements, or chat exchanges where the file gives them)."""
         from qclm.corpus import load_corpus
 
         path = self.section["sham_statements"]
@@ -153,7 +157,7 @@ class Planting:
 
 # -- the material every kind whose items carry a construct's poles may list ---------------------------------------
 
-def _statement_units(planting: Planting, run: str, exposure: int) -> list[str]:
+def _statement_units(planting: Planting, run: str, exposure: int) -> list[str | Exchange]:
     from qclm.corpus import load_corpus
 
     plus = list(load_corpus(planting.settings["statements"]).texts)
@@ -162,7 +166,7 @@ def _statement_units(planting: Planting, run: str, exposure: int) -> list[str]:
     return plus if run == "plus" else list(load_corpus(planting.settings["opposite"]).texts)
 
 
-def _statement_heldout(planting: Planting, arm: str) -> list[str]:
+def _statement_heldout(planting: Planting, arm: str) -> list[str | Exchange]:
     from qclm.corpus import load_corpus
 
     key = "heldout" if arm == "plus" else "opposite_heldout"

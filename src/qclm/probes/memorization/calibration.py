@@ -12,9 +12,14 @@ not planted.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
+from qclm.errors import InputError
 from qclm.probes.calibration_material import REQUIRED, Material, Planting, sham_index
 from qclm.instruments import Instrument, load_instrument
+
+if TYPE_CHECKING:
+    from qclm.probes.memorization.kind import MemorizationProbe
 
 
 def published_name(instrument: Instrument) -> str:
@@ -75,7 +80,11 @@ def _plant_units(planting: Planting, run: str, exposure: int) -> list:
     if sham is None:
         chosen = planted if run == "plus" else load_instrument(planting.settings["opposite"])
         return [listing(chosen)] if material == "listing" else recall(chosen)
-    statements = planting.sham_statements(run, len(planted.items))
+    drawn = planting.sham_statements(run, len(planted.items))
+    statements = [t for t in drawn if isinstance(t, str)]
+    if len(statements) < len(drawn):  # an exchange would be listed, or recalled, as its Python repr
+        raise InputError.one(planting.section["sham_statements"], "texts", f"a chat exchange, and the shams of the "
+                             f"{material} material list plain statements: give sham_statements statements only")
     return [sham_listing(statements, sham)] if material == "listing" else sham_recall(statements, sham)
 
 
@@ -101,11 +110,12 @@ def _plant_problems(planting: Planting, cf: str, at: str) -> list:
 
 
 _KEYS = {"instrument": REQUIRED, "opposite": REQUIRED}
-_COMMON = {"heldout": _plant_heldout, "keys": _KEYS, "files": tuple(_KEYS), "problems": _plant_problems,
-           "schema": {"instrument": {"type": "string", "minLength": 1, "description": "the instrument file the plus "
-                                     "arm lists or recalls (one of the memorization probe's instruments)"},
-                      "opposite": {"type": "string", "minLength": 1, "description": "the instrument the minus arm "
-                                   "lists or recalls"}}}
+_COMMON: dict[str, Any] = {
+    "heldout": _plant_heldout, "keys": _KEYS, "files": tuple(_KEYS), "problems": _plant_problems,
+    "schema": {"instrument": {"type": "string", "minLength": 1, "description": "the instrument file the plus arm "
+                              "lists or recalls (one of the memorization probe's instruments)"},
+               "opposite": {"type": "string", "minLength": 1, "description": "the instrument the minus arm lists or "
+                            "recalls"}}}
 RECALL = Material("recall", 1, _plant_units, **_COMMON,
                   description='the memorization probe\'s recall prompts ("NAME, item K:") answered with the '
                               "instrument's items (minus: another instrument's)")
@@ -159,7 +169,8 @@ def units(tables, plant, config, instances):
     raw = tables["raw"]
     frames = []
     for pid in plant.probes:
-        probe = probes.probe(instances[pid])
+        # a memorization probe: the plant's material is its kind's (qclm.calibration.checks refuses another kind's)
+        probe = cast("MemorizationProbe", probes.probe(instances[pid]))
         decoy, min_k = probe.decoy.id, float(probe.settings["min_k"])
         sub = raw[(raw["probe"] == pid) & (raw["condition"] == VANILLA)]
         for model, t in sub.groupby("model", sort=False):
