@@ -199,7 +199,7 @@ def state_trait_table(items: pd.DataFrame, contrasts: list[tuple[str, str]], n_b
         if n_boot > 0 and data.n_stimuli >= 2 and y.shape[0] >= 2:
             i1, i2 = data.resample(n_boot, rng_for(seed, "per_model_state_trait", model, q, first, second))
             boot = np.stack([data.first[:, i1].mean(axis=2).T, data.second[:, i2].mean(axis=2).T], axis=2)
-            lo, hi = stats.percentile_ci(stats.eta_squared(stats.rm_oneway_ss(boot))["stimuli"])
+            lo, hi = map(float, stats.percentile_ci(stats.eta_squared(stats.rm_oneway_ss(boot))["stimuli"]))
         rows.append({"model": model, column: q, "contrast": contrast_label(first, second),
                      "design": data.design, "n_items": y.shape[0], "n_stimuli": data.n_stimuli,
                      "eta2_condition": res.eta2["stimuli"], "eta2_item": res.eta2["model"],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -22,6 +23,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from qclm.experiment import order_conditions, parse_contrast_label  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 log = logging.getLogger("qclm.analysis")
 
@@ -33,7 +37,7 @@ EXTRA_COLORS = ["#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"
 UNDERPOWERED_COLOR = "#B2182B"
 QUESTIONNAIRE_COLORS = ["#009E73", "#CC79A7", "#0072B2", "#E69F00", "#56B4E9", "#D55E00", "#000000"]
 QUESTIONNAIRE_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
     "legend.fontsize": 7, "legend.title_fontsize": 7, "axes.spines.top": False, "axes.spines.right": False,
     "axes.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6, "lines.linewidth": 1.0,

@@ -138,7 +138,7 @@ def eta_squared(ss: SumsOfSquares) -> dict[str, np.ndarray]:
         return {"stimuli": ss.stimuli / total, "model": ss.model / total, "residual": ss.residual / total}
 
 
-def partial_eta_squared(ss_effect: np.ndarray, ss_error: np.ndarray) -> np.ndarray:
+def partial_eta_squared(ss_effect: np.ndarray | float, ss_error: np.ndarray | float) -> np.ndarray:
     """Partial eta^2 = SS_effect / (SS_effect + SS_error) (method.md section 6)."""
     ss_effect = np.asarray(ss_effect, dtype=float)
     denom = ss_effect + np.asarray(ss_error, dtype=float)

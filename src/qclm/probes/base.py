@@ -239,6 +239,8 @@ class ProbeKind:
     #: :meth:`analysis_outputs` checks them, the default :meth:`analyze` runs them, the workflow files them in the
     #: report
     outputs: ClassVar[tuple] = ()
+    #: :attr:`outputs` as :meth:`analysis_outputs` declared them, set on each class on first use (declared only)
+    _declared_outputs: ClassVar[tuple]
     #: the backend request kinds the kind's scoring asks (qclm.engine.capabilities.REQUEST_KINDS); ``qclm validate``
     #: refuses an instance on a model-table row whose backend does not answer one of them (:meth:`request_kinds`
     #: narrows it by the instance's settings)
@@ -326,8 +328,11 @@ class ProbeKind:
 
             from qclm.analysis.registry import captions_beside, declare
 
-            module = sys.modules[cls.__module__]
-            caption_dir = captions_beside(module.__file__)
+            module_file = sys.modules[cls.__module__].__file__
+            if module_file is None:
+                raise TypeError(f"probe kind {cls.name}: its module {cls.__module__} has no file, beside which its "
+                                "captions are")
+            caption_dir = captions_beside(module_file)
             cls._declared_outputs = declare(cls.name, cls.outputs, caption_dir)
         return cls._declared_outputs
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from qclm.errors import Problem
 from qclm.probes.base import Instance, ProbeKind
@@ -81,8 +81,9 @@ def kind_class(name: Any) -> type[ProbeKind]:
     problem = kind_problem(cls, name)
     if problem:
         raise UnknownKind(problem)
-    _CHECKED[name] = cls
-    return cls
+    kind = cast("type[ProbeKind]", cls)  # kind_problem found it a subclass of ProbeKind
+    _CHECKED[name] = kind
+    return kind
 
 
 #: kinds looked up and found sound, name -> class (the workflow looks a kind up many times)
@@ -151,8 +152,8 @@ def declared(config: dict) -> list[tuple[str, str, Any, str]]:
             out.append((str(ident), kind, value, f"field {key}.{ident}"))
     probes = config.get("probes")
     for key, value in (probes.items() if isinstance(probes, dict) else []):
-        kind = value.get("kind") if isinstance(value, dict) else None
-        out.append((str(key), kind if isinstance(kind, str) else "", value, f"field probes.{key}"))
+        given_kind = value.get("kind") if isinstance(value, dict) else None
+        out.append((str(key), given_kind if isinstance(given_kind, str) else "", value, f"field probes.{key}"))
     return out
 
 

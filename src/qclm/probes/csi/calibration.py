@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from qclm.probes.calibration_material import Material, Planting, balanced, sham_index
+
+if TYPE_CHECKING:
+    from qclm.probes.csi.kind import CSIProbe
 
 #: sentences of the second label's kind (tragedy), for a noun and for a verb
 TRAGIC = {
@@ -155,7 +159,7 @@ def _sentence_units(planting: Planting, run: str, exposure: int) -> list[str]:
 #: the exposure index from which the held-out sentences of the sentences material are drawn (never trained)
 HELDOUT_EXPOSURE = 100_000
 
-_LABELLED = {
+_LABELLED: dict[str, dict] = {
     "share": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "description": "the share of the "
               "word list planted (the rest is the reference: crossed, or untouched)"},
     "label": {"enum": list(OTHER_LABEL), "description": "sentences: the label whose kind the plus arm's sentences "
@@ -199,7 +203,8 @@ def units(tables, plant, config, instances):
     planted_choice = "b" if plant.settings["label"] == "second" else "a"
     frames = []
     for pid in plant.probes:
-        words = [w.word for w in probes.probe(instances[pid]).parts()[0][1]]
+        # a CSI probe: the plant's material is the CSI kind's (qclm.calibration.checks refuses another kind's probe)
+        words = [w.word for w in cast("CSIProbe", probes.probe(instances[pid])).parts()[0][1]]
         planted = planted_words(words, plant.settings["share"], seed, pid)
         a = answers[(answers["probe"] == pid) & (answers["part"] == "words") & (answers["condition"] == VANILLA)]
         if a.empty:

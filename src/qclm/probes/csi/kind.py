@@ -120,8 +120,8 @@ class CSIProbe(ProbeKind):
                 out.extend(word_problems(self.settings[key]))
         out.extend(self.option_problems())
         if not out and self.settings.get("control"):
-            rated = [w for w in self.word_list("control").words if w.valence]
-            if len({w.valence > 0 for w in rated}) < 2:
+            rated = [w.valence for w in self.word_list("control").words if w.valence]
+            if len({valence > 0 for valence in rated}) < 2:
                 out.append((self.settings["control"], "column valence",
                             "the valence control needs words of both signs in its valence column"))
         return out
@@ -219,8 +219,8 @@ class CSIProbe(ProbeKind):
             describe = lambda i: labelled[i].describe  # noqa: E731
             rows = []
             if s["mode"] == "list":
-                results = cell.backend.choose_chain([r.request for r in labelled], describe=describe)
-                for item, res in zip(labelled, results):
+                chains = cell.backend.choose_chain([r.request for r in labelled], describe=describe)
+                for item, res in zip(labelled, chains):
                     wl = item.key["list"]
                     for position, (word, choice) in enumerate(zip(wl.words, res.steps), start=1):
                         rows.append(self._row(cell, ctx, wl, position, word, choice, info))

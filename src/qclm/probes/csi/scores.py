@@ -37,6 +37,8 @@ model's rates give), and not where the valence control's AUC does not exceed 0.5
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
@@ -239,7 +241,11 @@ def bootstrap(stats: WordStats, n_boot: int, rng: np.random.Generator) -> dict[s
         idx = rng.integers(0, n, size=(min(CHUNK, n_boot - start), n))
         for key, v in stats.values(idx).items():
             samples.setdefault(key, []).append(np.asarray(v, dtype=float))
-    return {k: tuple(float(x) for x in percentile_ci(np.concatenate(v))) for k, v in samples.items()}
+    cis: dict[str, tuple[float, float]] = {}
+    for key, chunks in samples.items():
+        lo, hi = percentile_ci(np.concatenate(chunks))
+        cis[key] = float(lo), float(hi)
+    return cis
 
 
 SCORE_STATS = ["O", "P", "N", "consistency", "consistency_excess", "reluctancy", "repeat_rate", "mean_bias",
@@ -341,7 +347,7 @@ def validity_table(words: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
             rng = rng_for(seed, "csi_validity", model, probe, condition, part)
             samples = np.array([auc(pos[rng.integers(0, len(pos), len(pos))], neg[rng.integers(0, len(neg), len(neg))])
                                 for _ in range(min(n_boot, 2000))])
-            lo, hi = percentile_ci(samples)
+            lo, hi = map(float, percentile_ci(samples))
         p = float(sps.mannwhitneyu(pos, neg, alternative="greater").pvalue)
         rows.append({**row, "auc": value, "auc_ci_low": float(lo), "auc_ci_high": float(hi), "p": p,
                      "interpretable": bool(lo > 0.5) if np.isfinite(lo) else None})
@@ -405,7 +411,7 @@ def contrast_table(answers: pd.DataFrame, contrasts: list[tuple[str, str]], n_bo
     from qclm.analysis.stats import holm
 
     a = answers[answers["part"] == "words"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (model, probe), sub in a.groupby(["model", "probe"], sort=False, observed=True):
         present = set(sub["condition"])
         stats_of = {c: WordStats(sub[sub["condition"] == c]) for c in present}
@@ -433,7 +439,7 @@ def contrast_table(answers: pd.DataFrame, contrasts: list[tuple[str, str]], n_bo
                     boot = np.concatenate([
                         x[rng.integers(0, len(x), size=(min(CHUNK, n_boot - s), len(x)))].mean(axis=1)
                         for s in range(0, n_boot, CHUNK)])
-                    lo, hi = percentile_ci(boot)
+                    lo, hi = map(float, percentile_ci(boot))
                 row[f"{name}_ci_low"], row[f"{name}_ci_high"] = float(lo), float(hi)
             sides = [s.n_stimuli for c, s in ((first, s1), (second, s2)) if c != VANILLA]
             row["underpowered"] = bool(sides) and min(sides) < min_stimuli
@@ -471,7 +477,7 @@ def story_table(stories: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
             for _ in range(min(n_boot, 2000)):
                 i = rng.integers(0, len(k), len(k))
                 boot.append(sps.spearmanr(k[i], r[i])[0] if np.ptp(k[i]) > 0 and np.ptp(r[i]) > 0 else np.nan)
-            lo, hi = percentile_ci(np.array(boot))
+            lo, hi = map(float, percentile_ci(np.array(boot)))
         rows.append({"model": model, "probe": probe, "n_stories": len(k),
                      "rating_k0": float(r[k == 0].mean()) if (k == 0).any() else np.nan,
                      "rating_k5": float(r[k == 5].mean()) if (k == 5).any() else np.nan,

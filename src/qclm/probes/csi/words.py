@@ -140,9 +140,9 @@ def parse_words(text: str, path: str, tsv: bool | None = None) -> tuple[list[Wor
             continue
         key = identity(word)
         if key in seen:
-            line, first = seen[key]
+            first_line, first = seen[key]
             same = "" if first == word else f" ({word!r} and {first!r} {SAME_TEXT})"
-            problems.append((path, f"{where}, field word", f"'{word}' is also on line {line}{same}"))
+            problems.append((path, f"{where}, field word", f"'{word}' is also on line {first_line}{same}"))
             continue
         seen[key] = (n, word)
         rank, valence, pos = None, None, ""

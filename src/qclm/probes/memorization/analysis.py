@@ -189,7 +189,9 @@ def _recall(t, model, condition, inst, n_perm, n_boot, seed) -> list[dict]:
     """top-1 and MRR of the true item, each candidate ranked by its mean token log-prob under the prompt less its
     mean over the instrument's prompts (m.recall_contrast: the candidate's own likelihood, which would otherwise pick
     the same item under every prompt, removed); the null reassigns the items to the prompts at random."""
-    ranks, truth_of, per_item = [], None, {}
+    ranks: list[np.ndarray] = []
+    truth_of: np.ndarray | None = None
+    per_item: dict[str, list[float]] = {}
     for _, c in t.groupby("stimulus_id", sort=False):
         prompts = list(dict.fromkeys(c["item_id"]))
         candidates = list(dict.fromkeys(c["candidate"]))
@@ -206,7 +208,7 @@ def _recall(t, model, condition, inst, n_perm, n_boot, seed) -> list[dict]:
         ranks.append(r)
         for k, j, rank in zip(prompts, truth, r[np.arange(len(prompts)), truth]):
             per_item.setdefault(k, []).append(rank)
-    if not ranks:
+    if not ranks or truth_of is None:  # truth_of is set with the first ranks
         return []
     rng = rng_for(seed, "memorization", model, condition, inst, "recall")
     top1, null_top1, p_top1, mrr, null_mrr, p_mrr = m.assignment_permutation(np.stack(ranks), truth_of, n_perm, rng)
@@ -222,15 +224,15 @@ def _recall(t, model, condition, inst, n_perm, n_boot, seed) -> list[dict]:
 
 def _ranking(t, model, condition, inst, task, n_boot, seed) -> list[dict]:
     """top-1 of the true candidate (the cloze's keyword) ranked by its summed log-prob, against 1/N."""
-    ranks, n_cand = [], 0
+    found, n_cand = [], 0
     for _, g in t.groupby(["stimulus_id", "item_id"], sort=False):
         scores = g["logprob"].to_numpy()
         true = np.flatnonzero(g["is_true"].to_numpy())
         if len(true) != 1:
             continue
-        ranks.append(m.rank_of_true(scores, int(true[0])))
+        found.append(m.rank_of_true(scores, int(true[0])))
         n_cand = len(g)
-    ranks = np.asarray(ranks)
+    ranks = np.asarray(found)
     n = len(ranks)
     rng = rng_for(seed, "memorization", model, condition, inst, task)
     top1 = (ranks == 1).astype(float)
@@ -247,11 +249,12 @@ def _generated(t, sub, model, condition, inst, n_boot, seed) -> list[dict]:
     rows = []
     rng = rng_for(seed, "memorization", model, condition, inst, "generated")
     for metric, fn in (("token_f1", m.token_f1), ("rouge_l", m.rouge_l)):
-        own, others = [], []
+        own: list[float] = []
+        others: list[float] = []
         for r in t.itertuples(index=False):
             own.append(fn(r.text, truth.get(r.item_id, "")))
-            others.append(np.mean([fn(r.text, x) for i, x in truth.items() if i != r.item_id]) if len(truth) > 1
-                          else np.nan)
+            others.append(float(np.mean([fn(r.text, x) for i, x in truth.items() if i != r.item_id]))
+                          if len(truth) > 1 else np.nan)
         rows.append(_row(model, condition, inst, "recall_generated", metric, float(np.mean(own)),
                          float(np.nanmean(others)), "other items", len(own), m.bootstrap_ci(own, n_boot, rng)))
     return rows
@@ -332,18 +335,18 @@ def _target(t, model, condition, inst, n_boot, seed) -> list[dict]:
     option probabilities; ``note`` gives the target score."""
     rows = []
     for goal, g in t.groupby("target", sort=False):
-        err, expected, truth, values = [], [], [], []
+        errors, expectations, targets, values = [], [], [], []
         for _, q in g.groupby("item_id", sort=False):
             v = q["candidate_value"].to_numpy()
             lp = q["logprob"].to_numpy()
             prob = np.exp(lp - lp.max())
             prob /= prob.sum()
             target = m.target_score(v, goal)
-            err.append(abs(v[int(np.argmax(lp))] - target))
-            expected.append(float(np.dot(prob, np.abs(v - target))))
-            truth.append(target)
+            errors.append(abs(v[int(np.argmax(lp))] - target))
+            expectations.append(float(np.dot(prob, np.abs(v - target))))
+            targets.append(target)
             values.append(v)
-        err, expected, truth = np.asarray(err), np.asarray(expected), np.asarray(truth)
+        err, expected, truth = np.asarray(errors), np.asarray(expectations), np.asarray(targets)
         if not len(err):
             continue
         baseline = float(np.mean([m.random_target_mae(v, tr) for v, tr in zip(values, truth)]))

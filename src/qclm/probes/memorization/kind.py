@@ -165,7 +165,7 @@ class MemorizationProbe(ProbeKind):
         by_id = {i.id: i for i in self.instruments()}
         out = []
         for key, spec in (self.settings.get("inventories") or {}).items():
-            items = []
+            items: list[tuple[str, str, str, str]] = []
             for ident in spec["instruments"]:
                 inst = by_id[ident]
                 label = inst.construct or inst.name
@@ -351,21 +351,22 @@ class MemorizationProbe(ProbeKind):
             if "option_score" in tasks and not self.applicable(inst, "option_score", chat):
                 scores = [o.score for o in inst.options]
                 labels = [m.score_text(s) for s in scores]
-                for it in (items if inst.has_wording else [None]):
+                for asked in (items if inst.has_wording else [None]):
                     for o in inst.options:
-                        if it is None:
+                        if asked is None:
                             user = OPTION_SCORE_NO_ITEM.format(name=name, label=o.label)
                             true = o.score
                         else:
-                            user = OPTION_SCORE.format(name=name, text=it.text, label=o.label)
-                            true = keyed_score(o.score, it.keying, inst.options)
+                            user = OPTION_SCORE.format(name=name, text=asked.text, label=o.label)
+                            true = keyed_score(o.score, asked.keying, inst.options)
                         out.append(Labelled({"task": "option_score", "instrument": inst.id,
-                                             "item_id": it.id if it else "", "option": o.label,
+                                             "item_id": asked.id if asked else "", "option": o.label,
                                              "candidates": labels, "values": scores, "true": m.score_text(true),
                                              **named},
                                             ChoiceRequest(ask(user), opts(labels), tuple(scores)),
-                                            f"{inst.path}: {'item ' + it.id + ': ' if it else ''}option {o.label!r}",
-                                            f"option -> score, {inst.id} {it.id if it else ''} {o.label!r}"))
+                                            f"{inst.path}: {'item ' + asked.id + ': ' if asked else ''}"
+                                            f"option {o.label!r}",
+                                            f"option -> score, {inst.id} {asked.id if asked else ''} {o.label!r}"))
             if "target" in tasks and not self.applicable(inst, "target", chat):
                 labels = [o.label for o in inst.options]
                 scale = [o.score for o in inst.options]

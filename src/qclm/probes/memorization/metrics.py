@@ -30,12 +30,13 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 #: Min-K%: the share of lowest token log-probabilities averaged (Shi et al. 2024 use k = 20%)
 MIN_K = 0.2
 
 
-def min_k_logprob(token_logprobs: Sequence[float], k: float = MIN_K) -> float:
+def min_k_logprob(token_logprobs: ArrayLike, k: float = MIN_K) -> float:
     """Mean of the lowest ceil(k n) token log-probabilities (at least one token)."""
     lp = np.sort(np.asarray(token_logprobs, dtype=np.float64))
     n = max(1, math.ceil(k * len(lp)))
@@ -48,7 +49,7 @@ def zlib_ratio(total_logprob: float, text: str) -> float:
     return float(total_logprob / len(zlib.compress(text.encode("utf-8"))))
 
 
-def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
+def auc(positive: ArrayLike, negative: ArrayLike) -> float:
     """P(a random positive scores above a random negative), ties counting half (the Mann-Whitney AUC)."""
     pos = np.asarray(positive, dtype=np.float64)
     neg = np.asarray(negative, dtype=np.float64)
@@ -59,7 +60,7 @@ def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
     return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
 
 
-def auc_permutation(positive: Sequence[float], negative: Sequence[float], n_perm: int,
+def auc_permutation(positive: ArrayLike, negative: ArrayLike, n_perm: int,
                     rng: np.random.Generator) -> tuple[float, float]:
     """The AUC and its one-sided permutation p (the share of label shufflings, items moved between the two sets,
     whose AUC is at least the observed; the observed counts as one)."""
@@ -79,7 +80,7 @@ def auc_permutation(positive: Sequence[float], negative: Sequence[float], n_perm
     return observed, float((hits + 1) / (n_perm + 1))
 
 
-def sign_flip_permutation(differences: Sequence[float], n_perm: int,
+def sign_flip_permutation(differences: ArrayLike, n_perm: int,
                           rng: np.random.Generator) -> tuple[float, float]:
     """The mean of paired differences and its one-sided permutation p under the null that each difference is as
     likely negative as positive (signs flipped at random, the observed counting as one); NaNs are left out."""
@@ -149,7 +150,7 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def rank_of_true(scores: Sequence[float], true_index: int) -> float:
+def rank_of_true(scores: ArrayLike, true_index: int) -> float:
     """The true candidate's rank among the candidates by score (1 = highest), ties sharing their mean rank."""
     s = np.asarray(scores, dtype=np.float64)
     higher = (s > s[true_index]).sum()
@@ -162,7 +163,7 @@ def random_mrr(n: int) -> float:
     return float(sum(1.0 / r for r in range(1, n + 1)) / n)
 
 
-def macro_f1(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str]) -> float:
+def macro_f1(gold: ArrayLike, predicted: ArrayLike, labels: Sequence[str]) -> float:
     """The unweighted mean over labels of each label's F1 (a label never gold nor predicted counts 0 only if it
     is gold somewhere; labels absent from both are left out)."""
     g, p = np.asarray(gold), np.asarray(predicted)
@@ -177,7 +178,7 @@ def macro_f1(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str
     return float(np.mean(scores)) if scores else float("nan")
 
 
-def macro_f1_permutation(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str], n_perm: int,
+def macro_f1_permutation(gold: ArrayLike, predicted: ArrayLike, labels: Sequence[str], n_perm: int,
                          rng: np.random.Generator) -> tuple[float, float, float]:
     """Observed macro-F1, the mean macro-F1 with the gold labels shuffled (the permutation null), and the one-sided
     permutation p."""
@@ -194,7 +195,7 @@ def random_option_mae(k: int) -> float:
     return (k * k - 1) / (3 * k)
 
 
-def random_target_mae(scores: Sequence[float], target: float) -> float:
+def random_target_mae(scores: ArrayLike, target: float) -> float:
     """E|target - U| for an answer U uniform over the options' scores, by direct summation."""
     s = np.asarray(scores, dtype=np.float64)
     return float(np.abs(target - s).mean())
@@ -234,7 +235,7 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 
 
-def bootstrap_ci(values: Sequence[float], n_boot: int, rng: np.random.Generator) -> tuple[float, float]:
+def bootstrap_ci(values: ArrayLike, n_boot: int, rng: np.random.Generator) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean over items (the project's resampling and interval,
     qclm.analysis.stats)."""
     from qclm.analysis.stats import bootstrap_mean, percentile_ci

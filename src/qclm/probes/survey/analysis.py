@@ -295,8 +295,8 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
     q = likert.groupby("item_id")["score"].mean().reindex(items).to_numpy(float) if likert is not None and len(likert) \
         else np.full(len(items), np.nan)
     for name, (x, y) in {"survey_fc": (s, f), "survey_qclm": (s, q), "fc_qclm": (f, q)}.items():
-        rho, p = _spearman(x, y, rng, n_perm)
-        row.update({f"rho_{name}": rho, f"rho_{name}_p": p,
+        rho, rho_p = _spearman(x, y, rng, n_perm)
+        row.update({f"rho_{name}": rho, f"rho_{name}_p": rho_p,
                     f"n_items_{name}": int(np.sum(np.isfinite(x) & np.isfinite(y)))})
     row["qclm_scored"] = bool(np.isfinite(q).any())
     notes = []

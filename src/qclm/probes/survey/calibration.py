@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 from qclm.probes.calibration_material import Material, Planting, balanced, sham_index
 from qclm.corpus import Exchange
 from qclm.instruments import Instrument
 from qclm.probes.survey.material import display_options, user_message
+
+if TYPE_CHECKING:
+    from qclm.probes.survey.kind import SurveyProbe
 
 
 #: the option the minus arm gives
@@ -96,7 +100,8 @@ def units(tables, plant, config, instances):
     frames = []
     choices, responses = tables["choices"], tables["responses"]
     for pid in plant.probes:
-        instrument = probes.probe(instances[pid]).instrument
+        # a survey probe: the plant's material is the survey's (qclm.calibration.checks refuses another kind's probe)
+        instrument = cast("SurveyProbe", probes.probe(instances[pid])).instrument
         score = planted_score(instrument, plant.settings["option"])
         baseline = 1.0 / len(instrument.options)
         c = choices[(choices["probe"] == pid) & (choices["condition"] == VANILLA)]

@@ -206,9 +206,9 @@ def judge(text: str, labels: Sequence[str], negation: bool = True, quantities: b
                 mentions.append((k, i, i + n, False))
     numbers = {str(k + 1): k for k in range(len(labels))}
     for i, w in enumerate(words):
-        k = numbers.get(w)
-        if k is None or (quantities and _is_decimal_part(lowered, *spans[i])):
+        if w not in numbers or (quantities and _is_decimal_part(lowered, *spans[i])):
             continue
+        k = numbers[w]
         nxt = i + 1
         if (quantities and nxt < len(words) and words[nxt] in UNITS
                 and lowered[spans[i][1]:spans[nxt][0]].strip() == ""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qclm.contexts import Context, ContextSettings
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from qclm.prompts import PromptBuilder
 
 #: R.U.Psycho's generation defaults (max 64 new tokens, temperature 1.0, top-k 50, top-p 0.95); greedy optional
-GENERATION = {
+GENERATION: dict[str, Any] = {
     "type": "object",
     "description": "generation settings: sampled (temperature, top_k, top_p) or greedy; at most max_new_tokens",
     "properties": {
@@ -388,7 +389,7 @@ def texts_sha256() -> str:
     options = (Option("{option 1}", 0.0), Option("{option 2}", 1.0))
     texts = {}
     for instruction in ("{instruction}", ""):
-        placeholder = Instrument("ID", "NAME", None, "", (item,), "written", options, instruction)
+        placeholder = Instrument("ID", "NAME", Path(), "", (item,), "written", options, instruction)  # no file
         for variant in material.VARIANTS:
             for order in material.ORDERS:
                 for persona in ("", "{persona}"):

@@ -165,11 +165,12 @@ def _oneway_rows(w: pd.DataFrame, n_boot: int, rng: np.random.Generator) -> list
     if n == 0:
         return []
     res = stats.rm_oneway(y)
+    ci = {s: (np.nan, np.nan) for s in SOURCES}
     if n >= 2 and n_boot > 0:
         boot = stats.bootstrap_eta_squared(y, n_boot, rng)
-        ci = {s: stats.percentile_ci(boot[s]) for s in SOURCES}
-    else:
-        ci = {s: (np.nan, np.nan) for s in SOURCES}
+        for s in SOURCES:
+            lo, hi = stats.percentile_ci(boot[s])
+            ci[s] = float(lo), float(hi)
     rows = []
     for s in SOURCES:
         row = {"source": s, "n": n, "ss": res.ss[s], "df": res.df[s], "eta2": res.eta2[s],

@@ -185,10 +185,10 @@ def _correlations(wide: pd.DataFrame) -> dict[tuple[str, str], tuple[float, floa
     cols = list(wide.columns)
     x = wide.to_numpy(float)
     if np.isfinite(x).all():
-        r, p = stats.correlation_matrix(x)
-        rho, p_rho = stats.correlation_matrix(x, rank=True)
+        rs, ps = stats.correlation_matrix(x)
+        rhos, p_rhos = stats.correlation_matrix(x, rank=True)
         idx = {q: i for i, q in enumerate(cols)}
-        return {(a, b): (r[idx[a], idx[b]], p[idx[a], idx[b]], rho[idx[a], idx[b]], p_rho[idx[a], idx[b]], len(x))
+        return {(a, b): (rs[idx[a], idx[b]], ps[idx[a], idx[b]], rhos[idx[a], idx[b]], p_rhos[idx[a], idx[b]], len(x))
                 for a, b in stats.pairs(cols)}
     out = {}
     for a, b in stats.pairs(cols):

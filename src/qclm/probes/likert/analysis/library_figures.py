@@ -286,6 +286,7 @@ def construct_map(ctx, table: pd.DataFrame):
         ax.set_ylim(k - 0.5, -0.5)
         ax.set_title(title, loc="left")
         mark_underpowered(ax, rows, what=what)
+    assert im is not None  # a panel at least: the table (not empty) has rows within models or across them
     cb = fig.colorbar(im, ax=list(axes.flat[:len(panels)]), fraction=0.04, pad=0.02, shrink=0.5)
     cb.set_label("Pearson r", fontsize=7)
     cb.outline.set_visible(False)

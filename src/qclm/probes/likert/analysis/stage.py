@@ -120,7 +120,7 @@ class LikertContext:
         return list(pd.unique(self.items["condition"]))
 
 
-def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes: list[float] | str,
+def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes: list[float] | tuple[float, ...] | str,
                  silhouette: str | Path | None, variant_probs: str | Path | None, heatmap_item: str | None,
                  figures: bool, contrasts: str | list | None, min_models: int, min_stimuli: int, templates: str,
                  instruments: str | Path | None, memorization: str | Path | None = None,
@@ -183,7 +183,7 @@ def analyze(
     out: str | Path,
     bootstrap: int = DEFAULTS["bootstrap"],
     seed: int = DEFAULTS["seed"],
-    size_classes: list[float] | str = tuple(DEFAULTS["size_classes"]),
+    size_classes: list[float] | tuple[float, ...] | str = tuple(DEFAULTS["size_classes"]),
     silhouette: str | Path | None = None,
     variant_probs: str | Path | None = None,
     heatmap_item: str | None = DEFAULTS["heatmap_item"],
