@@ -95,7 +95,10 @@ def run_chains(scorer, chains: Sequence[TokenChain], node_budget: int | None = N
         tips = {c: session.path(ROOT, chains[c].context[prefix_len:]) for c in members}
         for s in range(max(len(chains[c].steps) for c in members)):
             active = [c for c in members if s < len(chains[c].steps)]
-            want, targets, raw, spans = [], [], [], []
+            want: list[int] = []
+            targets: list[int] = []
+            raw: list[bool] = []
+            spans: list[tuple[int, int]] = []
             for c in active:
                 text, options = chains[c].steps[s]
                 end = session.path(tips[c], text)

@@ -141,9 +141,9 @@ def run_generation(scorer, prompts: Sequence[tuple[int, ...]], settings: Sequenc
         while active:
             # the prompts' own tokens as a tree (block attention); then one new node per request and step, each on
             # its own path: attention per query, the shared prefix once for all (TreeLayout)
-            source, rows = session.compute([tips[r] for r in active], per_query=not prompt_pass)
+            source, computed = session.compute([tips[r] for r in active], per_query=not prompt_pass)
             prompt_pass = False
-            rows = rows.tolist()
+            rows = computed.tolist()
             step = max(1, LOGITS_BYTES // (4 * scorer.head.vocab))
             for r0 in range(0, source.n, step):  # logits of at most LOGITS_BYTES at once
                 r1 = min(r0 + step, source.n)

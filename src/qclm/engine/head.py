@@ -143,26 +143,29 @@ class HeadInput:
     for models whose output processing the head does not know)."""
 
     def __init__(self, head: LogprobHead, hidden: torch.Tensor | None = None, logits: torch.Tensor | None = None):
+        source = hidden if hidden is not None else logits
+        if source is None:
+            raise TypeError("HeadInput takes hidden states or logits")
         self.head = head
         self.hidden = hidden
         self.logits = logits
-        self.n = len(hidden if hidden is not None else logits)
+        self.source = source  # the rows as given: the hidden states, else the logits
+        self.n = len(source)
 
     def select(self, index: torch.Tensor) -> HeadInput:
         if self.hidden is not None:
             return HeadInput(self.head, hidden=self.hidden[index])
-        return HeadInput(self.head, logits=self.logits[index])
+        return HeadInput(self.head, logits=self.source[index])
 
     def empty(self) -> torch.Tensor:
-        src = self.hidden if self.hidden is not None else self.logits
-        return torch.empty(0, self.head.vocab, dtype=torch.float32, device=src.device)
+        return torch.empty(0, self.head.vocab, dtype=torch.float32, device=self.source.device)
 
     def block(self, r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
         """float32 logits of rows r0:r1, vocabulary v0:v1 (soft-capped as the model does)."""
         if self.logits is not None:
             return self.logits[r0:r1, v0:v1].float()
-        weight, bias = self.head.head.weight, getattr(self.head.head, "bias", None)
-        logits = torch.nn.functional.linear(self.hidden[r0:r1], weight[v0:v1], None if bias is None else bias[v0:v1])
+        weight, bias = self.head.head.weight, getattr(self.head.head, "bias", None)  # source: the hidden states
+        logits = torch.nn.functional.linear(self.source[r0:r1], weight[v0:v1], None if bias is None else bias[v0:v1])
         if self.head.softcap:
             logits = torch.tanh(logits / self.head.softcap) * self.head.softcap
         return logits.float()
@@ -171,8 +174,8 @@ class HeadInput:
         """float32 logit of tokens[i] at row rows[i]: one row of the head's weight per target."""
         if self.logits is not None:
             return self.logits[rows, tokens].float()
-        weight, bias = self.head.head.weight, getattr(self.head.head, "bias", None)
-        logits = torch.bmm(self.hidden[rows][:, None, :], weight[tokens][:, :, None])[:, 0, 0]
+        weight, bias = self.head.head.weight, getattr(self.head.head, "bias", None)  # source: the hidden states
+        logits = torch.bmm(self.source[rows][:, None, :], weight[tokens][:, :, None])[:, 0, 0]
         if bias is not None:
             logits = logits + bias[tokens]
         if self.head.softcap:

@@ -31,9 +31,10 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from qclm.engine.capabilities import OPENINGS, why_not
-from qclm.engine.remote import CompletionsClient, RemoteError
+from qclm.engine.remote import CompletionsClient, RemoteError, describe_part
 from qclm.engine.requests import (
     ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, choice_result, is_greedy,
 )
@@ -137,11 +138,11 @@ class OpenAIBackend:
             mine = [i for i, p in enumerate(parsed) if route_of(p) == name]
             if not mine:
                 continue
-            prompts = [contexts[i] if parsed[i] is None else sent_messages(*parsed[i], self.opening) for i in mine]
-            got = self.client.complete(prompts, body, lambda j, m=mine: what(m[j]), [seeds[i] for i in mine], route)
+            prompts = [contexts[i] if (p := parsed[i]) is None else sent_messages(*p, self.opening) for i in mine]
+            got = self.client.complete(prompts, body, describe_part(what, mine), [seeds[i] for i in mine], route)
             for i, a in zip(mine, got):
                 out[i] = a
-        return out  # type: ignore[return-value]
+        return cast("list[dict]", out)  # each context goes by one of the routes
 
     def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,
                progress: Callable[[int], None] | None = None) -> list[ChoiceResult]:
@@ -179,14 +180,14 @@ class OpenAIBackend:
                       "top_p": 1.0 if greedy else settings.top_p,
                       **({"stop": list(settings.stop)[:4]} if settings.stop else {})}
             answers = self._ask([requests[i].context for i in members], params, params,
-                                (lambda j, m=members: describe(m[j])) if describe else None,
+                                describe_part(describe, members),
                                 [requests[i].seed for i in members])
             for i, a in zip(members, answers):
-                reason = {"length": "length", "stop": "stop"}.get(a.get("finish_reason"), "stop")
+                reason = "length" if a.get("finish_reason") == "length" else "stop"
                 text = a.get("text") if "text" in a else ((a.get("message") or {}).get("content") or "")
                 digest = hashlib.sha256(requests[i].context.encode("utf-8")).hexdigest()
                 out[i] = GenerateResult(text or "", (), reason, digest, ())
-        return out  # type: ignore[return-value]
+        return cast("list[GenerateResult]", out)  # each request is in a group
 
 
 def _top_logprobs(answer: dict) -> dict[str, float]:

@@ -36,7 +36,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import sqlite3
 
 log = logging.getLogger("qclm.engine")
 #: each retry, a line of the job's log and not of the terminal (eight threads retrying a failing server: dozens of
@@ -82,6 +85,13 @@ class Usage:
         return asdict(self)
 
 
+def describe_part(describe: Callable[[int], str] | None, members: Sequence[int]) -> Callable[[int], str] | None:
+    """``describe`` for a part of the requests, each by its place in the part (j: request ``members[j]``)."""
+    if describe is None:
+        return None
+    return lambda j: describe(members[j])
+
+
 def api_key(env: str, model: str) -> str:
     """The key from the environment variable ``env`` (empty name: no key; vLLM servers need none)."""
     if not env:
@@ -109,13 +119,15 @@ class ResponseCache:
 
     def __init__(self, directory: str | Path | None):
         self.directory = Path(directory) if directory else None
-        self._db = None
+        self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
 
-    def _conn(self):
+    def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             import sqlite3
 
+            if self.directory is None:  # the callers keep nothing without a directory
+                raise RuntimeError("a response cache without a directory has no database")
             self.directory.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.directory / self.FILE, timeout=60, check_same_thread=False,
                                        isolation_level=None)
@@ -215,10 +227,11 @@ class CompletionsClient:
                 self.cache.put(keys[i], choice)
                 answers[i] = choice
 
+        filled = cast("list[dict]", answers)  # each answer is cached or sent (an unsent one raised)
         if len(batches) <= 1 or self.concurrency == 1:
             for b in batches:
                 send(b)
-            return answers  # type: ignore[return-value]
+            return filled
         pool = ThreadPoolExecutor(self.concurrency)
         try:
             for future in [pool.submit(send, b) for b in batches]:
@@ -230,7 +243,7 @@ class CompletionsClient:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown()
-        return answers  # type: ignore[return-value]
+        return filled
 
     def _send(self, prompt: Any, body: dict, what: str, n: int, route: str) -> list[dict]:
         import openai
@@ -285,7 +298,8 @@ class CompletionsClient:
 def _message(err: Exception) -> str:
     body = getattr(err, "body", None)
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        error = body.get("error")
+        inner = error if isinstance(error, dict) else body
         if inner.get("message"):
             return " ".join(str(inner["message"]).split())[:300]
     return " ".join(str(err).split())[:300] or type(err).__name__

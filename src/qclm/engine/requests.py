@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from qclm.settings import BOUNDARY_MODES
 
@@ -206,7 +207,7 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return z / z.sum()
 
 
-def choice_result(token_logprobs: Sequence[Sequence[float]], values: Sequence[float] | None = None,
+def choice_result(token_logprobs: Sequence[ArrayLike], values: Sequence[float] | None = None,
                   normalized: bool = True) -> ChoiceResult:
     """A :class:`ChoiceResult` from each option's token log-probabilities (the one home of the forced-choice
     numbers: softmax over summed log-probs, the per-token-mean alternative, argmax, expected value).

@@ -124,6 +124,10 @@ class _Scorer:
               raw: Sequence[bool] | None = None) -> list[np.ndarray]:
         return self.score_with_greedy(requests, progress, raw)[0]
 
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+                          raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        raise NotImplementedError  # each scorer's own
+
 
 class FullSequenceScorer(_Scorer):
     """Reference scorer: each request is a full sequence (right-padded, batched, longest first)."""
@@ -165,7 +169,8 @@ class FullSequenceScorer(_Scorer):
         width = max(map(len, seqs))
         ids = torch.zeros(len(seqs), width, dtype=torch.long)
         mask = torch.zeros(len(seqs), width, dtype=torch.long)
-        rows, targets = [], []
+        rows: list[int] = []
+        targets: list[int] = []
         for b, (i, s) in enumerate(zip(batch, seqs)):
             ids[b, :len(s)] = torch.tensor(s)
             mask[b, :len(s)] = 1
@@ -397,9 +402,10 @@ class AutoScorer(_Scorer):
         except Exception as err:  # noqa: BLE001 - any failure means: do not use this path
             reason = f"prefix-tree scoring raised {type(err).__name__}: {err}"
         else:
-            reason = self._check(requests, got[0], raw)
-            if reason is None:
+            differs = self._check(requests, got[0], raw)
+            if differs is None:
                 return got
+            reason = differs
         self.fall_back(reason)
         return self.scorer.score_with_greedy(requests, progress, **extra)
 

@@ -64,13 +64,14 @@ class PackBuilder:
         self.targets: list[int] = []
         self.owners: list[int] = []  # request indices, in the order their targets were appended
         self.n_requests = 0
-        self._undo: tuple | None = None
+        #: the sizes before the last group (ids, rows, owners, requests) and the trie's keys it added
+        self._undo: tuple[tuple[int, int, int, int], list[tuple[int, int]]] | None = None
 
     @property
     def size(self) -> int:
         return len(self.ids)
 
-    def _node(self, parent: int, token: int, position: int, added: list) -> int:
+    def _node(self, parent: int, token: int, position: int, added: list[tuple[int, int]]) -> int:
         key = (parent, token)
         node = self.children.get(key)
         if node is None:
@@ -85,7 +86,7 @@ class PackBuilder:
     def add(self, context: tuple[int, ...], members: list[int], requests) -> int:
         """Add one context and its requests' continuations; returns the number of new nodes."""
         before = (len(self.ids), len(self.rows), len(self.owners), self.n_requests)
-        added: list = []
+        added: list[tuple[int, int]] = []
         node = -1
         for k in range(self.prefix_len, len(context)):
             node = self._node(node, context[k], k, added)
@@ -105,6 +106,8 @@ class PackBuilder:
 
     def undo(self) -> None:
         """Remove the group added last."""
+        if self._undo is None:
+            raise RuntimeError("no group to undo: none was added since the last undo")
         (n_ids, n_rows, n_owners, n_req), added = self._undo
         for key in added:
             del self.children[key]
@@ -356,7 +359,8 @@ def _register() -> None:
 
 def _configs(config) -> list:
     """The config and its sub-configs, recursively (each holds its own attention setting)."""
-    out, todo = [], [config]
+    out: list = []
+    todo = [config]
     while todo:
         c = todo.pop()
         if c is None or any(c is o for o in out):

@@ -39,10 +39,12 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import IO, Any, cast
 
 import numpy as np
 
-from qclm.engine.remote import CompletionsClient, RemoteError
+from qclm.engine.remote import CompletionsClient, RemoteError, describe_part
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
     LoglikResult, Request, choice_result, is_greedy, prompt_sha256, tokenize_requests,
@@ -110,8 +112,8 @@ class VllmServer:
         self.port = 0
         self.process: subprocess.Popen | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
-        self._log = None
-        self._previous = None
+        self._log: IO[bytes] | None = None
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None  # the SIGTERM handler before
 
     @property
     def url(self) -> str:
@@ -140,17 +142,17 @@ class VllmServer:
             # a job stopped with SIGTERM (Snakemake, SLURM's scancel) unwinds, so __exit__ stops the server
             self._previous = signal.signal(signal.SIGTERM, _terminate)
         try:
-            self._wait()
+            self._wait(self.process)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _wait(self) -> None:
+    def _wait(self, process: subprocess.Popen) -> None:
         t0 = time.monotonic()
         while time.monotonic() - t0 < self.start_timeout:
-            if self.process.poll() is not None:
-                raise ServerError(f"the vLLM server exited with code {self.process.returncode} while starting: "
+            if process.poll() is not None:
+                raise ServerError(f"the vLLM server exited with code {process.returncode} while starting: "
                                   f"{self.tail()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as r:
@@ -204,7 +206,8 @@ class RemoteStats:
     tokens of a batch's last prompt only, ``api_usage.cached_tokens``)."""
 
     def __init__(self, method: str, client: CompletionsClient):
-        self.method, self.client, self.notes = method, client, []
+        self.method, self.client = method, client
+        self.notes: list[str] = []
 
     @property
     def tokens_computed(self) -> int:
@@ -316,17 +319,16 @@ class VllmBackend:
                                   "request")
             params = {"max_tokens": 1, "temperature": 0.0, "logprobs": 1,
                       "extra_body": {"logprob_token_ids": ids, "return_tokens_as_token_ids": True}}
-            got = self.client.complete([list(prompts[k]) for k in part], params,
-                                       (lambda j, m=part: describe(m[j])) if describe else None)
+            got = self.client.complete([list(prompts[k]) for k in part], params, describe_part(describe, part))
             for k, a in zip(part, got):
                 answers[k] = a
         out = []
-        for k, (a, want) in enumerate(zip(answers, wanted)):
-            got = _named_logprobs(a)
-            if any(t not in got for t in want):
+        for k, (a, want) in enumerate(zip(cast("list[dict]", answers), wanted)):  # every prompt is in a part
+            named = _named_logprobs(a)
+            if any(t not in named for t in want):
                 raise RemoteError(f"{describe(k) if describe else f'request {k}'}: the server returned no "
-                                  f"log-probability for token(s) {[t for t in want if t not in got]}")
-            out.append(([got[t] for t in want], _picked(a)))
+                                  f"log-probability for token(s) {[t for t in want if t not in named]}")
+            out.append(([named[t] for t in want], _picked(a)))
         return out
 
     def _choose_tokens(self, contexts: Sequence[tuple[int, ...]], options: Sequence[Sequence[tuple[int, ...]]],
@@ -347,7 +349,7 @@ class VllmBackend:
                                                  (lambda j: describe(flat[j][0])) if describe else None)
             for (i, _), (lps, _) in zip(flat, scored):
                 out[i] = (out[i] or []) + [lps]
-        return out  # type: ignore[return-value]
+        return cast("list[list[list[float]]]", out)  # each context has options (its callers make none without)
 
     # -- string level ---------------------------------------------------------------------------------------------
     def loglikelihood(self, requests: Sequence[LoglikRequest], describe: Callable[[int], str] | None = None,
@@ -431,14 +433,14 @@ class VllmBackend:
                                      "skip_special_tokens": False, "spaces_between_special_tokens": False,
                                      "include_stop_str_in_output": False},
                       **({"stop": list(settings.stop)} if settings.stop else {})}
-            answers = self.client.complete([prompts[i] for i in members], params,
-                                           (lambda j, m=members: describe(m[j])) if describe else None,
+            answers = self.client.complete([prompts[i] for i in members], params, describe_part(describe, members),
                                            seeds=[None if greedy else requests[i].seed for i in members])
             for i, a in zip(members, answers):
                 token_ids = tuple(int(t) for t in a.get("token_ids") or ())
                 lps = tuple(float(x) for x in ((a.get("logprobs") or {}).get("token_logprobs") or ()))
-                reason = {"length": "length"}.get(a.get("finish_reason"), None)
-                if reason is None:
+                if a.get("finish_reason") == "length":
+                    reason = "length"
+                else:
                     reason = "stop" if isinstance(a.get("stop_reason"), str) else "eos"
                 out[i] = GenerateResult(a.get("text") or "", token_ids, reason, prompt_sha256(prompts[i]), lps)
-        return out  # type: ignore[return-value]
+        return cast("list[GenerateResult]", out)  # each request is in a group

@@ -109,7 +109,7 @@ def _remote(spec: ModelSpec, prepared_dir, engine: dict, responses_dir) -> tuple
     client's identity (the response cache's key) and settings, and the provenance."""
     from qclm.models.loading import load_tokenizer
 
-    identity = {k: v for k, v in spec.as_row().items() if k != "server" or spec.backend == "openai"}
+    identity: dict[str, Any] = {k: v for k, v in spec.as_row().items() if k != "server" or spec.backend == "openai"}
     if spec.kind == "local":
         checkpoint = checkpoint_provenance(spec.source)
         if checkpoint:

@@ -8,6 +8,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import IO
 
 log = logging.getLogger("qclm.jobs")
 
@@ -50,7 +51,8 @@ def bind_gpus(device: str, count: int):
     ids = _visible_gpus()
     if len(ids) <= count:
         return []  # SLURM's --gpus=N, or a machine with just these: use them all
-    locks, taken = [], []
+    locks: list[IO[str]] = []
+    taken: list[str] = []
     for wait in (False, True):
         for gpu in ids:
             if len(taken) < count and gpu not in taken:

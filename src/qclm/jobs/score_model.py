@@ -134,7 +134,7 @@ def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings, seed: int =
         "boundary": loaded.engine["boundary"], "params_b": spec.params_b, "model_type": spec.type,
         "family": spec.family, "tokens_computed": tokens, "seconds": round(seconds, 3), **own,
     }
-    if usage_before is not None:  # what the server answered for this cell, and what the response cache did
+    if client is not None and usage_before is not None:  # what the server answered, what the response cache did
         metadata["api_usage"] = {k: v - usage_before[k] for k, v in client.usage.as_dict().items()}
         metadata["response_cache"] = client.cache.size()
     return df, metadata

@@ -4,6 +4,7 @@ then the kind's tables across models and conditions. The workflow's scripts and 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def model_info(models: dict[str, ModelSpec], raw_paths: list[str | Path]) -> pd.
                           **used.get(m.name, {"dtype": None, "prompt_format": None})} for m in rows.values()])
 
 
-def collect(kind: str, instances: list[Instance], cells: dict[tuple[str, str, str], dict[str, str | Path]],
+def collect(kind: str, instances: list[Instance], cells: Mapping[tuple[str, str, str], Mapping[str, str | Path]],
             models: pd.DataFrame, config: dict, outputs: dict[str, str]) -> dict[str, Any]:
     """A kind's tables across models and conditions: ``cells[(model, instance id, condition)]`` names the cell's
     files (``raw`` and the kind's per-cell tables); ``outputs`` maps the kind's score tables to files."""

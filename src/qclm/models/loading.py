@@ -27,8 +27,8 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # the weights are now plain float32; drop the GGUF quantizer so save_pretrained writes them
-    model.hf_quantizer = None
-    model.is_quantized = False
+    model.hf_quantizer = None  # type: ignore[assignment]  # torch types Module.__setattr__ Tensor | Module: any works
+    model.is_quantized = False  # type: ignore[assignment]  # torch types Module.__setattr__ Tensor | Module: any works
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = out_dir.with_name(out_dir.name + ".tmp")
@@ -215,7 +215,7 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
     auto = AutoModelForSequenceClassification if spec.head == "nli" else AutoModelForCausalLM
     model = auto.from_pretrained(where, **kwargs)
     if not device.startswith("cuda"):
-        model.to(device)
+        model.to(device)  # type: ignore[arg-type]  # transformers wraps .to (functools.wraps): mypy binds no self
     model.eval()
     provenance = {
         "model": spec.name, "source": spec.source, "revision": spec.revision, "loaded_from": where,
