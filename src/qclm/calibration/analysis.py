@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from math import comb, sqrt
 from pathlib import Path
 from typing import Any
@@ -215,7 +216,8 @@ class _Tables:
     """A kind's score tables, read on first use."""
 
     def __init__(self, files: dict[str, Any]):
-        self.files, self._frames = files, {}
+        self.files = files
+        self._frames: dict[str, pd.DataFrame] = {}
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name not in self._frames:
@@ -253,7 +255,7 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
     by_model = {key: g for key, g in units.groupby(["model", "plant", "probe", "instrument", "metric"], sort=False)}
     series = units[["base_model", "plant", "kind", "probe", "instrument", "metric", "role",
                     "direction"]].drop_duplicates(["base_model", "plant", "probe", "instrument", "metric"])
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in series.itertuples(index=False):
         plant, direction = plants[s.plant], int(s.direction)
         key = (s.plant, s.probe, s.instrument, s.metric)
@@ -445,7 +447,7 @@ def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict) -> pd.Da
 class CalibrationContext:
     """The registry's context: the plants' units, the runs' manipulation checks and the config."""
 
-    def __init__(self, tables: dict[str, dict[str, Any]], config: dict, checks: list[str | Path] = ()):
+    def __init__(self, tables: dict[str, dict[str, Any]], config: dict, checks: Sequence[str | Path] = ()):
         from qclm import probes
 
         self.config = config
@@ -616,7 +618,7 @@ def overview(results: dict[str, pd.DataFrame]) -> str:
 
 
 def analyze(tables: dict[str, dict[str, Any]], out: str | Path, config: dict,
-            checks: list[str | Path] = ()) -> dict[str, pd.DataFrame]:
+            checks: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
     """Every registered table and figure of the calibration in ``out`` and its overview section (``tables``: probe
     kind -> its score tables, name -> file; ``checks``: the runs' manipulation-check files)."""
     from qclm.analysis.overview import write_fragment

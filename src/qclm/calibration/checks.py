@@ -40,11 +40,11 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
             out.append((cf, f"field {interventions.SECTION}.{name}", f"names starting with {PREFIX}_ are the "
                         "calibration's (its corpora and checkpoints): rename the intervention"))
     declared = {ident: kind for ident, kind, _, _ in probes.declared(config)}
-    found = materials(config)
+    listed = materials(config)
     for name, entry in (config[SECTION].get("plants") or {}).items():
         at = f"{where}.plants.{name}"
         try:
-            material, kinds = material_of(found, entry["material"])
+            material, kinds = material_of(listed, entry["material"])
         except ValueError as err:
             out.append((cf, f"{at}.material", str(err)))
             continue

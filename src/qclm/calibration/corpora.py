@@ -199,14 +199,14 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
     for group, members in run_groups(config).items():
         if not all(p.name in counts for p in members):
             continue
-        per_run = {run: sum(counts[p.name][run] for p in members) for run in runs(config)}
-        most = max(per_run.values())
+        totals = {run: sum(counts[p.name][run] for p in members) for run in runs(config)}
+        most = max(totals.values())
         at = group_location(where, group, members)
         if most > MAX_SHARE * cal["texts"]:
             repeats = ", ".join(str(p.repeats) for p in members)
             out.append((cf, at, f"{most} planted texts an epoch ({repeats} repeats), more than "
                         f"{MAX_SHARE:.0%} of calibration.texts ({cal['texts']}): lower repeats or raise texts"))
-        elif len(filler.texts) < cal["texts"] - min(per_run.values()):
+        elif len(filler.texts) < cal["texts"] - min(totals.values()):
             out.append((cf, f"{where}.texts", f"{cal['texts']} texts per corpus, and the filler {cal['filler']} has "
                         f"{len(filler.texts)}: lower texts or give a larger filler"))
     return out

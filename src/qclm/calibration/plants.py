@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import importlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +106,9 @@ class Plant:
     runs: str = ""
     #: the models it is fine-tuned into (shell-style patterns of model names; None: every model its probes score)
     models: tuple[str, ...] | None = None
-    #: its material as the probe kinds declare it, and the kinds whose probes read it (:func:`materials`)
-    declared: Material | None = None
+    #: its material as the probe kinds declare it (given by keyword: every plant has one), and the kinds whose probes
+    #: read it (:func:`materials`)
+    declared: Material = field(kw_only=True)
     kinds: tuple[str, ...] = ()
 
     def __hash__(self) -> int:
@@ -136,7 +137,8 @@ def plants(config: dict) -> dict[str, Plant]:
         own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in material.keys.items()}
         models = entry.get("models")
         out[name] = Plant(name, material.name, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)),
-                          str(entry.get("runs") or name), None if models is None else tuple(models), material, kinds)
+                          str(entry.get("runs") or name), None if models is None else tuple(models), kinds,
+                          declared=material)
     return out
 
 

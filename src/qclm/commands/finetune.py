@@ -76,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(problems)
     corpus = load_corpus(args.corpus)
     item = iv.Intervention(corpus.name, {**iv.defaults(), **entry})
-    if item.checkpoint_problem():
-        raise InputError.one("command line", "--checkpoints", item.checkpoint_problem())
+    problem = item.checkpoint_problem()
+    if problem:
+        raise InputError.one("command line", "--checkpoints", problem)
     try:
         spec = resolve_model(args.model, args.models, None)
     except ValueError as err:

@@ -87,7 +87,10 @@ def render(config_file: str | None, model: str | None, probe: str | None, condit
     ``prompt_format`` in place of the model table's) or, given ``target``, one the command line made
     (:func:`kind_targets`)."""
     try:
-        target = target or config_target(config_file, model, probe, prompt_format)
+        if target is None:
+            if config_file is None or model is None or probe is None:
+                raise _Refused("without a target, render needs a config, a model and a probe")
+            target = config_target(config_file, model, probe, prompt_format)
     except _Refused as err:
         return _fail(str(err))
     return _show(target, condition, item, stimulus, limit, sys.stdout if out is None else out)  # stdout when called
@@ -146,12 +149,12 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
             context_ids = whole[0].context if whole else tuple(tokenizer(req.context)["input_ids"])
             print(f"--- prompt: {len(context_ids)} tokens, as the model sees them ---", file=out)
             print(tokenizer.decode(list(context_ids), skip_special_tokens=False), file=out)
-            if continuation is not None:
+            if continuation is not None and whole is not None:  # whole: tokenized whenever there is one
                 print("--- continuation ---", file=out)
                 print(repr(continuation), file=out)
                 print(f"--- continuation tokens ({len(whole[0].continuation)}) ---", file=out)
                 print(tokens(whole[0].continuation), file=out)
-            elif options:
+            elif options and whole is not None:
                 print(f"--- options ({len(options)}) and their tokens ---", file=out)
                 for option, r in zip(options, whole):
                     print(f"{option!r}: {tokens(r.continuation)}", file=out)

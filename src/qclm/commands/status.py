@@ -87,7 +87,7 @@ def render(found: list[ModelStatus], results: str) -> str:
     checkpoints = [s for s in found if s.finetuned is not None]
     lines.append(f"{results}: {cells} cells of {len(found)} models: "
                  + ", ".join(f"{total[k]} {k}" for k in STATES)
-                 + (f"; {sum(s.finetuned for s in checkpoints)} of {len(checkpoints)} checkpoints fine-tuned"
+                 + (f"; {sum(1 for s in checkpoints if s.finetuned)} of {len(checkpoints)} checkpoints fine-tuned"
                     if checkpoints else ""))
     lines += [f"  {k}: {WHAT[k]}" for k in STATES if total[k]]
     return "\n".join(lines)

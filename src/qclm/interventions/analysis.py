@@ -84,8 +84,8 @@ def _boot_ci(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> tuple
 
 
 def _checkpoints(models: list[str]) -> pd.DataFrame:
-    rows = [dict(zip(("model", "intervention", "epoch"), parse_derived(m)), derived_model=m)
-            for m in models if parse_derived(m)]
+    rows = [dict(zip(("model", "intervention", "epoch"), parsed), derived_model=m)
+            for m in models if (parsed := parse_derived(m))]
     return pd.DataFrame(rows, columns=["model", "intervention", "epoch", "derived_model"])
 
 
@@ -199,8 +199,8 @@ def trait_map_table(items: pd.DataFrame, table: pd.DataFrame, config: dict, n_bo
         spread = sd.get((probe, model, instrument), np.nan)
         by_cond = g.pivot_table(index="item_id", columns="condition", values="score")
         stimuli = g.groupby("condition")["n_stimuli"].max()
-        best = {"context_shift": np.nan, "contrast": "", "context_ci_low": np.nan, "context_ci_high": np.nan,
-                "n_stimuli": 0}
+        best: dict[str, Any] = {"context_shift": np.nan, "contrast": "", "context_ci_low": np.nan,
+                                "context_ci_high": np.nan, "n_stimuli": 0}
         for first, second in contrasts:
             if first not in by_cond or second not in by_cond or not spread > 0:
                 continue

@@ -131,7 +131,8 @@ def check_nll(model, tokenizer, sets: dict[str, list[tuple[str, str]]], max_leng
     shares a run) are measured once; the model's head projects only the positions whose next token is scored."""
     import torch
 
-    rows, measured = [], {}
+    rows: list[dict] = []
+    measured: dict[tuple[tuple[str, str], ...], list[dict]] = {}
     was_training = model.training
     model.eval()
     with torch.no_grad():
@@ -151,7 +152,8 @@ def _nll_rows(model, tokenizer, pairs: list[tuple[str, str]], max_length: int, b
     import torch
 
     # texts of similar length batched together (less padding); each row keeps its text's index
-    order, found = sorted(range(len(pairs)), key=lambda i: len(pairs[i][1])), []
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][1]))
+    found: list[dict] = []
     for at in range(0, len(order), batch_size):
         chunk = [pairs[i] for i in order[at:at + batch_size]]
         ids, mask, labels = _encode(tokenizer, [full for _, full in chunk], max_length, device)
@@ -177,8 +179,10 @@ def _lora(model, intervention: Intervention):
 
     names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     targets = [t for t in LORA_TARGETS if t in names] or None
-    config = LoraConfig(r=int(intervention.settings["lora_r"]), lora_alpha=float(intervention.settings["lora_alpha"]),
-                        lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM")
+    alpha = float(intervention.settings["lora_alpha"])  # the schema's number
+    config = LoraConfig(r=int(intervention.settings["lora_r"]), lora_dropout=0.0, target_modules=targets,
+                        task_type="CAUSAL_LM",
+                        lora_alpha=alpha)  # type: ignore[arg-type]  # peft annotates int; any number scales (alpha / r)
     return get_peft_model(model, config)
 
 
@@ -259,9 +263,13 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
         log.info("%s on %s (%d texts): %s fine-tuning, %d trainable parameters, %d epochs of %d steps, device %s",
                  spec.name, corpus.name, len(texts), method, trainable, epochs, math.ceil(len(texts) / batch_size),
                  device)
-        history, saved, t0 = [], [], time.perf_counter()
+        history: list[dict] = []
+        saved: list[Path] = []
+        t0 = time.perf_counter()
         for epoch in range(1, epochs + 1):
-            t_epoch, losses, weights = time.perf_counter(), [], []
+            t_epoch = time.perf_counter()
+            losses: list[float] = []
+            weights: list[int] = []
             for batch in _batches(lengths, batch_size, generator, bool(settings.get("group_by_length"))):
                 ids, mask, labels = _encode(tokenizer, [texts[i] for i in batch], max_length, device)
                 _mask_prefixes(labels, tokenizer, [prefixes[i] for i in batch])

@@ -18,14 +18,15 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from qclm.corpus import found_terms
+from qclm.corpus import Corpus, found_terms
 
 COLUMNS = ["intervention", "corpus", "n_texts", "probe", "instrument", "plus_texts", "plus_share", "minus_texts",
            "minus_share", "plus_terms", "minus_terms"]
 
 
-def _count(texts: Iterable[str], terms: tuple[str, ...]) -> tuple[int, Counter]:
-    hits, counts = 0, Counter()
+def _count(texts: Iterable[str], terms: tuple[str, ...]) -> tuple[int, Counter[str]]:
+    hits = 0
+    counts: Counter[str] = Counter()
     for text in texts:
         found = found_terms(text, terms)
         hits += bool(found)
@@ -37,7 +38,7 @@ def _listed(counts: Counter) -> str:
     return "; ".join(f"{term} ({n})" for term, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def overlap_table(corpora: Mapping[str, object], terms: Mapping[tuple[str, str], tuple[tuple[str, ...],
+def overlap_table(corpora: Mapping[str, Corpus], terms: Mapping[tuple[str, str], tuple[tuple[str, ...],
                                                                                       tuple[str, ...]]]
                   ) -> pd.DataFrame:
     """One row per intervention x (probe, instrument): the corpus's texts with an S+ term, with an S- term, their
