@@ -42,12 +42,13 @@ dryrun: env
 	$(BIN)/snakemake $(PROFILE) --configfile $(CONFIG) --replace-workflow-config -n --cores $(CORES) --resources gpu=1 $(SNAKEMAKE_ARGS)
 
 # the vLLM environment and the browser are installed first (minutes, once): the tests' own time starts after
-# them; the linter (ruff, pyproject.toml's [tool.ruff]) first, in a second
+# them; the linter (ruff, pyproject.toml's [tool.ruff]) and the type checker (mypy, [tool.mypy]) first
 test: env vllm-env browser lint
 	$(BIN)/python -m pytest
 
 lint: env
 	$(BIN)/ruff check
+	$(BIN)/mypy
 
 # Debian's chromium and its driver, for the tests that open the reports in a real browser (selenium, pointed at
 # them: nothing downloads a browser of its own); as root, from apt; not root, those tests skip
