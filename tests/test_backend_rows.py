@@ -170,17 +170,17 @@ def test_each_row_gets_its_backend_from_the_registry_and_each_backend_answers_th
 
     from qclm.engine.backend import Backend
     from qclm.engine.capabilities import BACKENDS as COLUMN_VALUES
-    from qclm.engine.capabilities import REQUEST_KINDS
-    from qclm.jobs.backends import BACKENDS, backend_class, backend_name
+    from qclm.engine.capabilities import FACTS, REQUEST_KINDS
+    from qclm.jobs.backends import backend_class, backend_name
     from qclm.models.table import ModelSpec
 
     spec = ModelSpec("m", "some/model", "", 0.1, "base", "f", "float32")
     assert backend_name(spec) == "local" and backend_name(replace(spec, head="nli")) == "nli"
-    assert {backend_name(replace(spec, backend=b)) for b in COLUMN_VALUES} | {"nli"} == set(BACKENDS)
+    assert {backend_name(replace(spec, backend=b)) for b in COLUMN_VALUES} | {"nli"} == set(FACTS)
     attributes = set(Backend.__annotations__)
     methods = {n for n, v in vars(Backend).items() if inspect.isfunction(v) and not n.startswith("_")}
     assert attributes == {"stats", "tokenizer"} and methods == set(REQUEST_KINDS)
-    for name in BACKENDS:
+    for name in FACTS:
         cls = backend_class(name)
         for attribute in attributes:  # a class attribute or property, or set by the constructor
             assert hasattr(cls, attribute) or attribute in cls.__init__.__code__.co_names, (name, attribute)

@@ -8,7 +8,6 @@ lets the other figures be drawn before its error is raised.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -18,17 +17,14 @@ import pandas as pd
 
 from qclm.analysis import registry
 from qclm.analysis.table_files import write_table
+from qclm.registry import resolve as load_ref
 
 log = logging.getLogger("qclm.analysis")
 
 
 def resolve(output: registry.Output) -> Callable:
     """The function of a registration (``module:function``)."""
-    module, _, name = output.code.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"analysis {output.kind} {output.name!r}: cannot load {output.code!r}: {exc}") from exc
+    return load_ref(output.code, f"analysis {output.kind} {output.name!r}: cannot load {output.code!r}:")
 
 
 def run_tables(outputs: Sequence[registry.Output], context: object, out_dir: str | Path) -> dict[str, pd.DataFrame]:

@@ -60,6 +60,7 @@ from qclm import settings
 from qclm.analysis import stats
 from qclm.calibration.outputs import OUTPUTS, PROBE
 from qclm.models.checkpoints import base_of
+from qclm.registry import resolve
 
 log = logging.getLogger("qclm.calibration")
 
@@ -192,8 +193,6 @@ def _doses(doses: list) -> str:
 
 def units_of(tables: dict[str, dict[str, Any]], config: dict, instances: dict) -> pd.DataFrame:
     """Every plant's units from its probes' kinds (``tables``: kind -> its score tables, name -> frame or file)."""
-    import importlib
-
     from qclm import probes
 
     frames = []
@@ -203,8 +202,7 @@ def units_of(tables: dict[str, dict[str, Any]], config: dict, instances: dict) -
             cls = probes.kind_class(kind)
             if not cls.calibration:
                 continue
-            module, _, attr = cls.calibration.partition(":")
-            fn = getattr(importlib.import_module(module), attr)
+            fn = resolve(cls.calibration, f"probe kind {kind}: calibration {cls.calibration!r}:")
             frame = fn(_Tables(tables.get(kind, {})), plant, config, instances)
             if len(frame):
                 frames.append(frame.assign(plant=plant.name, kind=kind))

@@ -6,13 +6,13 @@ from them.
 from __future__ import annotations
 
 import copy
-import importlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from qclm import settings
 from qclm.probes.calibration_material import ARMS, REQUIRED, SHAM, Material, Planting, sham_index
+from qclm.registry import resolve
 
 SECTION = "calibration"
 #: what the calibration's intervention names start with
@@ -30,12 +30,7 @@ def kind_materials(cls) -> tuple[Material, ...]:
     if not ref:
         return ()
     if ref not in _LOADED:
-        module, _, attr = str(ref).partition(":")
-        try:
-            found = getattr(importlib.import_module(module), attr)
-        except Exception as err:  # noqa: BLE001 - a kind's own module is its author's input
-            raise ValueError(f"probe kind {cls.name}: materials {ref!r} cannot be loaded "
-                             f"({type(err).__name__}: {err})") from None
+        found = resolve(str(ref), f"probe kind {cls.name}: materials {ref!r}:")  # a RegistryError (a ValueError)
         if not isinstance(found, (tuple, list)) or not all(isinstance(m, Material) for m in found):
             raise ValueError(f"probe kind {cls.name}: materials {ref!r} is not a tuple of "
                              "qclm.probes.calibration_material.Material")

@@ -5,16 +5,18 @@ kind's own, and the one place that turns what goes wrong into one line and an ex
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import tempfile
 import time
 import traceback
 
-#: the shared commands, each a module of qclm.commands (imported only when its parser is built); a probe kind adds
-#: its own (ProbeKind.commands: ``qclm analyze`` is the Likert kind's, ``qclm words`` the CSI kind's)
-COMMANDS = ("validate", "status", "render", "loglik", "probe", "finetune", "floors")
+from qclm.registry import Registry, resolve
+
+#: the shared commands, each a module of qclm.commands whose ``add_parser`` builds its parser (imported only then); a
+#: probe kind adds its own (ProbeKind.commands: ``qclm analyze`` is the Likert kind's, ``qclm words`` the CSI kind's)
+COMMANDS = Registry("command", {name: f"qclm.commands.{name}:add_parser" for name in (
+    "validate", "status", "render", "loglik", "probe", "finetune", "floors")})
 #: exit status of a run that failed for another reason than its input (bad input: 2)
 INTERNAL_ERROR = 1
 
@@ -30,9 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qclm", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        importlib.import_module(f"qclm.commands.{name}").add_parser(sub)
+        COMMANDS.load(name)(sub)
     for name, module in kind_commands().items():
-        importlib.import_module(module).add_parser(sub)
+        resolve(f"{module}:add_parser", f"command {name}:")(sub)
     return parser
 
 

@@ -15,7 +15,7 @@ default: any endpoint), into the user message as an instruction (:data:`FOLD`): 
 first words after an instruction, not a continuation, and the provenance (``scoring_notes``) says how many prompts
 were sent so.
 
-What an API gives (qclm.engine.capabilities.GIVES): generation, and forced choices over options whose text is one
+What an API gives (qclm.engine.capabilities.FACTS): generation, and forced choices over options whose text is one
 token, from the next token's top log-probabilities (``TOP_LOGPROBS`` on the completions route, ``TOP_CHAT_LOGPROBS``
 on the chat route: the documented maxima at OpenAI). It gives no log-probabilities of a given continuation, so
 ``loglikelihood`` and chains are refused by ``qclm validate`` before a run. An option outside the top

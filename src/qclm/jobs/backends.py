@@ -3,8 +3,8 @@
 A row's backend is named by its columns (:func:`backend_name`): ``head: nli`` -> ``nli`` (a sequence classifier
 through :class:`qclm.engine.nli.NliBackend`), else its ``backend`` column: ``local`` (the engine on the weights
 loaded in this process, :class:`qclm.engine.backend.LocalBackend`), ``vllm`` (a vLLM server, started by the job
-unless the row names one) or ``openai`` (an OpenAI-compatible API). :data:`BACKENDS` maps each name to its backend
-class and its loader ("module:name", imported on use: this module is light), as :mod:`qclm.probes` maps kinds;
+unless the row names one) or ``openai`` (an OpenAI-compatible API). :data:`qclm.engine.capabilities.FACTS` names each
+one's class and loader ("module:NAME", imported on use by :func:`qclm.registry.resolve`: this module is light);
 the scoring job and ``qclm probe`` load every row through :func:`load`. Every backend answers the
 :class:`qclm.engine.backend.Backend` protocol (tests/test_backend.py checks each registered class against it).
 """
@@ -12,36 +12,14 @@ the scoring job and ``qclm probe`` load every row through :func:`load`. Every ba
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from qclm.engine.capabilities import FACTS
 from qclm.models.checkpoints import checkpoint_provenance
 from qclm.models.table import ModelSpec
+from qclm.registry import resolve
 from qclm.settings import ENGINE, defaults
-
-
-@dataclass(frozen=True)
-class BackendEntry:
-    """A backend: its class and the function that loads a row for it ``(spec, prepared_dir, engine,
-    responses_dir) -> Loaded`` ("module:name" each)."""
-
-    backend: str
-    loader: str
-
-
-BACKENDS: dict[str, BackendEntry] = {
-    "local": BackendEntry("qclm.engine.backend:LocalBackend", "qclm.jobs.backends:load_in_process"),
-    "nli": BackendEntry("qclm.engine.nli:NliBackend", "qclm.jobs.backends:load_in_process"),
-    "vllm": BackendEntry("qclm.engine.vllm:VllmBackend", "qclm.jobs.backends:load_vllm"),
-    "openai": BackendEntry("qclm.engine.openai_api:OpenAIBackend", "qclm.jobs.backends:load_openai"),
-}
-
-
-def _resolve(target: str) -> Any:
-    module, _, name = target.partition(":")
-    return getattr(import_module(module), name)
 
 
 def backend_name(spec: ModelSpec) -> str:
@@ -50,7 +28,7 @@ def backend_name(spec: ModelSpec) -> str:
 
 
 def backend_class(name: str) -> type:
-    return _resolve(BACKENDS[name].backend)
+    return resolve(FACTS[name].backend, f"backend {name}:")
 
 
 class Loaded:
@@ -85,7 +63,8 @@ def load(spec: ModelSpec, prepared_dir: str | Path | None, engine: dict,
          responses_dir: str | Path | None = None) -> Loaded:
     """The model of one row as its backend (:func:`backend_name`) serves it. ``responses_dir``: the server
     backends' response cache (``engine.response_cache``)."""
-    loader = _resolve(BACKENDS[backend_name(spec)].loader)
+    name = backend_name(spec)
+    loader = resolve(FACTS[name].loader, f"backend {name}:")
     return loader(spec, prepared_dir, {**defaults(ENGINE), **engine}, responses_dir)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from qclm.engine.capabilities import BACKENDS, OPENINGS
+from qclm.engine.capabilities import BACKENDS, OPENINGS, takes
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
 from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_problem
@@ -214,7 +214,7 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
     head = (row.get("head") or "").strip().lower()
     if head not in HEADS:
         problems.append((file, f"{where}: column head", f"must be empty (a causal LM) or nli; got {head!r}"))
-    if backend != "local" and head:
+    if backend in BACKENDS and head and not takes(backend, "head"):
         problems.append((file, f"{where}: column head", f"a {backend} row serves a causal LM: a sequence classifier "
                          "(head nli) is scored by the local backend only"))
     if backend == "openai" and prompt_format == "chat_preamble":
@@ -224,7 +224,7 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
     server = (row.get("server") or "").strip()
     if server and not SERVER_PATTERN.match(server):
         problems.append((file, f"{where}: column server", f"must be an http:// or https:// URL; got {server!r}"))
-    if backend == "local" and server:
+    if backend in BACKENDS and server and not takes(backend, "server"):
         problems.append((file, f"{where}: column server", "a local row loads the model in the scoring job and "
                          "talks to no server: set backend to vllm or openai, or leave server empty"))
     if backend == "openai" and not server:
@@ -235,19 +235,19 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
         problems.append((file, f"{where}: column api_key_env", "must name an environment variable (letters, digits, "
                          f"_; the key itself never goes in a file); got a value of {len(key_env)} characters that is "
                          "not one, not shown here: if it is a key, remove it from the file and revoke it"))
-    if key_env and backend == "local":
+    if key_env and backend in BACKENDS and not takes(backend, "api_key_env"):
         problems.append((file, f"{where}: column api_key_env", "a local row sends no request: leave it empty"))
     gpus_text = (row.get("gpus") or "").strip() or "1"
     gpus = int(gpus_text) if re.fullmatch(r"[0-9]{1,3}", gpus_text) else 0
     if not 1 <= gpus <= MAX_GPUS:
         problems.append((file, f"{where}: column gpus", f"must be a whole number from 1 to {MAX_GPUS} (or empty: 1); "
                          f"got {gpus_text!r}"))
-    elif gpus > 1 and backend != "vllm":
+    elif gpus > 1 and backend in BACKENDS and not takes(backend, "gpus"):
         problems.append((file, f"{where}: column gpus", f"{gpus} GPUs: only a backend: vllm row spreads a model over "
                          "several GPUs (tensor parallel); a local row scores on one"))
     logprobs_text = (row.get("logprobs") or "").strip().lower()
     logprobs = None
-    if logprobs_text and backend != "openai":
+    if logprobs_text and backend in BACKENDS and not takes(backend, "logprobs"):
         problems.append((file, f"{where}: column logprobs", f"a {backend} row returns every log-probability it is "
                          "asked for: leave it empty (it says what an openai row's endpoint returns)"))
     elif logprobs_text and not LOGPROBS_PATTERN.match(logprobs_text):
@@ -257,7 +257,7 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
     elif logprobs_text:
         logprobs = 0 if logprobs_text == "none" else int(logprobs_text.split("-")[1])
     opening = (row.get("opening") or "").strip().lower()
-    if opening and not (backend == "openai" and prompt_format == "chat"):
+    if opening and not (backend in BACKENDS and takes(backend, "opening") and prompt_format == "chat"):
         problems.append((file, f"{where}: column opening", "says how an openai chat row sends an answer opening; "
                          + (f"a {backend} row reads the opening as part of the prompt text"
                             if backend != "openai" else "a raw row sends the whole prompt, opening included, to the "

@@ -8,13 +8,13 @@ Light on purpose: the workflow imports this while building its DAG (no torch).
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 from typing import Any, cast
 
 from qclm.errors import Problem
 from qclm.probes.base import Instance, ProbeKind
+from qclm.registry import NoSuchName, NotImportable, Registry, RegistryError, resolve
 
 #: built-in probe kinds: name -> "module:class"
 KINDS = {
@@ -38,20 +38,14 @@ class UnknownKind(ValueError):
     KIND."""
 
 
+#: the registered kinds: the built-in ones, then the installed packages' (:data:`ENTRY_POINTS`)
+REGISTRY = Registry("probe kind", KINDS, group=ENTRY_POINTS)
+
+
 def registered() -> dict[str, str]:
     """Every kind known by name, name -> "module:Class": the built-in ones (:data:`KINDS`), then those installed
     packages register under :data:`ENTRY_POINTS` (a built-in name is never taken over; read once)."""
-    if _REGISTERED:
-        return dict(_REGISTERED)
-    from importlib.metadata import entry_points
-
-    _REGISTERED.update(KINDS)
-    for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda ep: ep.name):
-        _REGISTERED.setdefault(ep.name, ep.value)
-    return dict(_REGISTERED)
-
-
-_REGISTERED: dict[str, str] = {}
+    return dict(REGISTRY)
 
 
 def kind_class(name: Any) -> type[ProbeKind]:
@@ -65,19 +59,15 @@ def kind_class(name: Any) -> type[ProbeKind]:
     if not isinstance(name, str) or not (name in known or re.fullmatch(MODULE_PATH, name)):
         raise UnknownKind(f"a probe kind is one of {', '.join(known)} or a module path (names joined by dots, as "
                           f"in import), got {name!r}")
-    module_name, _, attr = known[name].partition(":") if name in known else (name, ":", "KIND")
     try:
-        module = importlib.import_module(module_name)
-    except SyntaxError as err:
-        where = f"{err.filename or module_name}, line {err.lineno}" if err.lineno else (err.filename or module_name)
-        raise UnknownKind(f"probe kind module {name} has a syntax error ({where}: {err.msg})") from None
-    except ImportError as err:
+        cls = resolve(known[name] if name in known else f"{name}:KIND", "probe kind")
+    except NotImportable as err:
         raise UnknownKind(f"unknown probe kind {name!r}: not one of {', '.join(known)}, and not an importable "
-                          f"module ({err})") from None
-    except Exception as err:  # noqa: BLE001 - a user's module that fails as it is imported is their input
-        what = " ".join(f"{type(err).__name__}: {err}".split())[:200]
-        raise UnknownKind(f"probe kind module {name} cannot be imported: {what}") from None
-    cls = getattr(module, attr, None)
+                          f"module ({err.reason})") from None
+    except NoSuchName:
+        cls = None  # kind_problem says what a kind module must define
+    except RegistryError as err:
+        raise UnknownKind(str(err)) from None
     problem = kind_problem(cls, name)
     if problem:
         raise UnknownKind(problem)
