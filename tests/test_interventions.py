@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -145,10 +146,14 @@ def test_bad_intervention_settings_are_named_by_file_and_key(tmp_path):
         "repeats: true where that is intended)"]
     table = ("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\tquantization\n"
              "small\tembedded:smollm2-135m-instruct\t\t0.135\tinstruct\tsmollm2\tfloat32\t\n"
-             "big\torg/big\t\t7\tbase\tx\tbfloat16\t4bit\n")
-    lines = _config(tmp_path, {"d": {"corpus": good}}, table)
-    assert any(line.startswith(f"{tmp_path / 'models.tsv'}: line 3 (model big): column quantization: 4bit: a "
-                               "quantized model cannot be fine-tuned") for line in lines), lines
+             "big\torg/big\t\t7\tbase\tx\tbfloat16\tnf4\n")
+    # a quantized row is fine-tuned with QLoRA (method auto or lora), never in full
+    assert not any("column quantization" in line for line in _config(tmp_path, {"d": {"corpus": good}}, table))
+    lines = _config(tmp_path, {"d": {"corpus": good, "method": "full"}}, table)
+    assert f"{tmp_path / 'models.tsv'}: line 3 (model big): column quantization: nf4: the interventions of run.yaml " \
+        "asks for method full, and a quantized model's weights cannot be fine-tuned in full: its LoRA adapters " \
+        "train on the quantized weights (QLoRA); set method to lora or auto, or leave quantization empty" in lines, \
+        lines
     table = ("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\thead\n"
              "nli\torg/nli\t\t0.4\tbase\tx\tfloat32\tnli\n")
     lines = _config(tmp_path, {"d": {"corpus": good}}, table)
@@ -172,6 +177,8 @@ def test_derived_models_and_methods():
     items = iv.interventions(config)
     assert iv.method_for(small, items["dep"]) == "full" and iv.method_for(big, items["dep"]) == "lora"
     assert iv.method_for(big, _intervention(method="full")) == "full"
+    quantized = replace(small, quantization="nf4")  # QLoRA, whatever the size
+    assert iv.method_for(quantized, items["dep"]) == "lora"
 
 
 # -- fine-tuning ----------------------------------------------------------------------------------------------
@@ -253,6 +260,40 @@ def test_a_lora_checkpoint_is_a_plain_model(tiny_llama_dir, tmp_path):
     assert changed and all("proj" in k for k in changed)  # the adapters merged into the projections only
     assert json.loads((path / iv.CHECKPOINT_MARKER).read_text())["method"] == "lora"
     load_dir(path)
+
+
+def test_a_quantized_row_is_fine_tuned_with_qlora_and_its_checkpoints_merge_into_the_unquantized_base(
+        tiny_llama_dir, tmp_path, monkeypatch):
+    """QLoRA's plumbing, on the CPU (bitsandbytes needs CUDA: the quantized load is simulated by loading the weights
+    as they are): the row loads quantized for training, peft's k-bit preparation and LoRA follow, and each
+    checkpoint merges the trained adapters into the base loaded again unquantized on the CPU, which must give the
+    same checkpoint, bit for bit, as LoRA on the unquantized row."""
+    from qclm.interventions.finetune import finetune
+    from qclm.models import loading
+
+    real, loads = loading.load_model, []
+
+    def simulated(spec, prepared_dir=None, device="auto"):
+        loads.append((spec.quantization, spec.dtype, device))
+        model, tokenizer, provenance = real(replace(spec, quantization=""), prepared_dir, device)
+        return model, tokenizer, {**provenance, **({"bitsandbytes": {"load_in_4bit": True}} if spec.quantization
+                                                   else {})}
+
+    monkeypatch.setattr(loading, "load_model", simulated)
+    corpus = load_corpus(_corpus(tmp_path, [f"I read page {n} of the manual." for n in range(8)]))
+    item = _intervention("t", epochs=2, checkpoints=[1, 2], batch_size=4, lr=1e-3, lora_r=4)
+    qlora = finetune(replace(_spec(tiny_llama_dir), quantization="nf4"), None, corpus, item, tmp_path / "q", "cpu")
+    assert loads == [("nf4", "float32", "cpu"), ("", "float32", "cpu")]  # trained quantized; merged once, unquantized
+    plain = finetune(_spec(tiny_llama_dir), None, corpus, _intervention("t", **{**item.settings, "method": "lora"}),
+                     tmp_path / "l", "cpu")
+    for q, p in zip(qlora, plain):
+        a, b = _tensors(q), _tensors(p)
+        assert set(a) == set(b) and all((a[k] == b[k]).all() for k in a), q
+    marker = json.loads((qlora[1] / iv.CHECKPOINT_MARKER).read_text())
+    assert marker["method"] == "lora" and marker["qlora"] == {
+        "quantization": "nf4", "bitsandbytes": {"load_in_4bit": True},
+        "merged_into": "the unquantized base weights, float32"}
+    assert marker["base_model"]["quantization"] == "nf4"  # its derived row loads it quantized, as its base
 
 
 def test_qclm_finetune_prints_the_checkpoints_and_refuses_bad_options(tiny_llama_dir, tmp_path):

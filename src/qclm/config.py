@@ -268,8 +268,8 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
 def _intervention_problems(config: dict, cf: str, table: str | None, models: dict,
                            found: list[Problem]) -> list[Problem]:
     """What the schema cannot say about ``interventions:`` (docs/interventions.md): each corpus loads, each
-    checkpoint is an epoch that runs, at most one control; and no quantized row in the model table (fine-tuning
-    loads the weights unquantized; a large model gets LoRA instead) and no NLI classifier (``head: nli``)."""
+    checkpoint is an epoch that runs, at most one control; and no quantized row in the model table fine-tuned in full
+    (QLoRA trains LoRA adapters on it) and no NLI classifier (``head: nli``)."""
     from qclm import interventions as iv
     from qclm.corpus import load_corpus
 
@@ -307,17 +307,19 @@ def _intervention_problems(config: dict, cf: str, table: str | None, models: dic
                 problems.append((cf, f"field {iv.SECTION}.{control}.corpus",
                                  f"the control trains on the same corpus {same} as {name}: {name}'s shift beyond "
                                  "the control would be 0 by construction; give the control a corpus of its own"))
-    return problems + _finetuned_row_problems(cf, table, models, "interventions")
+    methods = tuple(dict.fromkeys(item.settings["method"] for item in iv.interventions(config).values()))
+    return problems + _finetuned_row_problems(cf, table, models, "interventions", methods)
 
 
-def _finetuned_row_problems(cf: str, table: str | None, models: dict, what: str) -> list[Problem]:
-    """Rows of the model table that fine-tuning cannot take: a quantized model (fine-tuning loads the weights
-    unquantized; a large model gets LoRA instead) and an NLI classifier (``head: nli``)."""
+def _finetuned_row_problems(cf: str, table: str | None, models: dict, what: str,
+                            methods: tuple[str, ...]) -> list[Problem]:
+    """Rows of the model table that fine-tuning (``methods``: the methods it asks for) cannot take: a quantized model
+    in full (QLoRA trains LoRA adapters on it) and an NLI classifier (``head: nli``)."""
     from qclm.interventions import model_problems
 
     return [(str(table), f"line {spec.line} (model {spec.name}): column {column}", problem)
             for spec in models.values()  # (a model's name has no @: the model table allows none)
-            for column, problem in model_problems(spec, f"the {what} of {cf}")]
+            for column, problem in model_problems(spec, f"the {what} of {cf}", methods)]
 
 
 def _calibration_problems(config: dict, cf: str, table: str | None, models: dict,
@@ -331,7 +333,8 @@ def _calibration_problems(config: dict, cf: str, table: str | None, models: dict
     if any(loc.startswith(("field probes", *(f"field {key}" for key in probes.shorthands()))) for _, loc, _ in found):
         return []  # the plants name probes: checked once the probes are
     problems = calibration.problems(config, cf, models, found)
-    return problems + _finetuned_row_problems(cf, table, models, "calibration")
+    method = calibration.section(config)["training"]["method"]
+    return problems + _finetuned_row_problems(cf, table, models, "calibration", (method,))
 
 
 def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:

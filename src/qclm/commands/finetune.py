@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         spec = resolve_model(args.model, args.models, None)
     except ValueError as err:
         raise InputError.one("command line", "--model", str(err)) from None
-    refused = iv.model_problems(spec, "qclm finetune")
+    refused = iv.model_problems(spec, "qclm finetune", (args.method,))
     if refused:
         raise InputError([("command line", "--model", f"model {spec.name}: column {column}: {problem}")
                           for column, problem in refused])

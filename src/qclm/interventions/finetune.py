@@ -4,7 +4,11 @@ directory that loads like any local model (safetensors, the tokenizer with its c
 (:data:`qclm.interventions.CHECKPOINT_MARKER`: base model, corpus hash, training settings, losses, versions).
 
 Full fine-tuning, or LoRA through ``peft`` (:func:`qclm.interventions.method_for`): the adapters are merged into
-a copy of the weights for each checkpoint, so a checkpoint is a plain model either way. On the CPU the run is
+a copy of the weights for each checkpoint, so a checkpoint is a plain model either way. A quantized row (bitsandbytes,
+CUDA) is fine-tuned with QLoRA: the model loads quantized, as it is scored, peft's k-bit preparation readies it, the
+adapters train on the quantized weights, and each checkpoint merges them into the base model's unquantized weights
+(loaded once, on the CPU, in the compute dtype): the checkpoint is a plain model that its derived row, quantized as
+its base's, loads quantized again. On the CPU the run is
 deterministic: the same seed gives the same tensors (torch's deterministic algorithms, one seeded generator for
 the order and any initialization); on a GPU it is seeded but not bitwise reproducible unless
 ``CUBLAS_WORKSPACE_CONFIG`` is set, as torch documents.
@@ -17,6 +21,7 @@ import json
 import logging
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from qclm.interventions import CHECK_FILE, CHECKPOINT_MARKER, JOB_MARKER, Intervention, method_for
@@ -186,8 +191,30 @@ def _lora(model, intervention: Intervention):
     return get_peft_model(model, config)
 
 
-def _save(model, tokenizer, method: str, directory: Path, provenance: dict) -> Path:
+def _unquantized(spec: ModelSpec, prepared_dir, intervention: Intervention, dtype: str):
+    """The base model of a quantized row loaded unquantized on the CPU in ``dtype`` (the quantized model's compute
+    dtype), with LoRA adapters of the same configuration: what each QLoRA checkpoint's adapters are merged into.
+    Torch's random state is left as it was (the adapters' initialization is overwritten at each checkpoint)."""
+    import torch
+
+    from qclm.models.loading import load_model
+
+    plain = replace(spec, quantization="", double_quant=False, compute_dtype="", dtype=dtype)
+    with torch.random.fork_rng(devices=[]):
+        model, _, _ = load_model(plain, prepared_dir, "cpu")
+        return _lora(model, intervention)
+
+
+def _save(model, tokenizer, method: str, directory: Path, provenance: dict, merge_into=None) -> Path:
+    """A checkpoint: the weights (LoRA's adapters merged into a copy), the tokenizer and the provenance;
+    ``merge_into``: QLoRA's unquantized base with adapters (:func:`_unquantized`), which takes the trained adapters'
+    weights and is merged in their place."""
     directory.mkdir(parents=True, exist_ok=True)
+    if merge_into is not None:
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+        set_peft_model_state_dict(merge_into, get_peft_model_state_dict(model))
+        model = merge_into
     plain = copy.deepcopy(model).merge_and_unload() if method == "lora" else model
     plain.save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
@@ -241,8 +268,13 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
         model, tokenizer, loaded = load_model(spec, prepared_dir, device)
         device = loaded["device"]
         method = method_for(spec, intervention)
+        if spec.quantization:  # QLoRA: peft readies the quantized model (its other weights in float32, frozen)
+            from peft import prepare_model_for_kbit_training
+
+            model = prepare_model_for_kbit_training(model, gradient_checkpointing_kwargs={"use_reentrant": False})
         if method == "lora":
             model = _lora(model, intervention)
+        merge_into = None  # QLoRA's unquantized base, loaded at the first checkpoint
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         trainable = sum(p.numel() for p in params)
@@ -301,8 +333,13 @@ def finetune(spec: ModelSpec, prepared_dir: str | Path, corpus: Corpus, interven
                     "history": list(history), "device": device, "dtype": loaded["dtype"],
                     "torch": torch.__version__, "transformers": transformers.__version__, "qclm": __version__,
                     **({"peft": __import__("peft").__version__} if method == "lora" else {}),
+                    **({"qlora": {"quantization": spec.quantization, "bitsandbytes": loaded.get("bitsandbytes", {}),
+                                  "merged_into": f"the unquantized base weights, {loaded['dtype']}"}}
+                       if spec.quantization else {}),
                 }
-                saved.append(_save(model, tokenizer, method, wanted[epoch], provenance))
+                if spec.quantization and merge_into is None:
+                    merge_into = _unquantized(spec, prepared_dir, intervention, loaded["dtype"])
+                saved.append(_save(model, tokenizer, method, wanted[epoch], provenance, merge_into))
                 if check:
                     checked += check_nll(model, tokenizer, check_sets, max_length, batch_size, device, epoch)
                 log.info("%s on %s: checkpoint after epoch %d: %s", spec.name, corpus.name, epoch, wanted[epoch])

@@ -98,22 +98,28 @@ def interventions(config: dict) -> dict[str, Intervention]:
 
 
 def method_for(spec: ModelSpec, intervention: Intervention) -> str:
-    """``full`` or ``lora`` for this model: the intervention's ``method``, or by size where it is ``auto``."""
+    """``full`` or ``lora`` for this model: the intervention's ``method``, or where it is ``auto`` LoRA for a
+    quantized row (QLoRA: the adapters train on the quantized weights) or one above ``full_max_b`` billion
+    parameters, full fine-tuning otherwise."""
     method = intervention.settings["method"]
     if method != "auto":
         return method
-    return "lora" if spec.params_b > float(intervention.settings["full_max_b"]) else "full"
+    large = spec.params_b > float(intervention.settings["full_max_b"])
+    return "lora" if spec.quantization or large else "full"
 
 
-def model_problems(spec: ModelSpec, what: str) -> list[tuple[str, str]]:
+def model_problems(spec: ModelSpec, what: str, methods: tuple[str, ...] = ("auto",)) -> list[tuple[str, str]]:
     """(column of the model table, problem) for each reason fine-tuning cannot take this model (``what``: who
-    fine-tunes it, for the message): a quantized model (fine-tuning loads the weights unquantized; a large model
-    gets LoRA instead) and an NLI classifier (``head: nli``: no language-model head to train). The one check of
-    ``qclm validate`` (interventions, calibration) and ``qclm finetune``, before any model loads."""
+    fine-tunes it, for the message; ``methods``: the fine-tuning methods it asks for): a quantized model in full
+    (its adapters train on the quantized weights, QLoRA: method lora or auto) and an NLI classifier (``head: nli``:
+    no language-model head to train). The one check of ``qclm validate`` (interventions, calibration) and ``qclm
+    finetune``, before any model loads; a quantized row on the CPU is refused as for scoring (bitsandbytes needs
+    CUDA)."""
     out = []
-    if spec.quantization:
-        out.append(("quantization", f"{spec.quantization}: a quantized model cannot be fine-tuned by {what}; leave "
-                    "quantization empty (a model above full_max_b billion parameters is fine-tuned with LoRA)"))
+    if spec.quantization and "full" in methods:
+        out.append(("quantization", f"{spec.quantization}: {what} asks for method full, and a quantized model's "
+                    "weights cannot be fine-tuned in full: its LoRA adapters train on the quantized weights "
+                    "(QLoRA); set method to lora or auto, or leave quantization empty"))
     if spec.head:
         out.append(("head", f"{spec.head}: a sequence classifier has no language-model head to fine-tune with the "
                     f"causal-LM loss of {what}; fine-tune a causal LM"))
