@@ -91,6 +91,13 @@ def test_an_installed_package_adds_a_kind_and_its_calibration_material(installed
     refused = _qclm(installed, "validate", "--config", str(config))
     assert refused.returncode != 0 and f"{config}: field calibration.plants.yes.answer: " in refused.stdout + \
         refused.stderr
+    # the config section the kind brings (ProbeKind.config_schema) is validated as a shared one is
+    bad["calibration"]["plants"]["yes"]["answer"] = "first"
+    for lead, said in (("Q: ", None), (3, "field yesno.lead: ")):
+        config.write_text(yaml.safe_dump({**bad, "yesno": {"lead": lead}}, sort_keys=False))
+        checked = _qclm(installed, "validate", "--config", str(config))
+        assert (checked.returncode == 0) == (said is None), checked.stdout + checked.stderr[-2000:]
+        assert said is None or f"{config}: {said}" in checked.stdout + checked.stderr
     # without the package the name means nothing, and the message says what is known
     missing = _qclm(None, "validate", "--config", str(_config(tmp_path)))
     assert missing.returncode != 0

@@ -115,6 +115,11 @@ class YesNoProbe(ProbeKind):
                                          "minItems": 2, "maxItems": 2, "default": ["Yes", "No"]}},
               "additionalProperties": False}
     scoring_keys = ("instrument", "options")
+    #: a config section of its own (``yesno: {lead: TEXT}``), merged into the config schema, read by the scoring
+    config_schema = {"yesno": {"type": "object", "additionalProperties": False,
+                               "properties": {"lead": {"type": "string", "default": "",
+                                                       "description": "text before each question"}}}}
+    scoring_sections = {"yesno": ("lead",)}
     file_keys = ("instrument",)
     score_tables = {"items": "yesno_items.parquet"}
     item_table = "items"
@@ -132,7 +137,7 @@ class YesNoProbe(ProbeKind):
         items = q.items[:limit] if limit else q.items
         out = []
         for item in items:
-            prefix = item.prefix(item.plus[0])
+            prefix = asking.config["yesno"]["lead"] + item.prefix(item.plus[0])
             options = tuple(prompts.continuation(o) for o in self.settings["options"])
             out.append(Labelled({"item_id": item.id}, ChoiceRequest(prompts.context(context.lead, prefix), options,
                                                                     values=(1.0, 0.0)),

@@ -27,7 +27,7 @@ from qclm.experiment import (
 )
 from qclm.inputs import (CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems,
                          typed_field)
-from qclm.settings import config_schema, migrate
+from qclm.settings import config_schema, migrate, with_kind_sections
 
 log = logging.getLogger("qclm.config")
 
@@ -35,8 +35,8 @@ DEFAULT_CONFIG = "config/config.yaml"
 
 
 def _load_schema(schema: dict | str | Path | None) -> dict:
-    """The config schema: the package's, a dict, or a file (``qclm validate --schema``); a file that is missing,
-    broken or not a JSON Schema is an InputError naming it."""
+    """The config schema: the package's, a dict, or a file (``qclm validate --schema``, with the sections the probe
+    kinds bring added); a file that is missing, broken or not a JSON Schema is an InputError naming it."""
     if schema is None:
         return config_schema()
     if isinstance(schema, dict):
@@ -45,7 +45,22 @@ def _load_schema(schema: dict | str | Path | None) -> dict:
     problems = schema_file_problems(data, schema)
     if problems:
         raise InputError(problems)
-    return data
+    return with_kind_sections(data) if isinstance(data.get("properties"), dict) else data
+
+
+def _module_kinds(config: dict) -> list:
+    """The classes of the kinds a config names by module path (the registered ones' sections are in the schema
+    already), those that load: their config sections join the schema the config is checked against."""
+    from qclm import probes
+
+    out = []
+    for _, kind, _, _ in probes.declared(config):
+        if kind and kind not in probes.registered():
+            try:
+                out.append(probes.kind_class(kind))
+            except probes.UnknownKind:
+                continue  # said where the probe entry is checked
+    return out
 
 
 def _collect(problems: list[Problem], load, *args, **kwargs) -> Any:
@@ -86,6 +101,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         schema = _load_schema(schema)
     except InputError as err:
         return err.problems
+    schema = with_kind_sections(schema, _module_kinds(config))
     stimuli = typed_field(config, "stimuli", dict, {})
     unknown_keys = [k for k in stimuli if k not in STIMULUS_SETTINGS + SHORTHAND_CLASSES]
     for f, loc, msg in schema_problems(config, schema, cf, {}):

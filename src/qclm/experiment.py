@@ -36,10 +36,6 @@ SHORTHAND_CLASSES = ("stress", "neutral")
 #: (stimuli per condition) and an across-model (per-model) analysis is marked underpowered where the reader sees it
 MIN_MODELS = settings.defaults(settings.ANALYSIS)["min_models"]
 MIN_STIMULI = settings.defaults(settings.ANALYSIS)["min_stimuli"]
-#: defaults of the config's ``templates`` section (wordings), from the config schema (config/README.md)
-TEMPLATE_DEFAULTS = settings.defaults(settings.TEMPLATES)
-#: ``templates.select`` values besides a template id: the default (first) wording, or the mean over all
-TEMPLATE_SELECTIONS = ("first", "all")
 #: how a contrast is written in tables and figures ("vanilla vs stress") and on the command line
 CONTRAST_LABEL_SEP = " vs "
 CONTRAST_ARG_SEP = ":"

@@ -23,6 +23,7 @@ Nothing here imports torch: the workflow builds its DAG, and the CPU stages run,
 from __future__ import annotations
 
 import argparse
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,9 +195,14 @@ class ProbeKind:
     shipped: ClassVar[dict[str, str]] = {}
     #: the per-cell tables ``cell_scores`` derives from the raw table (file suffixes under scores/MODEL/ID/)
     cell_tables: ClassVar[tuple[str, ...]] = ()
-    #: the config sections the CPU stages read (``scoring``, ``templates``, ...): the params of those stages, so a
+    #: the config sections the CPU stages read (``equations``, ``templates``, ...): the params of those stages, so a
     #: change reruns them, and only for the kinds that read it
     config_sections: ClassVar[tuple[str, ...]] = ()
+    #: the top-level config sections the kind brings, name -> JSON Schema (the Likert kind's ``templates``): merged
+    #: into the config schema (:func:`qclm.settings.config_schema`), so they are validated, defaulted
+    #: (:func:`qclm.settings.section`) and documented as the shared sections are; a name a shared section has is
+    #: refused (:func:`qclm.probes.registry.kind_problem`)
+    config_schema: ClassVar[dict[str, dict]] = {}
     #: the tables ``collect`` writes, name -> file under the results' scores/ directory (a kind's files start with
     #: its name, so two kinds never write the same file)
     score_tables: ClassVar[dict[str, str]] = {}
@@ -380,20 +386,29 @@ class ProbeKind:
         return {k: settings[k] for k in sorted(cls.scoring_keys) if k in settings}
 
     @classmethod
+    def section(cls, config: dict, name: str) -> dict[str, Any]:
+        """A config section the kind reads, with its defaults filled in: from the kind's own schema where the kind
+        brings the section (:attr:`config_schema`: so a kind named by module path, which the registry does not
+        merge, has them too), else from the config schema's."""
+        from qclm import settings
+
+        if name not in cls.config_schema:
+            return settings.section(config, name)
+        given = config.get(name) if isinstance(config.get(name), dict) else {}
+        own = cls.config_schema[name].get("properties", {})
+        return {**{k: copy.deepcopy(v["default"]) for k, v in own.items() if "default" in v}, **given}
+
+    @classmethod
     def scoring_config(cls, config: dict) -> dict[str, Any]:
         """The config sections the kind's scoring reads (:attr:`scoring_sections`), only the keys it reads, defaults
         filled in."""
-        from qclm import settings
-
-        return {name: {k: settings.section(config, name)[k] for k in keys}
+        return {name: {k: cls.section(config, name)[k] for k in keys}
                 for name, keys in sorted(cls.scoring_sections.items())}
 
     @classmethod
     def stage_config(cls, config: dict) -> dict[str, Any]:
         """The config sections the CPU stages of this kind read, defaults filled in."""
-        from qclm import settings
-
-        return {name: settings.section(config, name) for name in cls.config_sections}
+        return {name: cls.section(config, name) for name in cls.config_sections}
 
     @classmethod
     def check_config(cls, config: dict, config_file: str, instances: list[tuple[str, Any, str]],

@@ -106,6 +106,25 @@ def kind_problem(cls: Any, name: str) -> str | None:
         return f"module {name}: KIND.schema must describe a mapping (type: object), got type {cls.schema.get('type')!r}"
     if not isinstance(cls.schema.get("properties", {}), dict):
         return f"module {name}: KIND.schema's properties must be a mapping"
+    return _sections_problem(cls, name)
+
+
+def _sections_problem(cls: type[ProbeKind], name: str) -> str | None:
+    """What is wrong with the config sections a kind brings (:attr:`~qclm.probes.base.ProbeKind.config_schema`), or
+    None: each a JSON Schema under a name no shared section has."""
+    from qclm.inputs import schema_file_problems
+    from qclm.settings import shared_schema
+
+    if not isinstance(cls.config_schema, dict):
+        return f"module {name}: KIND.config_schema must map section names to JSON Schemas"
+    for section, fragment in cls.config_schema.items():
+        if section in shared_schema()["properties"]:
+            return f"module {name}: KIND.config_schema: {section} is a shared config section; name the kind's own"
+        found = schema_file_problems(fragment, f"{name}.KIND.config_schema.{section}")
+        if found:
+            _, where, problem = found[0]
+            at = "" if where == "top level" else f", {where}"
+            return f"module {name}: KIND.config_schema.{section}{at}: {problem}"
     return None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from qclm.errors import InputError, Problem
-from qclm.experiment import TEMPLATE_SELECTIONS
+from qclm.probes.likert.sections import TEMPLATE_SELECTIONS, TEMPLATES
 from qclm.questionnaire import Questionnaire, load_questionnaire
 
 
@@ -44,7 +44,7 @@ def config_problems(kind, config: dict, cf: str, instances: list[tuple[str, Any,
 def template_problems(config: dict, cf: str, questionnaires: dict) -> list[Problem]:
     """The wordings the config scores and selects exist in every questionnaire; averaging over templates needs
     every template under every stimulus."""
-    settings = config.get("templates")
+    settings = config.get(TEMPLATES)
     if not isinstance(settings, dict):
         return []
     problems: list[Problem] = []

@@ -13,11 +13,12 @@ from qclm.argtypes import check_output, non_negative_int, positive_int, sized
 from qclm.errors import InputError
 from qclm.experiment import parse_contrast_args
 from qclm.logs import configure_logging
+from qclm.probes.likert.sections import TEMPLATE_DEFAULTS
 
 log = logging.getLogger("qclm.analysis")
 #: the defaults of the options: the config schema's (one home)
 DEFAULTS = settings.defaults(settings.ANALYSIS)
-TEMPLATE_SELECT = settings.defaults(settings.TEMPLATES)["select"]
+TEMPLATE_SELECT = TEMPLATE_DEFAULTS["select"]
 
 
 def _size_classes(text: str) -> list[float]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from qclm import settings
 from qclm.contexts import Context, ContextSettings, condition_contexts
 from qclm.errors import InputError, Problem
-from qclm.experiment import TEMPLATE_DEFAULTS
+from qclm.probes.likert.sections import SECTIONS, TEMPLATE_DEFAULTS, TEMPLATES
 from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
 from qclm.probes.likert import LIKERT
 from qclm.probes.likert.outputs import OUTPUTS
@@ -70,7 +70,7 @@ class Wordings:
     @classmethod
     def from_config(cls, config: dict) -> Wordings:
         """From a config's (or :attr:`Asking.config`'s) ``templates`` section, defaults filled in."""
-        wording = settings.section(config, settings.TEMPLATES)
+        wording = settings.section(config, TEMPLATES)
         score = wording["score"]
         return cls(score if isinstance(score, str) else tuple(score), wording["extra_limit_stimuli"])
 
@@ -127,11 +127,12 @@ class LikertProbe(ProbeKind):
         "additionalProperties": False,
     }
     scoring_keys = ("questionnaire",)
-    scoring_sections = {settings.TEMPLATES: ("score", "extra_limit_stimuli")}
+    scoring_sections = {TEMPLATES: ("score", "extra_limit_stimuli")}
     file_keys = ("questionnaire",)
     shipped = {"questionnaire": "questionnaires"}
     cell_tables = ("variants", "items")
-    config_sections = (settings.EQUATIONS, settings.TEMPLATES)
+    config_sections = (settings.EQUATIONS, TEMPLATES)
+    config_schema = SECTIONS
     outputs = OUTPUTS
     score_tables = {"items": "item_scores.parquet", "items_csv": "item_scores.csv",
                     "questionnaires": "questionnaire_scores.csv", "conditions": "condition_means.csv",
@@ -239,7 +240,7 @@ class LikertProbe(ProbeKind):
         keys = list(data.cells)
         tables = collect_tables([data.cells[k]["items"] for k in keys], [data.cells[k]["variants"] for k in keys],
                                 data.models, default_templates,
-                                settings.section(data.config, settings.TEMPLATES)["select"])
+                                settings.section(data.config, TEMPLATES)["select"])
         tables["items_csv"] = tables["items"]
         tables["instruments"] = pd.DataFrame(instrument_rows(files), columns=INSTRUMENT_COLUMNS)
         return tables
@@ -269,7 +270,7 @@ class LikertProbe(ProbeKind):
                        silhouette=tables.get("silhouette"), variant_probs=tables.get("variants"),
                        heatmap_item=analysis["heatmap_item"], contrasts=contrasts,
                        min_models=analysis["min_models"], min_stimuli=analysis["min_stimuli"],
-                       templates=settings.section(config, settings.TEMPLATES)["select"],
+                       templates=settings.section(config, TEMPLATES)["select"],
                        instruments=tables.get("instruments"), memorization=tables.get("memorization"),
                        equations=settings.section(config, settings.EQUATIONS), floors=floors.path(config))
 

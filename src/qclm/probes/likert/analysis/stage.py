@@ -39,6 +39,7 @@ from qclm.models.checkpoints import base_of, without_derived
 from qclm.probes.likert import LIKERT
 from qclm.probes.likert.analysis import overview as likert_overview
 from qclm.probes.likert.analysis.across_models import analysis_scale, zscore_table
+from qclm.probes.likert.sections import TEMPLATE_DEFAULTS
 from qclm.probes.likert.analysis.inputs import (
     exposure_notes, load_instruments, load_item_scores, load_memorization, load_silhouette, load_variant_probs,
     model_sizes, select_heatmap_item,
@@ -48,7 +49,7 @@ log = logging.getLogger("qclm.analysis")
 
 #: the analysis settings' defaults (config schema, ``analysis`` and ``templates`` sections)
 DEFAULTS = settings.defaults(settings.ANALYSIS)
-TEMPLATE_SELECT = settings.defaults(settings.TEMPLATES)["select"]
+TEMPLATE_SELECT = TEMPLATE_DEFAULTS["select"]
 
 
 def parse_size_classes(text: str | list | tuple) -> list[float]:
