@@ -394,7 +394,8 @@ class ProbeKind:
 
         if name not in cls.config_schema:
             return settings.section(config, name)
-        given = config.get(name) if isinstance(config.get(name), dict) else {}
+        given = config.get(name)
+        given = given if isinstance(given, dict) else {}
         own = cls.config_schema[name].get("properties", {})
         return {**{k: copy.deepcopy(v["default"]) for k, v in own.items() if "default" in v}, **given}
 
