@@ -5,6 +5,7 @@ helper that writes a workflow config for a temporary directory."""
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import shutil
 import subprocess
@@ -363,3 +364,20 @@ def browser():
 
     yield read
     driver.quit()
+
+
+_modules = itertools.count()
+
+
+@pytest.fixture
+def kind_module(tmp_path, monkeypatch):
+    """Write a Python module (a user's probe kind, or any module a registry reference names) under a fresh name on
+    sys.path; its name."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(source: str) -> str:
+        name = f"user_module_{next(_modules)}_{tmp_path.name.replace('-', '_')}"
+        (tmp_path / f"{name}.py").write_text(source)
+        return name
+
+    return write

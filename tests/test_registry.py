@@ -4,31 +4,14 @@ looked up."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from qclm.registry import NoSuchName, NotImportable, Registry, RegistryError, resolve
 
-_unique = itertools.count()
 
-
-@pytest.fixture
-def module(tmp_path, monkeypatch):
-    """Write a module under a fresh name on sys.path; its name."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def write(source: str) -> str:
-        name = f"reg_module_{next(_unique)}_{tmp_path.name.replace('-', '_')}"
-        (tmp_path / f"{name}.py").write_text(source)
-        return name
-
-    return write
-
-
-def test_resolve_names_what_was_looked_up_and_why_in_one_line(module):
-    good = module("VALUE = 41\n")
-    broken, raising = module("def broken(:\n"), module("raise RuntimeError('boom')\n")
+def test_resolve_names_what_was_looked_up_and_why_in_one_line(kind_module):
+    good = kind_module("VALUE = 41\n")
+    broken, raising = kind_module("def broken(:\n"), kind_module("raise RuntimeError('boom')\n")
     assert resolve(f"{good}:VALUE") == 41
     cases = {
         "not_a_ref": ("no colon", RegistryError, "thing x: a reference is module:NAME, got 'no colon'"),
@@ -46,8 +29,8 @@ def test_resolve_names_what_was_looked_up_and_why_in_one_line(module):
         assert isinstance(caught.value, ValueError)  # callers that check input catch ValueError
 
 
-def test_a_registry_loads_each_name_once_and_refuses_an_unknown_one(module):
-    name = module("import itertools\nCOUNTER = itertools.count()\nFIRST = next(COUNTER)\n")
+def test_a_registry_loads_each_name_once_and_refuses_an_unknown_one(kind_module):
+    name = kind_module("import itertools\nCOUNTER = itertools.count()\nFIRST = next(COUNTER)\n")
     registry = Registry("widget", {"a": f"{name}:COUNTER", "b": f"{name}:FIRST"})
     assert list(registry) == ["a", "b"] and len(registry) == 2 and registry["b"] == f"{name}:FIRST"
     counter = registry.load("a")

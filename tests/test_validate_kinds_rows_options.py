@@ -83,19 +83,6 @@ BAD_KINDS = {
 }
 
 
-@pytest.fixture
-def kind_module(tmp_path, monkeypatch):
-    """Write a kind module under a fresh name on sys.path; its name."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def write(source: str) -> str:
-        name = f"user_kind_{next(_unique)}_{tmp_path.name.replace('-', '_')}"
-        (tmp_path / f"{name}.py").write_text(source)
-        return name
-
-    return write
-
-
 @pytest.mark.parametrize("case", sorted(BAD_KINDS))
 def test_a_kind_module_that_is_no_kind_is_one_line_in_validate_and_probe(case, kind_module, tmp_path, capsys,
                                                                          no_model_load):
