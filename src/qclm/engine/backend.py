@@ -47,7 +47,7 @@ class Backend(Protocol):
     leave the first position's log-sum-exp out (``ChoiceResult.normalized``).
 
     The backends (docs/scaling.md, "Backends"; the model table's ``backend`` and ``head`` columns choose one through
-    the registry :data:`qclm.jobs.backends.BACKENDS`): :class:`LocalBackend`, :class:`qclm.engine.vllm.VllmBackend`
+    their facts, :data:`qclm.engine.capabilities.FACTS`): :class:`LocalBackend`, :class:`qclm.engine.vllm.VllmBackend`
     (a vLLM server), :class:`qclm.engine.openai_api.OpenAIBackend` (an OpenAI-compatible API: generation and
     single-token forced choices only, qclm.engine.capabilities), :class:`qclm.engine.nli.NliBackend` (a sequence
     classifier: it refuses every request kind; the entailment probe asks its ``classify``)."""
