@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from qclm import probes
 from qclm.errors import InputError
 from qclm.inputs import SAFE_NAME_MAX, SHARED_DEFS, SIZES, load_schema, safe_name_problem, schema_problems
-from qclm.settings import config_schema
+from qclm.probes import full_config_schema as config_schema
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

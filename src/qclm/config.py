@@ -27,7 +27,7 @@ from qclm.experiment import (
 )
 from qclm.inputs import (CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems,
                          typed_field)
-from qclm.settings import config_schema, migrate, with_kind_sections
+from qclm.settings import migrate
 
 log = logging.getLogger("qclm.config")
 
@@ -37,8 +37,10 @@ DEFAULT_CONFIG = "config/config.yaml"
 def _load_schema(schema: dict | str | Path | None) -> dict:
     """The config schema: the package's, a dict, or a file (``qclm validate --schema``, with the sections the probe
     kinds bring added); a file that is missing, broken or not a JSON Schema is an InputError naming it."""
+    from qclm.probes import full_config_schema, with_kind_sections
+
     if schema is None:
-        return config_schema()
+        return full_config_schema()
     if isinstance(schema, dict):
         return schema
     data = read_yaml(schema)
@@ -101,7 +103,7 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         schema = _load_schema(schema)
     except InputError as err:
         return err.problems
-    schema = with_kind_sections(schema, _module_kinds(config))
+    schema = probes.with_kind_sections(schema, _module_kinds(config))
     stimuli = typed_field(config, "stimuli", dict, {})
     unknown_keys = [k for k in stimuli if k not in STIMULUS_SETTINGS + SHORTHAND_CLASSES]
     for f, loc, msg in schema_problems(config, schema, cf, {}):

@@ -8,8 +8,9 @@ config schema (``qclm/schemas/config.schema.yaml``), and the split of settings b
   normalization and its epsilon): changing one reruns those stages and no scoring job.
 - ``analysis``, ``results``/``logs``: the analysis and the report.
 
-A probe kind may bring config sections of its own (the Likert kind's ``templates``), merged into the schema at run
-time (:func:`config_schema`); their defaults are read here as the shared sections' are.
+A probe kind may bring config sections of its own (the Likert kind's ``templates``): the kind reads them
+(:meth:`qclm.probes.base.ProbeKind.section`), and the config is checked against the shared sections and the kinds'
+together (:func:`qclm.probes.full_config_schema`); this module knows the shared ones only.
 
 Configs written before the split had the engine keys under ``scoring``; :func:`migrate` moves them to
 ``engine`` and says so. Light on purpose (PyYAML only): the workflow imports it while building the DAG.
@@ -33,44 +34,18 @@ RUN_ONLY = ("threads", "api_concurrency", "api_timeout", "api_retries", "respons
 
 
 @cache
-def shared_schema() -> dict:
-    """The config schema's shared sections (package data): every section but those a probe kind brings."""
+def config_schema() -> dict:
+    """The config schema's shared sections (package data): every section but those a probe kind brings (the whole
+    schema, with theirs: :func:`qclm.probes.full_config_schema`)."""
     from qclm.inputs import shared_defs
 
     return shared_defs(yaml.safe_load(resources.files("qclm.schemas").joinpath("config.schema.yaml")
                                       .read_text(encoding="utf-8")))
 
 
-@cache
-def config_schema() -> dict:
-    """The whole config schema: the shared sections (:func:`shared_schema`) and those the registered probe kinds
-    bring (:func:`with_kind_sections`). Read at run time, never while a module is imported (it loads the kinds)."""
-    return with_kind_sections(shared_schema())
-
-
-def with_kind_sections(schema: dict, kinds: Any = None) -> dict:
-    """A copy of a config schema (the package's shared sections, or a file given to ``qclm validate --schema``) with
-    the sections probe kinds bring (:attr:`qclm.probes.base.ProbeKind.config_schema`; the Likert kind's
-    ``templates``): those of ``kinds`` (classes), by default every registered kind that loads, in the kinds' order;
-    a section the schema or an earlier kind already has is not taken over (the kind's check says so)."""
-    from qclm.inputs import shared_defs
-    from qclm.probes import loaded
-
-    out = copy.deepcopy(schema)
-    properties = out.setdefault("properties", {})
-    for cls in loaded().values() if kinds is None else kinds:
-        for name, fragment in cls.config_schema.items():
-            properties.setdefault(name, shared_defs(copy.deepcopy(fragment)))
-    return out
-
-
 def _properties(section: str | None) -> dict:
-    """The keys of a section (``None``: the top-level keys, whose defaults are all shared), from the shared schema
-    where the section is shared, else from the kinds' (:func:`config_schema`)."""
-    shared = shared_schema()["properties"]
-    if section is None:
-        return shared
-    return (shared.get(section) or config_schema()["properties"][section]).get("properties", {})
+    schema = config_schema()
+    return schema["properties"] if section is None else schema["properties"][section].get("properties", {})
 
 
 def defaults(section: str | None = None) -> dict[str, Any]:
@@ -110,9 +85,9 @@ def run_only(config: dict) -> dict[str, Any]:
 
 
 #: keys that configs written before the split of settings had under ``scoring`` and that now live under ``engine``
-MOVED_TO_ENGINE = tuple(_k for _k in shared_schema()["properties"][ENGINE]["properties"])
+MOVED_TO_ENGINE = tuple(_k for _k in config_schema()["properties"][ENGINE]["properties"])
 #: keys of the old ``scoring`` section that now live under ``equations`` (the scoring jobs never read them)
-MOVED_TO_EQUATIONS = tuple(_k for _k in shared_schema()["properties"][EQUATIONS]["properties"])
+MOVED_TO_EQUATIONS = tuple(_k for _k in config_schema()["properties"][EQUATIONS]["properties"])
 
 
 def migrate(config: Any) -> tuple[Any, list[str]]:

@@ -199,9 +199,9 @@ class ProbeKind:
     #: change reruns them, and only for the kinds that read it
     config_sections: ClassVar[tuple[str, ...]] = ()
     #: the top-level config sections the kind brings, name -> JSON Schema (the Likert kind's ``templates``): merged
-    #: into the config schema (:func:`qclm.settings.config_schema`), so they are validated, defaulted
-    #: (:func:`qclm.settings.section`) and documented as the shared sections are; a name a shared section has is
-    #: refused (:func:`qclm.probes.registry.kind_problem`)
+    #: into the config schema (:func:`qclm.probes.full_config_schema`), so they are validated and documented as the
+    #: shared sections are, and read with their defaults by :meth:`section`; a name a shared section has is refused
+    #: (:func:`qclm.probes.registry.kind_problem`)
     config_schema: ClassVar[dict[str, dict]] = {}
     #: the tables ``collect`` writes, name -> file under the results' scores/ directory (a kind's files start with
     #: its name, so two kinds never write the same file)

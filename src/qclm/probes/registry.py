@@ -8,7 +8,9 @@ Light on purpose: the workflow imports this while building its DAG (no torch).
 
 from __future__ import annotations
 
+import copy
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -113,12 +115,12 @@ def _sections_problem(cls: type[ProbeKind], name: str) -> str | None:
     """What is wrong with the config sections a kind brings (:attr:`~qclm.probes.base.ProbeKind.config_schema`), or
     None: each a JSON Schema under a name no shared section has."""
     from qclm.inputs import schema_file_problems
-    from qclm.settings import shared_schema
+    from qclm.settings import config_schema
 
     if not isinstance(cls.config_schema, dict):
         return f"module {name}: KIND.config_schema must map section names to JSON Schemas"
     for section, fragment in cls.config_schema.items():
-        if section in shared_schema()["properties"]:
+        if section in config_schema()["properties"]:
             return f"module {name}: KIND.config_schema: {section} is a shared config section; name the kind's own"
         found = schema_file_problems(fragment, f"{name}.KIND.config_schema.{section}")
         if found:
@@ -301,3 +303,27 @@ def _nest(where: str, location: str) -> str:
     if location == "top level":
         return where
     return location.replace("field ", f"{where}.", 1) if location.startswith("field ") else f"{where}: {location}"
+
+
+@cache
+def full_config_schema() -> dict:
+    """The whole config schema: the shared sections (:func:`qclm.settings.config_schema`) and those the registered
+    kinds bring (:func:`with_kind_sections`)."""
+    from qclm.settings import config_schema
+
+    return with_kind_sections(config_schema())
+
+
+def with_kind_sections(schema: dict, kinds: Any = None) -> dict:
+    """A copy of a config schema (the shared sections, or a file given to ``qclm validate --schema``) with the
+    sections probe kinds bring (:attr:`qclm.probes.base.ProbeKind.config_schema`; the Likert kind's ``templates``):
+    those of ``kinds`` (classes), by default every registered kind that loads, in the kinds' order; a section the
+    schema or an earlier kind already has is not taken over (:func:`kind_problem` says so)."""
+    from qclm.inputs import shared_defs
+
+    out = copy.deepcopy(schema)
+    properties = out.setdefault("properties", {})
+    for cls in loaded().values() if kinds is None else kinds:
+        for name, fragment in cls.config_schema.items():
+            properties.setdefault(name, shared_defs(copy.deepcopy(fragment)))
+    return out

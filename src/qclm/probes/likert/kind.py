@@ -70,7 +70,7 @@ class Wordings:
     @classmethod
     def from_config(cls, config: dict) -> Wordings:
         """From a config's (or :attr:`Asking.config`'s) ``templates`` section, defaults filled in."""
-        wording = settings.section(config, TEMPLATES)
+        wording = LikertProbe.section(config, TEMPLATES)
         score = wording["score"]
         return cls(score if isinstance(score, str) else tuple(score), wording["extra_limit_stimuli"])
 
@@ -240,7 +240,7 @@ class LikertProbe(ProbeKind):
         keys = list(data.cells)
         tables = collect_tables([data.cells[k]["items"] for k in keys], [data.cells[k]["variants"] for k in keys],
                                 data.models, default_templates,
-                                settings.section(data.config, TEMPLATES)["select"])
+                                LikertProbe.section(data.config, TEMPLATES)["select"])
         tables["items_csv"] = tables["items"]
         tables["instruments"] = pd.DataFrame(instrument_rows(files), columns=INSTRUMENT_COLUMNS)
         return tables
@@ -270,7 +270,7 @@ class LikertProbe(ProbeKind):
                        silhouette=tables.get("silhouette"), variant_probs=tables.get("variants"),
                        heatmap_item=analysis["heatmap_item"], contrasts=contrasts,
                        min_models=analysis["min_models"], min_stimuli=analysis["min_stimuli"],
-                       templates=settings.section(config, TEMPLATES)["select"],
+                       templates=cls.section(config, TEMPLATES)["select"],
                        instruments=tables.get("instruments"), memorization=tables.get("memorization"),
                        equations=settings.section(config, settings.EQUATIONS), floors=floors.path(config))
 

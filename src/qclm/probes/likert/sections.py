@@ -1,7 +1,8 @@
 """The config section the Likert kind brings, ``templates`` (which wordings of each questionnaire are scored and
 which its scores use: method.md section 1b): its schema is ``config.schema.yaml`` beside this module, merged into
-the config schema (:func:`qclm.settings.config_schema`) through :attr:`LikertProbe.config_schema`, so it is
-validated, defaulted and documented as the shared sections are. Light (PyYAML only)."""
+the config schema (:func:`qclm.probes.full_config_schema`) through :attr:`LikertProbe.config_schema`, so it is
+validated and documented as the shared sections are, and read with its defaults by ``LikertProbe.section``. Light
+(PyYAML only)."""
 
 from __future__ import annotations
 
