@@ -36,7 +36,7 @@ from typing import cast
 from qclm.engine.capabilities import OPENINGS, why_not
 from qclm.engine.remote import CompletionsClient, RemoteError, describe_part
 from qclm.engine.requests import (
-    ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, choice_result, is_greedy,
+    ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, by_settings, choice_result, server_sampling,
 )
 from qclm.engine.vllm import RemoteStats
 
@@ -171,14 +171,8 @@ class OpenAIBackend:
     def generate(self, requests: Sequence[GenerateRequest], describe: Callable[[int], str] | None = None
                  ) -> list[GenerateResult]:
         out: list[GenerateResult | None] = [None] * len(requests)
-        groups: dict = {}
-        for i, r in enumerate(requests):
-            groups.setdefault(r.settings, []).append(i)
-        for settings, members in groups.items():
-            greedy = is_greedy(settings)
-            params = {"max_tokens": settings.max_new_tokens, "temperature": 0.0 if greedy else settings.temperature,
-                      "top_p": 1.0 if greedy else settings.top_p,
-                      **({"stop": list(settings.stop)[:4]} if settings.stop else {})}
+        for settings, members in by_settings(requests).items():
+            params = {**server_sampling(settings), **({"stop": list(settings.stop)[:4]} if settings.stop else {})}
             answers = self._ask([requests[i].context for i in members], params, params,
                                 describe_part(describe, members),
                                 [requests[i].seed for i in members])

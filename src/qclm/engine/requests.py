@@ -154,6 +154,23 @@ def is_greedy(settings: GenerationSettings) -> bool:
     return settings.greedy or settings.temperature <= 0
 
 
+def by_settings(requests: Sequence[GenerateRequest]) -> dict[GenerationSettings, list[int]]:
+    """The indices of generation requests grouped by their settings, in first-seen order (a server takes one set of
+    sampling parameters per call)."""
+    groups: dict[GenerationSettings, list[int]] = {}
+    for i, r in enumerate(requests):
+        groups.setdefault(r.settings, []).append(i)
+    return groups
+
+
+def server_sampling(settings: GenerationSettings) -> dict[str, float | int]:
+    """The sampling parameters an OpenAI-compatible server takes for ``settings``: the token budget, and
+    temperature 0 and top-p 1 where the generation is greedy."""
+    greedy = is_greedy(settings)
+    return {"max_tokens": settings.max_new_tokens, "temperature": 0.0 if greedy else settings.temperature,
+            "top_p": 1.0 if greedy else settings.top_p}
+
+
 @dataclass(frozen=True)
 class GenerateRequest:
     """Generate after ``context``; ``seed`` fixes this request's random draws (:func:`derive_seed`)."""

@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -129,7 +130,31 @@ class _Scorer:
         raise NotImplementedError  # each scorer's own
 
 
-class FullSequenceScorer(_Scorer):
+class _OnModel(_Scorer):
+    """A scorer that runs the model itself (full sequences, the prefix tree): the requests checked, the device
+    found and the time counted once here, the scoring its own (:meth:`_score_all`)."""
+
+    model: Any
+    head: LogprobHead
+    stats: Stats
+
+    @torch.inference_mode()
+    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
+                          raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        t0 = time.perf_counter()
+        results, flags, device = _opening(self.model, self.head, requests)
+        if requests:
+            self._score_all(requests, device, results, flags, progress, raw)
+            self.stats.seconds += time.perf_counter() - t0
+        return results, flags
+
+    def _score_all(self, requests: Sequence[Request], device: torch.device, results: list, flags: list,
+                   progress: Callable[[int], None] | None, raw: Sequence[bool] | None) -> None:
+        """Fill ``results`` and ``flags`` (one entry per request) for checked, non-empty ``requests``."""
+        raise NotImplementedError  # each scorer's own
+
+
+class FullSequenceScorer(_OnModel):
     """Reference scorer: each request is a full sequence (right-padded, batched, longest first)."""
 
     def __init__(self, model, batch_size: int = 16):
@@ -138,13 +163,8 @@ class FullSequenceScorer(_Scorer):
         self.head = LogprobHead(model)
         self.stats = Stats(method="full")
 
-    @torch.inference_mode()
-    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
-                          raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        t0 = time.perf_counter()
-        results, flags, device = _opening(self.model, self.head, requests)
-        if not requests:
-            return results, flags
+    def _score_all(self, requests: Sequence[Request], device: torch.device, results: list, flags: list,
+                   progress: Callable[[int], None] | None, raw: Sequence[bool] | None) -> None:
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i].context) - len(requests[i].continuation))
         start, bs = 0, self.batch_size
         while start < len(order):
@@ -161,8 +181,6 @@ class FullSequenceScorer(_Scorer):
             start += len(batch)
             if progress:
                 progress(len(batch))
-        self.stats.seconds += time.perf_counter() - t0
-        return results, flags
 
     def _score_batch(self, requests, batch, device, results, flags, raw=None) -> None:
         seqs = [requests[i].context + requests[i].continuation for i in batch]
@@ -202,7 +220,7 @@ def _common_prefix_length(seqs: Sequence[tuple[int, ...]]) -> int:
     return n
 
 
-class PrefixTreeScorer(_Scorer):
+class PrefixTreeScorer(_OnModel):
     """Shared-prefix scorer: one KV cache for the common prefix, packed token tries over it.
 
     ``pack_tokens``: trie nodes (tokens computed) per forward pass, or ``"auto"``: ``PACK_TOKENS``
@@ -287,13 +305,8 @@ class PrefixTreeScorer(_Scorer):
         return t
 
     # -- scoring -----------------------------------------------------------------------------
-    @torch.inference_mode()
-    def score_with_greedy(self, requests: Sequence[Request], progress: Callable[[int], None] | None = None,
-                          raw: Sequence[bool] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        t0 = time.perf_counter()
-        results, flags, device = _opening(self.model, self.head, requests)
-        if not requests:
-            return results, flags
+    def _score_all(self, requests: Sequence[Request], device: torch.device, results: list, flags: list,
+                   progress: Callable[[int], None] | None, raw: Sequence[bool] | None) -> None:
         groups: dict[tuple[int, ...], list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault(r.context, []).append(i)
@@ -331,8 +344,6 @@ class PrefixTreeScorer(_Scorer):
             start = end
             if progress:
                 progress(pack.n_requests)
-        self.stats.seconds += time.perf_counter() - t0
-        return results, flags
 
     def _prefill(self, cache, prefix: Sequence[int], device: torch.device) -> None:
         """The shared prefix into ``cache``, causally (once per call of ``score``, or per tree session)."""

@@ -47,7 +47,7 @@ import numpy as np
 from qclm.engine.remote import CompletionsClient, RemoteError, describe_part
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
-    LoglikResult, Request, choice_result, is_greedy, prompt_sha256, tokenize_requests,
+    LoglikResult, Request, by_settings, choice_result, is_greedy, prompt_sha256, server_sampling, tokenize_requests,
 )
 
 log = logging.getLogger("qclm.engine")
@@ -421,14 +421,9 @@ class VllmBackend:
             if not p:
                 raise ValueError(f"{describe(i) if describe else f'request {i}'}: the prompt has no tokens")
         out: list[GenerateResult | None] = [None] * len(requests)
-        groups: dict = {}
-        for i, r in enumerate(requests):
-            groups.setdefault(r.settings, []).append(i)
-        for settings, members in groups.items():
+        for settings, members in by_settings(requests).items():
             greedy = is_greedy(settings)
-            params = {"max_tokens": settings.max_new_tokens, "logprobs": 0,
-                      "temperature": 0.0 if greedy else settings.temperature,
-                      "top_p": 1.0 if greedy else settings.top_p,
+            params = {**server_sampling(settings), "logprobs": 0,
                       "extra_body": {"top_k": 0 if greedy else settings.top_k, "return_token_ids": True,
                                      "skip_special_tokens": False, "spaces_between_special_tokens": False,
                                      "include_stop_str_in_output": False},
