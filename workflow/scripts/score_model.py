@@ -29,5 +29,4 @@ sys.exit(run_scoring_job(
     {**snakemake.params.engine, **run_only(snakemake.config)},
     prepared_dir=Path(snakemake.params.models_dir) / spec.name,
     cache_dir=Path(snakemake.params.cache_dir),
-    seed=snakemake.params.engine["seed"],
 ))

@@ -157,7 +157,7 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
             cell = CellSpec(ident, kind_name, condition, cls.scoring_settings(instance.settings),
                             tuple(obj.files()), tuple(experiment.files_of(condition)), cls.version,
                             cls.scoring_config(config))
-            df, meta = score_cell(loaded, cell, run_settings, engine["seed"])
+            df, meta = score_cell(loaded, cell, run_settings)
             raw = Path(raw_table(out, spec.name, ident, condition))
             write_parquet(df, raw, meta)
             files = {"raw": raw}

@@ -95,9 +95,10 @@ def cell_key(spec: ModelSpec, cell: CellSpec, run: ContextSettings, engine: dict
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings, seed: int = 0) -> tuple[Any, dict]:
+def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings) -> tuple[Any, dict]:
     """The raw table of one cell and its provenance: the shared part (model, engine, prompt format, condition and
-    stimuli, context settings, work done) and the kind's own; ``seed``: the run seed (``engine.seed``)."""
+    stimuli, context settings, work done) and the kind's own; the run seed is the loaded model's engine settings'
+    (``engine.seed``: the one path it takes, as part of the cell key too)."""
     from tqdm import tqdm
 
     spec = loaded.spec
@@ -110,7 +111,7 @@ def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings, seed: int =
     client = getattr(loaded.backend, "client", None)
     usage_before = client.usage.as_dict() if client is not None else None
     tokens_before, t0 = stats.tokens_computed, time.perf_counter()
-    asking = Asking(spec.name, spec.type, seed, run, cell.config)
+    asking = Asking(spec.name, spec.type, int(loaded.engine["seed"]), run, cell.config)
     # the bar's total (its ETA): the requests the kind will send, as ``qclm render`` lists them (a kind counts its
     # progress in requests; CSI's story test adds a few of its own after them)
     total = sum(len(probe.requests(ctx, loaded.prompts, asking)) for ctx in contexts)
@@ -187,7 +188,7 @@ def _cell_errors() -> tuple[type[BaseException], ...]:
 
 
 def run_scoring_job(spec: ModelSpec, cells: list[CellSpec], outputs: list[str], cell_logs: list[str],
-                    run: ContextSettings, engine: dict, prepared_dir: Path, cache_dir: Path, seed: int = 0) -> int:
+                    run: ContextSettings, engine: dict, prepared_dir: Path, cache_dir: Path) -> int:
     """Score every cell of one model; returns the process exit code (0, or 1 after one line)."""
     for output in map(Path, outputs):
         # write_parquet writes .NAME.PID.tmp and renames it; a killed job may leave one behind
@@ -195,14 +196,13 @@ def run_scoring_job(spec: ModelSpec, cells: list[CellSpec], outputs: list[str], 
             stale.unlink(missing_ok=True)
     opened: list[Loaded] = []
     try:
-        return _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cache_dir, seed, opened)
+        return _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cache_dir, opened)
     finally:  # whatever happens: a vLLM server the job started is stopped
         for loaded in opened:
             loaded.close()
 
 
-def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cache_dir, seed,
-                 opened: list[Loaded]) -> int:
+def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cache_dir, opened: list[Loaded]) -> int:
     from qclm.engine.remote import RowProblem
 
     loaded = None
@@ -227,7 +227,7 @@ def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cac
         handler.setFormatter(formatter())
         root.addHandler(handler)
         try:
-            df, metadata = score_cell(loaded, cell, run, seed)
+            df, metadata = score_cell(loaded, cell, run)
         except RowProblem as err:
             return _fail(_one_line(err), CREDENTIALS_EXIT)
         except _cell_errors() as err:
