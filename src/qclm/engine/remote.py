@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import itertools
 import os
 import random
 import threading
@@ -129,10 +130,22 @@ class ResponseCache:
             if self.directory is None:  # the callers keep nothing without a directory
                 raise RuntimeError("a response cache without a directory has no database")
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.directory / self.FILE, timeout=60, check_same_thread=False,
-                                       isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+            db = sqlite3.connect(self.directory / self.FILE, timeout=60, check_same_thread=False, isolation_level=None)
+            # two jobs opening a new file together: switching it to the write-ahead log and creating the table take
+            # locks that SQLite refuses at once, without waiting out the busy timeout, where they would deadlock
+            # ("database is locked"); the loser tries again
+            deadline = time.monotonic() + 60
+            for attempt in itertools.count(1):
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+                    break
+                except sqlite3.OperationalError as err:
+                    if "locked" not in str(err) or time.monotonic() > deadline:
+                        db.close()
+                        raise
+                    time.sleep(min(1.0, 0.02 * attempt))
+            self._db = db
         return self._db
 
     def get(self, key: str) -> dict | None:
