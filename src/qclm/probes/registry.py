@@ -318,7 +318,8 @@ def with_kind_sections(schema: dict, kinds: Any = None) -> dict:
     """A copy of a config schema (the shared sections, or a file given to ``qclm validate --schema``) with the
     sections probe kinds bring (:attr:`qclm.probes.base.ProbeKind.config_schema`; the Likert kind's ``templates``):
     those of ``kinds`` (classes), by default every registered kind that loads, in the kinds' order; a section the
-    schema or an earlier kind already has is not taken over (:func:`kind_problem` says so)."""
+    schema already has is not taken over (:func:`kind_problem` refuses a kind that names a shared one), and one two
+    kinds bring is the earlier kind's."""
     from qclm.inputs import shared_defs
 
     out = copy.deepcopy(schema)
