@@ -150,10 +150,9 @@ def test_bad_intervention_settings_are_named_by_file_and_key(tmp_path):
     # a quantized row is fine-tuned with QLoRA (method auto or lora), never in full
     assert not any("column quantization" in line for line in _config(tmp_path, {"d": {"corpus": good}}, table))
     lines = _config(tmp_path, {"d": {"corpus": good, "method": "full"}}, table)
-    assert f"{tmp_path / 'models.tsv'}: line 3 (model big): column quantization: nf4: the interventions of run.yaml " \
-        "asks for method full, and a quantized model's weights cannot be fine-tuned in full: its LoRA adapters " \
-        "train on the quantized weights (QLoRA); set method to lora or auto, or leave quantization empty" in lines, \
-        lines
+    assert f"{tmp_path / 'models.tsv'}: line 3 (model big): column quantization: nf4: method full, asked by the " \
+        "interventions of run.yaml, cannot train a quantized model's weights: its LoRA adapters train on the " \
+        "quantized weights (QLoRA); set method to lora or auto, or leave quantization empty" in lines, lines
     table = ("name\tsource\trevision\tparams_b\ttype\tfamily\tdtype\thead\n"
              "nli\torg/nli\t\t0.4\tbase\tx\tfloat32\tnli\n")
     lines = _config(tmp_path, {"d": {"corpus": good}}, table)

@@ -117,9 +117,9 @@ def model_problems(spec: ModelSpec, what: str, methods: tuple[str, ...] = ("auto
     CUDA)."""
     out = []
     if spec.quantization and "full" in methods:
-        out.append(("quantization", f"{spec.quantization}: {what} asks for method full, and a quantized model's "
-                    "weights cannot be fine-tuned in full: its LoRA adapters train on the quantized weights "
-                    "(QLoRA); set method to lora or auto, or leave quantization empty"))
+        out.append(("quantization", f"{spec.quantization}: method full, asked by {what}, cannot train a quantized "
+                    "model's weights: its LoRA adapters train on the quantized weights (QLoRA); set method to lora "
+                    "or auto, or leave quantization empty"))
     if spec.head:
         out.append(("head", f"{spec.head}: a sequence classifier has no language-model head to fine-tune with the "
                     f"causal-LM loss of {what}; fine-tune a causal LM"))
