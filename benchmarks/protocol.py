@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             cell = CellSpec(instance.id, instance.kind, condition, cls.scoring_settings(settings_), files, stimuli,
                             cls.version, cls.scoring_config(config))
             t0 = time.perf_counter()
-            df, meta = score_cell(loaded, cell, protocol, engine["seed"])
+            df, meta = score_cell(loaded, cell, protocol)
             seconds = time.perf_counter() - t0
             total += seconds
             cells.append({"probe": instance.id, "condition": condition, "seconds": round(seconds, 2),

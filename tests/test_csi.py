@@ -638,12 +638,13 @@ def test_render_shows_the_lists_the_scoring_job_scores_under_the_run_seed(tmp_pa
              for block in out.getvalue().split("### request")[1:])
     shown = [list(words) for words in steps]
 
-    _, _, loaded = tiny(tiny_llama_dir)
+    # the job's model under the run's engine settings: the seed reaches the kind from there
+    _, _, loaded = tiny(tiny_llama_dir, settings.section(config, "engine"))
     cls = CSIProbe
     instance = Instance("csi", "csi", {**cls.defaults(), **csi})
     cell = CellSpec("csi", "csi", "vanilla", cls.scoring_settings(instance.settings), tuple(cls(instance).files()),
                     (), cls.version, cls.scoring_config(config))
-    raw, _ = score_cell(loaded, cell, ContextSettings.from_config(config), settings.section(config, "engine")["seed"])
+    raw, _ = score_cell(loaded, cell, ContextSettings.from_config(config))
     raw = raw.sort_values(["repetition", "list_index", "position"])
     scored = [list(g["word"]) for _, g in raw.groupby(["repetition", "list_index"], sort=True)]
     assert len(scored) == 4 and shown == scored
