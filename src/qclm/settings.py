@@ -48,9 +48,15 @@ def _properties(section: str | None) -> dict:
     return schema["properties"] if section is None else schema["properties"][section].get("properties", {})
 
 
+def defaults_of(schema: dict) -> dict[str, Any]:
+    """The defaults a JSON Schema of a mapping declares for its keys (copies: a caller may change them), the one
+    reading of them (the config's sections, a kind's settings and sections, an intervention's)."""
+    return {k: copy.deepcopy(v["default"]) for k, v in schema.get("properties", {}).items() if "default" in v}
+
+
 def defaults(section: str | None = None) -> dict[str, Any]:
     """The defaults of a section's keys (``None``: the top-level keys), as the schema declares them."""
-    return {k: copy.deepcopy(v["default"]) for k, v in _properties(section).items() if "default" in v}
+    return defaults_of(config_schema() if section is None else config_schema()["properties"][section])
 
 
 def allowed(section: str, key: str) -> tuple:
@@ -60,12 +66,13 @@ def allowed(section: str, key: str) -> tuple:
     return tuple(values)
 
 
-def section(config: dict, name: str) -> dict[str, Any]:
-    """A config section with the schema's defaults filled in (the section as given wins)."""
+def section(config: dict, name: str, schema: dict | None = None) -> dict[str, Any]:
+    """A config section with the schema's defaults filled in (the section as given wins); ``schema``: the section's
+    own where it is not a shared one (a kind's: :meth:`qclm.probes.base.ProbeKind.section`)."""
     given = config.get(name)
     if not isinstance(given, dict):
         given = {}
-    return {**defaults(name), **given}
+    return {**(defaults(name) if schema is None else defaults_of(schema)), **given}
 
 
 def value(config: dict, key: str) -> Any:

@@ -5,7 +5,6 @@ from them.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -80,7 +79,7 @@ def section(config: dict) -> dict[str, Any]:
     from qclm import interventions
 
     given = config.get(SECTION) or {}
-    out = {k: copy.deepcopy(v["default"]) for k, v in _schema()["properties"].items() if "default" in v}
+    out = settings.defaults_of(_schema())
     out.update({k: v for k, v in given.items() if k != "training"})
     out["training"] = {**interventions.defaults(), **out["training"], **(given.get("training") or {})}
     return out

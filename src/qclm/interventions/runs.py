@@ -34,7 +34,7 @@ LOSSES = tuple(_schema()["properties"]["loss"]["enum"])
 
 def defaults() -> dict[str, Any]:
     """The schema's defaults of an intervention's settings (the one home of them)."""
-    return {k: v["default"] for k, v in _schema()["properties"].items() if "default" in v}
+    return settings.defaults_of(_schema())
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ Nothing here imports torch: the workflow builds its DAG, and the CPU stages run,
 from __future__ import annotations
 
 import argparse
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -392,12 +391,7 @@ class ProbeKind:
         merge, has them too), else from the config schema's."""
         from qclm import settings
 
-        if name not in cls.config_schema:
-            return settings.section(config, name)
-        given = config.get(name)
-        given = given if isinstance(given, dict) else {}
-        own = cls.config_schema[name].get("properties", {})
-        return {**{k: copy.deepcopy(v["default"]) for k, v in own.items() if "default" in v}, **given}
+        return settings.section(config, name, cls.config_schema.get(name))
 
     @classmethod
     def scoring_config(cls, config: dict) -> dict[str, Any]:
@@ -421,9 +415,9 @@ class ProbeKind:
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        import copy
+        from qclm import settings
 
-        return {k: copy.deepcopy(v["default"]) for k, v in cls.schema.get("properties", {}).items() if "default" in v}
+        return settings.defaults_of(cls.schema)
 
 
 def construct_terms(items) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -42,6 +42,7 @@ from qclm.probes.survey.material import (
     user_message,
 )
 from qclm.probes.survey.outputs import OUTPUTS
+from qclm.settings import defaults_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,7 +63,7 @@ GENERATION: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
-GENERATION["default"] = {k: v["default"] for k, v in GENERATION["properties"].items()}
+GENERATION["default"] = defaults_of(GENERATION)
 
 #: the raw table: one row per generation (record ``response``) and per option of each forced choice (``option``;
 #: ``answer``: which of :data:`~qclm.probes.survey.material.FORCED_CHOICES`)
