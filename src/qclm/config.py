@@ -103,7 +103,9 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
         schema = _load_schema(schema)
     except InputError as err:
         return err.problems
-    schema = probes.with_kind_sections(schema, _module_kinds(config))
+    module_kinds = _module_kinds(config)
+    if module_kinds:  # (the registered kinds' sections are in the schema: no copy for most configs)
+        schema = probes.with_kind_sections(schema, module_kinds)
     stimuli = typed_field(config, "stimuli", dict, {})
     unknown_keys = [k for k in stimuli if k not in STIMULUS_SETTINGS + SHORTHAND_CLASSES]
     for f, loc, msg in schema_problems(config, schema, cf, {}):

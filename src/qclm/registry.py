@@ -108,8 +108,3 @@ class Registry(Mapping[str, str]):
                 raise KeyError(f"unknown {self.what} {name!r}: one of {', '.join(self)}")
             self._loaded[name] = resolve(self[name], f"{self.what} {name}:")
         return self._loaded[name]
-
-    def forget(self) -> None:
-        """Read the entry points and import the references again on next use (a package installed meanwhile)."""
-        self._all = None if self.group else dict(self._builtin)
-        self._loaded.clear()

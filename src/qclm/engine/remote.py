@@ -26,9 +26,9 @@ No torch.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
-import itertools
 import os
 import random
 import threading
