@@ -20,6 +20,7 @@ Config::
 from __future__ import annotations
 
 import argparse
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from qclm import settings
@@ -82,15 +83,10 @@ class EntailmentProbe(ProbeKind):
                     "silhouette": "entailment_silhouette.csv"}
     item_table = "items"
 
-    def __init__(self, instance):
-        super().__init__(instance)
-        self._inst: EntailmentInstrument | None = None
-
-    @property
+    @cached_property
     def material(self) -> EntailmentInstrument:
-        if self._inst is None:
-            self._inst = load_entailment(self.settings["instrument"])
-        return self._inst
+        """The instance's entailment instrument, read on first use."""
+        return load_entailment(self.settings["instrument"])
 
     def problems(self) -> list[Problem]:
         try:

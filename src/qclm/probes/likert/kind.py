@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from qclm import settings
@@ -148,15 +149,10 @@ class LikertProbe(ProbeKind):
     shorthand = "questionnaires"
     commands = {"analyze": "qclm.probes.likert.command"}
 
-    def __init__(self, instance):
-        super().__init__(instance)
-        self._q: Questionnaire | None = None
-
-    @property
+    @cached_property
     def questionnaire(self) -> Questionnaire:
-        if self._q is None:
-            self._q = load_questionnaire(self.settings["questionnaire"])
-        return self._q
+        """The instance's questionnaire, read on first use."""
+        return load_questionnaire(self.settings["questionnaire"])
 
     def problems(self) -> list[Problem]:
         try:

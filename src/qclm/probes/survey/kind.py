@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -133,17 +134,11 @@ class SurveyProbe(ProbeKind):
     #: the Likert item scores of the same instrument, where the run has the Likert kind
     optional_tables = {"likert_items": ("likert", "items")}
 
-    def __init__(self, instance):
-        super().__init__(instance)
-        self._instrument: Instrument | None = None
-
-    @property
+    @cached_property
     def instrument(self) -> Instrument:
-        if self._instrument is None:
-            self._instrument = load_survey_instrument(self.settings["instrument"], self.instance.source,
-                                                      f"{self.instance.where}.instrument" if self.instance.where
-                                                      else "")
-        return self._instrument
+        """The instance's survey instrument, read on first use."""
+        return load_survey_instrument(self.settings["instrument"], self.instance.source,
+                                      f"{self.instance.where}.instrument" if self.instance.where else "")
 
     @classmethod
     def scoring_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
