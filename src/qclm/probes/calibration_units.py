@@ -66,3 +66,12 @@ def item_shift_units_both_forms(tables, probe_of: dict[str, str], planted: set[s
                             on=["questionnaire", "template"], how="left")
     return pd.concat([own, item_shift_units(items, probe_of, planted, direction, f"score_shift_{other}")],
                      ignore_index=True)
+
+
+def kind_item_units(kind: str, tables, plant, config: dict, instances: dict) -> pd.DataFrame:
+    """The calibration units of a kind whose per-item scores are the measure (its ``units``): the item shifts of
+    every instance of the kind (:func:`item_shift_units_both_forms`; the tables name an instance's instrument by
+    the instance's id), planted where the plant reads the instance, signed by the plant's pole."""
+    ids = [i for i, inst in instances.items() if inst.kind == kind]
+    direction = 1 if plant.settings.get("pole", "plus") == "plus" else -1
+    return item_shift_units_both_forms(tables, {i: i for i in ids}, set(plant.probes), direction, config)

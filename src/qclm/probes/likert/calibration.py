@@ -46,8 +46,7 @@ MATERIALS = (PROMPTS, STATEMENTS)
 
 
 def units(tables, plant, config, instances):
-    from qclm.probes.calibration_units import item_shift_units_both_forms
+    """The Likert kind's calibration units (:func:`qclm.probes.calibration_units.kind_item_units`)."""
+    from qclm.probes.calibration_units import kind_item_units
 
-    ids = [i for i, inst in instances.items() if inst.kind == "likert"]
-    direction = 1 if plant.settings.get("pole", "plus") == "plus" else -1
-    return item_shift_units_both_forms(tables, {i: i for i in ids}, set(plant.probes), direction, config)
+    return kind_item_units("likert", tables, plant, config, instances)
