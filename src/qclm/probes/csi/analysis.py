@@ -202,6 +202,22 @@ def _fmt(x, digits: int = 2) -> str:
     return "-" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}f}"
 
 
+def _ci(x, low, high, digits: int = 2) -> str:
+    """An estimate with its CI, as the overview writes one: ``x [low, high]``."""
+    return f"{_fmt(x, digits)} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+
+
+def _yes(flag) -> str:
+    """A flag (underpowered) as the overview's tables write it."""
+    return "yes" if flag else "no"
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[str]) -> list[str]:
+    """The lines of one of the overview's tables after the first: its title, the header of ``columns``, the
+    rows."""
+    return ["", title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows]
+
+
 def overview(scores: pd.DataFrame, validity: pd.DataFrame, contrasts: pd.DataFrame, story: pd.DataFrame,
              state_trait: pd.DataFrame) -> str:
     """The CSI section of the report's overview (Markdown)."""
@@ -234,31 +250,27 @@ def overview(scores: pd.DataFrame, validity: pd.DataFrame, contrasts: pd.DataFra
                      f"({_fmt(r.consistency_random, 3)}) | {vs_chance} | {repeat} | {_fmt(r.reluctancy)} | "
                      f"{_fmt(r.valence_auc)} | {verdict} |")
     if not contrasts.empty:
-        lines += ["", "Condition shifts, paired over words (first minus second; bias in nats):", "",
-                  "| model | probe | contrast | bias diff | O diff | P diff | p (Holm) | underpowered |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in contrasts.itertuples(index=False):
-            lines.append(f"| {r.model} | {r.probe} | {r.contrast} | {_fmt(r.bias_diff, 3)} "
-                         f"[{_fmt(r.bias_diff_ci_low, 3)}, {_fmt(r.bias_diff_ci_high, 3)}] | {_fmt(r.O_diff)} | "
-                         f"{_fmt(r.P_diff)} | "
-                         f"{_fmt(r.p_holm, 3)} | {'yes' if r.underpowered else 'no'} |")
+        lines += _table("Condition shifts, paired over words (first minus second; bias in nats):",
+                        ("model", "probe", "contrast", "bias diff", "O diff", "P diff", "p (Holm)", "underpowered"),
+                        [f"| {r.model} | {r.probe} | {r.contrast} | "
+                         f"{_ci(r.bias_diff, r.bias_diff_ci_low, r.bias_diff_ci_high, 3)} | {_fmt(r.O_diff)} | "
+                         f"{_fmt(r.P_diff)} | {_fmt(r.p_holm, 3)} | {_yes(r.underpowered)} |"
+                         for r in contrasts.itertuples(index=False)])
     if not state_trait.empty:
-        lines += ["", "State or trait (words as subjects, stimuli as replications; eta2 of the condition):", "",
-                  "| model | contrast | eta2 condition [CI] | eta2 word | underpowered |", "|---|---|---|---|---|"]
-        for r in state_trait.itertuples(index=False):
-            lines.append(f"| {r.model} | {r.contrast} | {_fmt(r.eta2_condition, 3)} "
-                         f"[{_fmt(r.eta2_condition_ci_low, 3)}, {_fmt(r.eta2_condition_ci_high, 3)}] | "
-                         f"{_fmt(r.eta2_item, 3)} | "
-                         f"{'yes' if r.underpowered else 'no'} |")
+        lines += _table("State or trait (words as subjects, stimuli as replications; eta2 of the condition):",
+                        ("model", "contrast", "eta2 condition [CI]", "eta2 word", "underpowered"),
+                        [f"| {r.model} | {r.contrast} | "
+                         f"{_ci(r.eta2_condition, r.eta2_condition_ci_low, r.eta2_condition_ci_high, 3)} | "
+                         f"{_fmt(r.eta2_item, 3)} | {_yes(r.underpowered)} |"
+                         for r in state_trait.itertuples(index=False)])
     if not story.empty:
-        lines += ["", "Story test (instruct models): Spearman rho between k tragedy words of 5 and the model's "
-                  "1-10 tragedy rating (baseline 0):", "",
-                  "| model | stories | rating k=0 | rating k=5 | rho [CI] | p | underpowered |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in story.itertuples(index=False):
-            lines.append(f"| {r.model} | {r.n_stories} | {_fmt(r.rating_k0)} | {_fmt(r.rating_k5)} | "
-                         f"{_fmt(r.spearman_rho)} [{_fmt(r.rho_ci_low)}, {_fmt(r.rho_ci_high)}] | {_fmt(r.p, 3)} | "
-                         f"{'yes' if r.underpowered else 'no'} |")
+        lines += _table("Story test (instruct models): Spearman rho between k tragedy words of 5 and the model's "
+                        "1-10 tragedy rating (baseline 0):",
+                        ("model", "stories", "rating k=0", "rating k=5", "rho [CI]", "p", "underpowered"),
+                        [f"| {r.model} | {r.n_stories} | {_fmt(r.rating_k0)} | {_fmt(r.rating_k5)} | "
+                         f"{_ci(r.spearman_rho, r.rho_ci_low, r.rho_ci_high)} | {_fmt(r.p, 3)} | "
+                         f"{_yes(r.underpowered)} |"
+                         for r in story.itertuples(index=False)])
     lines += ["", "Figure: `csi.png`; tables: `csi_scores.csv`, `csi_validity.csv`, `csi_contrasts.csv`, "
               "`csi_story.csv`, `csi_state_trait.csv`.", "", null_note("CSI"), ""]
     return "\n".join(lines)
