@@ -18,6 +18,14 @@ SOURCE_LABELS = {"stimuli": "Stimuli", "model": "Model", "residual": "Residual"}
 CI_OFFSETS = {"stimuli": -0.12, "model": 0.12}  # the two CIs of a stacked bar side by side, not on one line
 CI_COLORS = {"stimuli": "#7A4F00", "model": "#1B4F72"}  # darker shades of the segment colours
 NEEDS_TWO_MODELS = "needs at least two models with scores under both conditions of a contrast"
+NEEDS_Z = "z-scores need at least two models"
+
+
+def _with_z(table: pd.DataFrame, column: str) -> tuple[pd.DataFrame, list, list[str]]:
+    """The rows of ``table`` with a z-score in ``column``, and their questionnaires and conditions in order: what
+    the z-score figures draw (no rows: fewer than two models, :data:`NEEDS_Z`)."""
+    data = table.dropna(subset=[column])
+    return data, list(pd.unique(data["questionnaire"])), conditions(data)
 
 
 # --------------------------------------------------------------------------- figure 3
@@ -25,11 +33,9 @@ NEEDS_TWO_MODELS = "needs at least two models with scores under both conditions 
 def condition_means(ctx, summary: pd.DataFrame):
     """Figure 3: mean z-score (+-95% bootstrap CI over models) per condition and questionnaire
     (``condition_summary``)."""
-    data = summary.dropna(subset=["mean_z"])
+    data, questionnaires, conds = _with_z(summary, "mean_z")
     if data.empty:
-        return "z-scores need at least two models"
-    questionnaires = list(pd.unique(data["questionnaire"]))
-    conds = conditions(data)
+        return NEEDS_Z
     style = questionnaire_style(questionnaires)
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.3))
     width = 0.5
@@ -59,11 +65,9 @@ def condition_means(ctx, summary: pd.DataFrame):
 def model_scores(ctx, summary: pd.DataFrame, zs: pd.DataFrame):
     """Figure 4: distribution of per-model z-scores per condition (``zscores``), one point per model, lines pair
     a model; a panel is marked where its questionnaire's ``condition_summary`` rows are underpowered."""
-    data = zs.dropna(subset=["z"])
+    data, questionnaires, conds = _with_z(zs, "z")
     if data.empty:
-        return "z-scores need at least two models"
-    questionnaires = list(pd.unique(data["questionnaire"]))
-    conds = conditions(data)
+        return NEEDS_Z
     colors = condition_colors(conds)
     rng = np.random.default_rng(ctx.seed)
     nq = len(questionnaires)
