@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, entry_label, entry_labels,
-                         identity, line_problem, load_schema, read_yaml, sha256_file, show, typed_field)
+from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, entry_label, identity,
+                         labelled_entries, line_problem, load_schema, read_yaml, sha256_file, show, typed_field)
 
 #: item wordings whose text is in the file
 WITH_WORDING = ("reproduced", "written")
@@ -136,11 +136,8 @@ def load_instrument(path: str | Path) -> Instrument:
     items: list[InstrumentItem] = []
     seen: dict[str, int] = {}
     raw = typed_field(data, "items", list, [])
-    for n, it in enumerate(raw):
-        if not isinstance(it, dict):
-            continue
-        where = entry_label("item", raw, n)
-        check_duplicate_id("item", raw, n, seen, str(path), problems)
+    for n, where, it in labelled_entries("item", raw):
+        check_duplicate_id("item", raw, n, seen, str(path), problems, where)
         text = typed_field(it, "text", str, "")
         dim = typed_field(it, "dimension", str, "")
         keyword = typed_field(it, "keyword", str, "")
@@ -195,7 +192,7 @@ def _from_questionnaire(path: Path, data: dict) -> Instrument:
 def _number_problems(items: list[InstrumentItem], raw: list, path: Path) -> list[Problem]:
     """Two items with one number (the file's ``number``, else its ordinal or position): the memorization probe
     asks for "item N" by it, so both would get the same recall prompt and one of them could never be right."""
-    labels = {it.get("id"): label for it, label in zip(raw, entry_labels("item", raw)) if isinstance(it, dict)}
+    labels = {it.get("id"): label for _, label, it in labelled_entries("item", raw)}
     first: dict[int, InstrumentItem] = {}
     problems: list[Problem] = []
     for item in items:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, entry_labels, identity,
-                         is_finite_number, line_problem, load_schema, read_yaml, show, typed_field)
+from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, identity, is_finite_number,
+                         labelled_entries, line_problem, load_schema, read_yaml, show, typed_field)
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -166,15 +166,10 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
 
     items = []
     seen_ids: dict[str, int] = {}
-    raw_items = data.get("items")
-    raw_items = raw_items if isinstance(raw_items, list) else []
-    item_labels = entry_labels("item", raw_items)
+    raw_items = typed_field(data, "items", list, [])
     wording = data.get("item_wording")
-    for n, it in enumerate(raw_items):
-        if not isinstance(it, dict):
-            continue
+    for n, where, it in labelled_entries("item", raw_items):
         ident = it.get("id")
-        where = item_labels[n]
         check_duplicate_id("item", raw_items, n, seen_ids, f, problems, where)
         problems.extend(_wording_problems(wording, it, f, where))
         templates = _item_templates(it, top_templates, path, where, problems)
@@ -200,15 +195,9 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
     seen_weights: dict[float, str] = {}
     seen_labels: dict[str, str] = {}
     seen_phrases: dict[str, str] = {}
-    scale = data.get("scale")
-    raw_levels = scale.get("levels") if isinstance(scale, dict) else None
-    raw_levels = raw_levels if isinstance(raw_levels, list) else []
-    level_labels = entry_labels("level", raw_levels)
-    for n, lv in enumerate(raw_levels):
-        if not isinstance(lv, dict):
-            continue
+    raw_levels = typed_field(typed_field(data, "scale", dict, {}), "levels", list, [])
+    for _, where, lv in labelled_entries("level", raw_levels):
         label = lv.get("label")
-        where = level_labels[n]
         if isinstance(label, str):
             problem = line_problem(label)
             if problem:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from qclm.experiment import VANILLA
 from qclm.errors import InputError
-from qclm.inputs import check_duplicate_id, document_problems, entry_labels, load_schema, read_yaml
+from qclm.inputs import check_duplicate_id, document_problems, labelled_entries, load_schema, read_yaml, typed_field
 
 VERSIONS = ("long", "brief")
 
@@ -57,14 +57,9 @@ def load_stimuli(path: str | Path, expected_class: str | None = None) -> Stimulu
         problems.append((f, "field class", f"is '{cls}' but the config uses this file for '{expected_class}'"))
     seen: dict[str, int] = {}
     stimuli = []
-    raw = data.get("stimuli")
-    raw = raw if isinstance(raw, list) else []
-    labels = entry_labels("stimulus", raw)
-    for n, s in enumerate(raw):
-        if not isinstance(s, dict):
-            continue
+    raw = typed_field(data, "stimuli", list, [])
+    for n, where, s in labelled_entries("stimulus", raw):
         ident = s.get("id")
-        where = labels[n]
         check_duplicate_id("stimulus", raw, n, seen, f, problems, where)
         for field in VERSIONS:
             text = s.get(field)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -56,6 +57,14 @@ def entry_label(kind: str, entries: list, idx: int) -> str:
     if idx >= len(entries):
         return f"{kind} #{idx + 1}"
     return entry_labels(kind, entries)[idx]
+
+
+def labelled_entries(kind: str, entries: list) -> Iterator[tuple[int, str, dict]]:
+    """The entries of a list a file gives (items, levels, stimuli) that are mappings, each as (its position, its
+    label from :func:`entry_labels`, the entry): how a loader walks them; an entry that is not a mapping is passed
+    over (the schema reports it)."""
+    labels = entry_labels(kind, entries)
+    return ((n, labels[n], entry) for n, entry in enumerate(entries) if isinstance(entry, dict))
 
 
 class Locations:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import check_duplicate_id, document_problems, entry_labels, load_schema, read_yaml, typed_field
+from qclm.inputs import (check_duplicate_id, document_problems, labelled_entries, load_schema, read_yaml,
+                         typed_field)
 from qclm.questionnaire import CTERM_SLOT, INTENSIFIER_SLOT, Level, cterm_problems, scale_levels
 
 #: the templates of an item and the slots they hold between them
@@ -147,9 +148,7 @@ def load_entailment(path: str | Path) -> EntailmentInstrument:
     items = []
     raw_items = typed_field(data, "items", list, [])
     seen: dict = {}
-    for n, (where, it) in enumerate(zip(entry_labels("item", raw_items), raw_items)):
-        if not isinstance(it, dict):
-            continue
+    for n, where, it in labelled_entries("item", raw_items):
         check_duplicate_id("item", raw_items, n, seen, f, problems, where)
         if data.get("item_wording") == "described" and "text" in it:
             problems.append((f, f"{where}: field text", "item_wording is described: the original wording is not "
