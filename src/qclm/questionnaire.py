@@ -75,21 +75,30 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class Questionnaire:
+class ScaledInstrument:
+    """What a file of items answered on a scale of levels holds whatever its kind (a questionnaire, an entailment
+    instrument): its id, name and scale, its items (each kind's own), where it was read, and its framing and
+    construct."""
+
     id: str
     name: str
     levels: tuple[Level, ...]
-    items: tuple[Item, ...]
+    items: tuple
     path: Path
     sha256: str
     framing: str | None = None
-    templates: tuple[str, ...] = (DEFAULT_TEMPLATE_ID,)  # template ids, the default first
     construct: str = ""
-    item_wording: str = ""
 
     @property
     def intensifiers(self) -> list[tuple[str, Level]]:
         return [(phrase, lvl) for lvl in self.levels for phrase in lvl.intensifiers]
+
+
+@dataclass(frozen=True)
+class Questionnaire(ScaledInstrument):
+    items: tuple[Item, ...]
+    templates: tuple[str, ...] = (DEFAULT_TEMPLATE_ID,)  # template ids, the default first
+    item_wording: str = ""
 
     def variants(self, item_ids: list[str] | None = None, templates: list[str] | None = None) -> list[Variant]:
         """All variants in file order: templates, then items, then S+ and S- cterms, then
@@ -184,7 +193,7 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
         raise InputError(problems)
     return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,
                          hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
-                         tuple(top_templates), data.get("construct", ""), data.get("item_wording", ""))
+                         data.get("construct", ""), tuple(top_templates), data.get("item_wording", ""))
 
 
 def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:

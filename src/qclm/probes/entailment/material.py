@@ -21,7 +21,7 @@ from pathlib import Path
 from qclm.errors import InputError
 from qclm.inputs import (check_duplicate_id, document_problems, labelled_entries, load_schema, read_yaml,
                          typed_field)
-from qclm.questionnaire import CTERM_SLOT, INTENSIFIER_SLOT, Level, cterm_problems, scale_levels
+from qclm.questionnaire import CTERM_SLOT, INTENSIFIER_SLOT, ScaledInstrument, cterm_problems, scale_levels
 
 #: the templates of an item and the slots they hold between them
 TEMPLATES = ("premise", "hypothesis")
@@ -57,20 +57,9 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class EntailmentInstrument:
-    id: str
-    name: str
-    construct: str
-    levels: tuple[Level, ...]
+class EntailmentInstrument(ScaledInstrument):
     items: tuple[Item, ...]
-    path: Path
-    sha256: str
-    framing: str | None = None
     instrument: str = ""  # the Likert questionnaire it puts in entailment form, if any
-
-    @property
-    def intensifiers(self) -> list[tuple[str, Level]]:
-        return [(phrase, lvl) for lvl in self.levels for phrase in lvl.intensifiers]
 
     def variants(self, limit_items: int | None = None) -> list[Variant]:
         """Every variant of the first ``limit_items`` items (all by default), in file order: items, S+ then S-
@@ -184,6 +173,6 @@ def load_entailment(path: str | Path) -> EntailmentInstrument:
             items.append(Item(it["id"], premise, hypothesis, tuple(plus), tuple(minus), it.get("description", "")))
     if problems:
         raise InputError(problems)
-    return EntailmentInstrument(data["id"], data["name"], data.get("construct", ""), tuple(levels), tuple(items), path,
+    return EntailmentInstrument(data["id"], data["name"], tuple(levels), tuple(items), path,
                                 hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
-                                data.get("instrument", ""))
+                                data.get("construct", ""), data.get("instrument", ""))
