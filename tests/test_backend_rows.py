@@ -103,7 +103,11 @@ def test_request_kinds_follow_the_settings():
     assert capabilities.missing("openai", csi.request_kinds({"mode": "list", "story_test": True})) == ["choose_chain"]
     memo = probes.kind_class("memorization")
     assert memo.request_kinds({"tasks": ["recall"], "mode": "generate"}) == ("choose", "generate")
-    assert capabilities.missing("vllm", capabilities.REQUEST_KINDS) == []
+    assert capabilities.missing("vllm", capabilities.REQUEST_KINDS) == ["classify"]  # a causal LM has no head
+    entailment = probes.kind_class("entailment")
+    assert entailment.asks({}, "") == ("choose",) and entailment.asks({}, "nli") == ("classify",)
+    assert capabilities.missing("nli", entailment.asks({}, "nli")) == []
+    assert capabilities.missing("nli", entailment.asks({}, "")) == ["choose"]
 
 
 def test_a_missing_api_key_ends_the_job_with_one_line_and_exit_2(tmp_path, monkeypatch, capfd):

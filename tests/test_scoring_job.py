@@ -139,3 +139,58 @@ def test_the_progress_bar_has_the_cells_requests_as_its_total(tmp_path, tiny_lla
                            ContextSettings(limit_items=1, limit_stimuli=2), {"method": "auto"}, tmp_path / "models",
                            tmp_path / "cache") == 0
     assert len(seen) == 1 and seen[0].total == seen[0].n > 0 and out.exists()
+
+
+class _Recorder:
+    """A backend that answers every request with its own text and records each call (method, contexts of the
+    requests); ``per_context`` as a model in this process says it."""
+
+    def __init__(self, per_context: bool):
+        self.per_context = per_context
+        self.calls: list[tuple[str, tuple[str, ...]]] = []
+
+    def _answer(self, method, requests, describe=None, progress=None):
+        self.calls.append((method, tuple(r.context for r in requests)))
+        if progress:
+            progress(len(requests))
+        return [(method, r.context) for r in requests]
+
+    def loglikelihood(self, requests, describe=None, progress=None):
+        return self._answer("loglikelihood", requests, describe, progress)
+
+    def choose(self, requests, describe=None, progress=None):  # a backend's choose counts options: not passed
+        assert progress is None
+        return self._answer("choose", requests, describe)
+
+    def generate(self, requests, describe=None):
+        return self._answer("generate", requests, describe)
+
+
+@pytest.mark.parametrize("per_context", [False, True])
+def test_the_request_loop_sends_each_request_kind_of_a_cell_at_once_and_answers_in_order(per_context):
+    """The scoring job's loop (qclm.engine.asking), not the kinds, talks to the backend: one call per request kind
+    for the whole cell (a server keeps them all in flight), or per context and kind for a model in this process
+    (its shared prefix is then the context's stimulus); answers come back in the order asked, every request counted
+    once on the progress bar."""
+    from qclm.engine.asking import ask
+    from qclm.engine.requests import ChoiceRequest, GenerateRequest, LoglikRequest
+
+    requests, contexts = [], []
+    for c in ("a", "b"):
+        for make in (lambda t: LoglikRequest(t, " x"), lambda t: ChoiceRequest(t, (" y", " n")),
+                     lambda t: GenerateRequest(t, 0), lambda t: LoglikRequest(t + "2", " x")):
+            requests.append(make(c))
+            contexts.append(c)
+    backend, counted = _Recorder(per_context), []
+    answers = ask(backend, requests, contexts, lambda i: f"request {i}", counted.append)
+    assert [a[1] for a in answers] == [r.context for r in requests]
+    assert [a[0] for a in answers] == ["loglikelihood", "choose", "generate", "loglikelihood"] * 2
+    assert sum(counted) == len(requests)
+    if per_context:
+        assert backend.calls == [("loglikelihood", ("a", "a2")), ("choose", ("a",)), ("generate", ("a",)),
+                                 ("loglikelihood", ("b", "b2")), ("choose", ("b",)), ("generate", ("b",))]
+    else:
+        assert backend.calls == [("loglikelihood", ("a", "a2", "b", "b2")), ("choose", ("a", "b")),
+                                 ("generate", ("a", "b"))]
+    with pytest.raises(TypeError, match="str is not a request a backend answers"):
+        ask(backend, ["text"], ["a"], str)

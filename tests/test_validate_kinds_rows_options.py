@@ -65,20 +65,20 @@ BAD_KINDS = {
     "raises": ("raise RuntimeError('boom')\n", "cannot be imported: RuntimeError: boom"),
     "no_kind": ("X = 1\n", "does not define KIND, a subclass of qclm.probes.base.ProbeKind"),
     "abstract": ("from qclm.probes.base import ProbeKind\nKIND = ProbeKind\n",
-                 "KIND is the abstract base class ProbeKind, which does not implement requests and score"),
-    "no_score": ("from qclm.probes.base import ProbeKind\n"
+                 "KIND is the abstract base class ProbeKind, which does not implement requests and rows"),
+    "no_rows": ("from qclm.probes.base import ProbeKind\n"
                  "class K(ProbeKind):\n    name = 'k'\n    def requests(self, c, p, pr):\n        return []\nKIND = K\n",
-                 "KIND is K, which does not implement score"),
+                 "KIND is K, which does not implement rows"),
     "bad_schema": ("from qclm.probes.base import ProbeKind\n"
                    "class K(ProbeKind):\n    name = 'k'\n"
                    "    schema = {'type': 'object', 'properties': {'x': {'type': 'strng'}}}\n"
                    "    def requests(self, c, p, pr):\n        return []\n"
-                   "    def score(self, cell):\n        return None\nKIND = K\n",
+                   "    def rows(self, cell, answers):\n        return None\nKIND = K\n",
                    "KIND.schema, field properties.x.type: not a valid JSON Schema"),
     "schema_not_mapping": ("from qclm.probes.base import ProbeKind\n"
                            "class K(ProbeKind):\n    name = 'k'\n    schema = {'minProperties': 'two'}\n"
                            "    def requests(self, c, p, pr):\n        return []\n"
-                           "    def score(self, cell):\n        return None\nKIND = K\n",
+                           "    def rows(self, cell, answers):\n        return None\nKIND = K\n",
                            "KIND.schema, field minProperties: not a valid JSON Schema"),
 }
 

@@ -144,16 +144,12 @@ class YesNoProbe(ProbeKind):
                                 f"{q.path}: item {item.id}", f"item {item.id}"))
         return out
 
-    def score(self, cell):
-        rows = []
-        for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.asking)
-            results = cell.backend.choose([r.request for r in labelled], describe=lambda i: labelled[i].describe)
-            for item, res in zip(labelled, results):
-                rows.append({"model": cell.model, "probe": self.instance.id, "condition": cell.condition,
-                             "stimulus_id": ctx.stimulus_id, "item_id": item.key["item_id"],
-                             "logp_yes": res.option_logprobs[0], "logp_no": res.option_logprobs[1],
-                             "p_yes": res.probs[0]})
+    def rows(self, cell, answers):
+        """A kind only turns its answers into rows: the scoring job asked its requests (ProbeKind.score)."""
+        rows = [{"model": cell.model, "probe": self.instance.id, "condition": cell.condition,
+                 "stimulus_id": a.context.stimulus_id, "item_id": a.key["item_id"],
+                 "logp_yes": a.result.option_logprobs[0], "logp_no": a.result.option_logprobs[1],
+                 "p_yes": a.result.probs[0]} for a in answers]
         return pd.DataFrame(rows, columns=COLUMNS), {"options": list(self.settings["options"])}
 
     @classmethod

@@ -266,16 +266,19 @@ def _row_problems(config: dict, table: str | None, models: dict) -> list[Problem
                         f"{problem}; {'probe' if one else 'probes'} {', '.join(f'{i.id} ({i.kind})' for i in cannot)} "
                         f"would score it: give {'it' if one else 'them'} the models "
                         f"{'it scores' if one else 'they score'} (models: [...]) or leave the row out of the table"))
+        served = capabilities.backend_of(spec.backend, spec.head)
         for i in scoring:
-            lacking = capabilities.missing(spec.backend, probes.kind_class(i.kind).request_kinds(i.settings),
+            if i in cannot:  # its head, said above
+                continue
+            lacking = capabilities.missing(served, probes.kind_class(i.kind).asks(i.settings, spec.head),
                                            spec.logprobs)
             if lacking:
-                why = "; ".join(capabilities.why_not(spec.backend, k, spec.logprobs) for k in lacking)
+                why = "; ".join(capabilities.why_not(served, k, spec.logprobs) for k in lacking)
                 column = "logprobs" if spec.logprobs == 0 and not capabilities.missing(
-                    spec.backend, lacking) else "backend"
+                    served, lacking) else "backend"
                 out.append((table, f"line {spec.line} (model {spec.name}): column {column}",
                             f"probe {i.id} (kind {i.kind}) needs {', '.join(lacking)} requests, and backend "
-                            f"{spec.backend} cannot answer them ({why}): score this probe on another row "
+                            f"{served} cannot answer them ({why}): score this probe on another row "
                             "(models: [...]) or serve the model with vllm or locally"))
         if scoring and spec.backend == "openai" and spec.prompt_format == "chat" and placement == "prefix":
             out.append((table, f"line {spec.line} (model {spec.name}): column prompt_format",

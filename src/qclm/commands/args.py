@@ -156,11 +156,12 @@ def model_problem(cls, spec, instances) -> str | None:
     problem = probes.head_problem(cls, spec.head, spec.name)
     if problem:
         return problem
+    served = capabilities.backend_of(spec.backend, spec.head)
     lacking = list(dict.fromkeys(k for i in instances for k in capabilities.missing(
-        spec.backend, cls.request_kinds(i.settings), spec.logprobs)))
+        served, cls.asks(i.settings, spec.head), spec.logprobs)))
     if lacking:
-        return (f"model {spec.name} (backend {spec.backend}) cannot answer the {', '.join(lacking)} requests of "
-                f"probe kind {cls.name}: " + "; ".join(capabilities.why_not(spec.backend, k, spec.logprobs)
+        return (f"model {spec.name} (backend {served}) cannot answer the {', '.join(lacking)} requests of "
+                f"probe kind {cls.name}: " + "; ".join(capabilities.why_not(served, k, spec.logprobs)
                                                        for k in lacking))
     if cls.chat_only and spec.prompt_format == "raw":
         return (f"model {spec.name}: probe kind {cls.name} asks chat-format models only, and its prompt format is "

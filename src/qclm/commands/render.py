@@ -118,7 +118,7 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
     builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine, spec.system_prompt))
     kind = probes.probe(target.instance)
     sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition), classes_of(condition))]
-    asking = Asking.from_config(config, spec.name, spec.type, type(kind))  # as the scoring job asks: its seed
+    asking = Asking.from_config(config, spec.name, spec.type, type(kind), spec.head)  # as the job asks: its seed
     contexts = condition_contexts(condition, sets, asking.run)
     if stimulus is not None:
         contexts = [c for c in contexts if c.stimulus_id == stimulus]

@@ -13,11 +13,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from qclm.engine.capabilities import why_not
 from qclm.engine.scorers import make_scorer
 from qclm.settings import ENGINE, defaults
 from qclm.engine.requests import (
-    ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
-    LoglikResult, Request, choice_result, prompt_sha256, tokenize_requests,
+    ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, ClassifyRequest, ClassifyResult, GenerateRequest,
+    GenerateResult, LoglikRequest, LoglikResult, Request, choice_result, prompt_sha256, tokenize_requests,
 )
 
 log = logging.getLogger("qclm.engine")
@@ -50,7 +51,8 @@ class Backend(Protocol):
     their facts, :data:`qclm.engine.capabilities.FACTS`): :class:`LocalBackend`, :class:`qclm.engine.vllm.VllmBackend`
     (a vLLM server), :class:`qclm.engine.openai_api.OpenAIBackend` (an OpenAI-compatible API: generation and
     single-token forced choices only, qclm.engine.capabilities), :class:`qclm.engine.nli.NliBackend` (a sequence
-    classifier: it refuses every request kind; the entailment probe asks its ``classify``)."""
+    classifier: ``classify`` only, which the causal-LM backends do not have). The scoring job's request loop
+    (qclm.engine.asking) calls them; a probe kind does not."""
 
     #: the work done so far (the scoring job's provenance)
     stats: BackendStats
@@ -69,9 +71,16 @@ class Backend(Protocol):
     def generate(self, requests: Sequence[GenerateRequest], describe: Callable[[int], str] | None = None
                  ) -> list[GenerateResult]: ...
 
+    def classify(self, requests: Sequence[ClassifyRequest], describe: Callable[[int], str] | None = None,
+                 progress: Callable[[int], None] | None = None) -> list[ClassifyResult]: ...
+
 
 class LocalBackend:
     """The engine on a loaded model (``engine``: the run's engine settings, qclm.settings)."""
+
+    #: the common prefix of one call's requests is computed once (the stimulus, where a call is one context's): the
+    #: request loop sends one context's requests a call (qclm.engine.asking)
+    per_context = True
 
     def __init__(self, model, tokenizer, engine: dict):
         self.model = model
@@ -136,6 +145,10 @@ class LocalBackend:
             out.append(choice_result(logprobs[at:at + k], r.values, normalized=not unnormalized))
             at += k
         return out
+
+    def classify(self, requests: Sequence[ClassifyRequest], describe: Callable[[int], str] | None = None,
+                 progress: Callable[[int], None] | None = None) -> list[ClassifyResult]:
+        raise NotImplementedError(why_not("local", "classify"))
 
     # -- tree sessions: chains and generation ------------------------------------------------------------------------
     def _session_scorer(self):

@@ -5,7 +5,8 @@ both, before any job runs, and the scoring job loads each row through its backen
 
 Request kinds are the methods of :class:`qclm.engine.backend.Backend`: ``loglikelihood`` (log-probabilities of a
 given continuation: prompt log-probabilities), ``choose`` (a forced choice), ``choose_chain`` (forced choices in
-sequence) and ``generate``.
+sequence), ``generate``, and ``classify`` (a sequence classifier's labels for a premise and a hypothesis: the NLI
+head's only). qclm.engine.asking sends each request to the method of its kind.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-REQUEST_KINDS = ("loglikelihood", "choose", "choose_chain", "generate")
+REQUEST_KINDS = ("loglikelihood", "choose", "choose_chain", "generate", "classify")
+#: what a causal LM answers (every request kind but classify)
+CAUSAL = REQUEST_KINDS[:4]
+#: why a causal LM's backend answers no classify request
+NO_HEAD = ("a causal LM has no classification head: classify requests are a sequence classifier's (a row with "
+           "head nli)")
 
 
 @dataclass(frozen=True)
@@ -37,23 +43,31 @@ class BackendFacts:
 #: asks: docs/scaling.md, "Backends", and the backends' modules; an ``openai`` row's forced choices work where each
 #: option is one token among the API's top log-probabilities
 FACTS: dict[str, BackendFacts] = {
-    "local": BackendFacts(REQUEST_KINDS, "qclm.engine.backend:LocalBackend", "qclm.jobs.backends:load_in_process",
-                          takes=frozenset({"head"})),
-    "nli": BackendFacts((), "qclm.engine.nli:NliBackend", "qclm.jobs.backends:load_in_process", column=False,
-                        takes=frozenset({"head"})),
-    "vllm": BackendFacts(REQUEST_KINDS, "qclm.engine.vllm:VllmBackend", "qclm.jobs.backends:load_vllm",
-                         takes=frozenset({"server", "api_key_env", "gpus"})),
+    "local": BackendFacts(CAUSAL, "qclm.engine.backend:LocalBackend", "qclm.jobs.backends:load_in_process",
+                          takes=frozenset({"head"}), cannot={"classify": NO_HEAD}),
+    "nli": BackendFacts(("classify",), "qclm.engine.nli:NliBackend", "qclm.jobs.backends:load_in_process",
+                        column=False, takes=frozenset({"head"}),
+                        cannot={k: "a sequence classifier (head nli) answers classify requests only" for k in CAUSAL}),
+    "vllm": BackendFacts(CAUSAL, "qclm.engine.vllm:VllmBackend", "qclm.jobs.backends:load_vllm",
+                         takes=frozenset({"server", "api_key_env", "gpus"}), cannot={"classify": NO_HEAD}),
     "openai": BackendFacts(
         ("choose", "generate"), "qclm.engine.openai_api:OpenAIBackend", "qclm.jobs.backends:load_openai",
         takes=frozenset({"server", "api_key_env", "logprobs", "opening"}),
         cannot={"loglikelihood": "an OpenAI-compatible API returns no log-probabilities of a given continuation "
                                  "(no prompt log-probabilities)",
                 "choose_chain": "an OpenAI-compatible API cannot score chained forced choices (each step's options "
-                                "need their log-probabilities after the model's own earlier answers)"}),
+                                "need their log-probabilities after the model's own earlier answers)",
+                "classify": NO_HEAD}),
 }
 
 #: the model table's ``backend`` column (empty: local)
 BACKENDS = tuple(name for name, facts in FACTS.items() if facts.column)
+
+
+def backend_of(backend: str, head: str) -> str:
+    """The backend that serves a model-table row with these ``backend`` and ``head`` columns: the NLI head's
+    (``nli``), or its ``backend`` column's."""
+    return "nli" if head == "nli" else backend
 
 
 def takes(backend: str, column: str) -> bool:

@@ -110,6 +110,9 @@ class OpenAIBackend:
     def choose_chain(self, requests, describe=None):
         raise NotImplementedError(why_not("openai", "choose_chain"))
 
+    def classify(self, requests, describe=None, progress=None):
+        raise NotImplementedError(why_not("openai", "classify"))
+
     def _ask(self, contexts: Sequence[str], params: dict, chat_params: dict, describe, seeds=None) -> list[dict]:
         """Answers in order: plain prompts through completions, chat prompts through chat completions (those with
         an answer opening continued by the server or with it folded into the user message: :func:`sent_messages`)."""

@@ -1,6 +1,7 @@
 """Requests: what a probe asks a backend, as strings (log-likelihood, forced choice, chains of forced choices,
-generation) with their results, and the token requests the engine scores (token ids of a context and of a
-continuation, and how strings become them: the context/continuation boundary). No torch."""
+generation, and a sequence classifier's classification of a premise and a hypothesis) with their results, and the
+token requests the engine scores (token ids of a context and of a continuation, and how strings become them: the
+context/continuation boundary). No torch."""
 
 from __future__ import annotations
 
@@ -178,6 +179,39 @@ class GenerateRequest:
     context: str
     seed: int
     settings: GenerationSettings = GenerationSettings()
+
+
+@dataclass(frozen=True)
+class ClassifyRequest:
+    """A (premise, hypothesis) pair through a sequence classifier's head (a ``head: nli`` row,
+    :class:`qclm.engine.nli.NliBackend`)."""
+
+    premise: str
+    hypothesis: str
+
+
+#: the answers a classification reads, in the order of :attr:`ClassifyResult.answer_logprobs`, and the prefix of
+#: the head's label that gives each (case-insensitive: "ENTAILMENT", "entailment", "entails")
+CLASSIFY_ANSWERS = {"true": "entail", "false": "contradict", "neither": "neutral"}
+
+
+@dataclass(frozen=True)
+class ClassifyResult:
+    """A classification: the head's probabilities over its labels (softmax, float64), log P of the entailment,
+    contradiction and neutral labels (:data:`CLASSIFY_ANSWERS`' order; NaN for a label the head lacks), and which
+    label index gave each answer (None: the head has no such label)."""
+
+    probs: tuple[float, ...]
+    answer_logprobs: tuple[float, float, float]
+    labels: tuple[tuple[str, int | None], ...]
+
+    @property
+    def p_true(self) -> float:
+        """The probability of the entailment label (a head without one is refused when it loads)."""
+        index = dict(self.labels)["true"]
+        if index is None:
+            raise ValueError("the head has no entailment label")
+        return self.probs[index]
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from typing import IO, Any, cast
 
 import numpy as np
 
+from qclm.engine.capabilities import why_not
 from qclm.engine.remote import CompletionsClient, RemoteError, describe_part
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
@@ -412,6 +413,9 @@ class VllmBackend:
                 steps[i].append(result)
                 ids[i] = list(ctx) + list(chains[i].steps[s][1][result.argmax])
         return [ChainResult(tuple(r)) for r in steps]
+
+    def classify(self, requests, describe=None, progress=None):
+        raise NotImplementedError(why_not("vllm", "classify"))
 
     def generate(self, requests: Sequence[GenerateRequest], describe: Callable[[int], str] | None = None
                  ) -> list[GenerateResult]:

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from qclm.engine.capabilities import FACTS
+from qclm.engine.capabilities import FACTS, backend_of
 from qclm.models.checkpoints import checkpoint_provenance
 from qclm.models.table import ModelSpec
 from qclm.registry import resolve
@@ -23,8 +23,8 @@ from qclm.settings import ENGINE, defaults
 
 
 def backend_name(spec: ModelSpec) -> str:
-    """The backend that serves a model-table row: its head's (``nli``) or its ``backend`` column's."""
-    return "nli" if spec.head == "nli" else spec.backend
+    """The backend that serves a model-table row (:func:`qclm.engine.capabilities.backend_of`)."""
+    return backend_of(spec.backend, spec.head)
 
 
 def backend_class(name: str) -> type:

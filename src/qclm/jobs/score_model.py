@@ -111,7 +111,7 @@ def score_cell(loaded: Loaded, cell: CellSpec, run: ContextSettings) -> tuple[An
     client = getattr(loaded.backend, "client", None)
     usage_before = client.usage.as_dict() if client is not None else None
     tokens_before, t0 = stats.tokens_computed, time.perf_counter()
-    asking = Asking(spec.name, spec.type, int(loaded.engine["seed"]), run, cell.config)
+    asking = Asking(spec.name, spec.type, int(loaded.engine["seed"]), run, cell.config, spec.head)
     # the bar's total (its ETA): the requests the kind will send, as ``qclm render`` lists them (a kind counts its
     # progress in requests; CSI's story test adds a few of its own after them)
     total = sum(len(probe.requests(ctx, loaded.prompts, asking)) for ctx in contexts)

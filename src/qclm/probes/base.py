@@ -7,8 +7,10 @@ A **probe kind** (a subclass of :class:`ProbeKind`) declares
 - the **material** it reads (``files``, checked by ``problems`` at DAG time as ``FILE: LOCATION: PROBLEM``);
 - the **requests** it needs in one context, a condition x stimulus, asking one model under the run's seed and
   settings (``requests(context, prompts, asking)``, :class:`Asking`: log-likelihoods, forced choices, chains of
-  forced choices, generations, all built through the prompt builder), and how the backend's results become its
-  raw per-cell table (``score``, which asks the same requests: ``qclm render`` shows what is scored);
+  forced choices, generations, classifications, all built through the prompt builder), and how the answers become
+  its raw per-cell table (``rows``: ``qclm render`` shows what is scored). The scoring job asks: its request loop
+  (:meth:`ScoringCell.ask`, qclm.engine.asking) sends every context's requests to the backend, batched by request
+  kind, with the job's progress bar; a kind never calls the backend;
 - the CPU stages after scoring: per-cell tables (``cell_scores``), the tables across models and conditions
   (``collect``), and its analysis (``analyze``).
 
@@ -61,19 +63,21 @@ class Instance:
 class Asking:
     """Whom a kind's requests ask and under what: the model (its name in the model table; ``model_type``: its type,
     ``base`` or ``instruct``, for requests that only make sense for one type), the run seed (``engine.seed``: the
-    seeds of shuffles and generations derive from it), the run's context settings (``limit_items`` ...) and the
-    config sections the kind's scoring reads (:attr:`ProbeKind.scoring_sections`, :meth:`ProbeKind.scoring_config`).
-    The scoring job and ``qclm render`` build it the same way, so render shows what is scored."""
+    seeds of shuffles and generations derive from it), the run's context settings (``limit_items`` ...), the
+    config sections the kind's scoring reads (:attr:`ProbeKind.scoring_sections`, :meth:`ProbeKind.scoring_config`)
+    and the model's head (the model table's ``head``: ``nli`` for a sequence classifier, which answers classify
+    requests only). The scoring job and ``qclm render`` build it the same way, so render shows what is scored."""
 
     model: str = ""
     model_type: str = ""
     seed: int = 0
     run: ContextSettings = ContextSettings()
     config: dict[str, Any] = field(default_factory=dict, hash=False)
+    head: str = ""
 
     @classmethod
     def from_config(cls, config: dict, model: str = "", model_type: str = "",
-                    kind: type[ProbeKind] | None = None) -> Asking:
+                    kind: type[ProbeKind] | None = None, head: str = "") -> Asking:
         """How the scoring job asks ``model`` (its name and type) under a config: its run seed (``engine.seed``),
         its context settings and the sections ``kind``'s scoring reads (``qclm render`` builds it here; the scoring
         job, in the workflow and under ``qclm probe``, from the same values: the engine seed, ContextSettings and
@@ -81,13 +85,27 @@ class Asking:
         from qclm import settings
 
         return cls(model, model_type, settings.section(config, settings.ENGINE)["seed"],
-                   ContextSettings.from_config(config), kind.scoring_config(config) if kind else {})
+                   ContextSettings.from_config(config), kind.scoring_config(config) if kind else {}, head)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One request of a cell with its context and the backend's result (:meth:`ScoringCell.ask`)."""
+
+    context: Context
+    labelled: Labelled
+    result: Any
+
+    @property
+    def key(self) -> dict[str, Any]:
+        return self.labelled.key
 
 
 @dataclass
 class ScoringCell:
     """What a kind's :meth:`ProbeKind.score` works with: one condition and its contexts, asked of one model
-    (``asking``), the backend (the loaded model) and the prompt builder of the model's prompt format."""
+    (``asking``) through the scoring job's request loop (:meth:`ask`: the backend, the job's progress bar) and the
+    prompt builder of the model's prompt format."""
 
     condition: str
     contexts: list[Context]
@@ -99,6 +117,20 @@ class ScoringCell:
     @property
     def model(self) -> str:
         return self.asking.model
+
+    def ask(self, asked: list[tuple[Context, Labelled]]) -> list[Answer]:
+        """The answers of labelled requests, each of one of the cell's contexts, in their order: the job's request
+        loop (qclm.engine.asking) sends them to the backend, each request kind of the cell at once (one context at
+        a time for a model in this process), errors naming a request by its ``describe``."""
+        from qclm.engine.asking import ask
+
+        results = ask(self.backend, [r.request for _, r in asked], [id(c) for c, _ in asked],
+                      lambda i: asked[i][1].describe, self.progress)
+        return [Answer(c, r, result) for (c, r), result in zip(asked, results, strict=True)]
+
+    def answers(self, probe: ProbeKind) -> list[Answer]:
+        """The answers of every request ``probe`` asks in the cell's contexts (:meth:`ProbeKind.requests`)."""
+        return self.ask([(c, r) for c in self.contexts for r in probe.requests(c, self.prompts, self.asking)])
 
 
 @dataclass(frozen=True)
@@ -167,8 +199,8 @@ class CollectInput:
 
 class ProbeKind:
     """Base class of every probe kind; see the module docstring. Subclasses set the class attributes and implement
-    ``files``, ``requests`` and ``score``; the CPU stages have defaults (no per-cell tables; collect concatenates
-    the raw tables)."""
+    ``requests`` and ``rows`` (``files`` where their material is not named by ``file_keys``); the CPU stages have
+    defaults (no per-cell tables; collect concatenates the raw tables)."""
 
     #: the kind's name in configs (``kind: NAME``) and on the command line (``qclm probe NAME``)
     name: ClassVar[str] = ""
@@ -250,6 +282,9 @@ class ProbeKind:
     #: refuses an instance on a model-table row whose backend does not answer one of them (:meth:`request_kinds`
     #: narrows it by the instance's settings)
     needs: ClassVar[tuple[str, ...]] = ()
+    #: model head (:attr:`heads`) -> the request kinds the kind asks a model with that head instead (the entailment
+    #: kind asks a sequence classifier, ``nli``, to classify): :meth:`asks`
+    head_needs: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, instance: Instance):
         self.instance = instance
@@ -266,6 +301,13 @@ class ProbeKind:
         """The request kinds an instance with these settings (defaults filled in) asks; the kind's ``needs`` unless
         a setting narrows them."""
         return cls.needs
+
+    @classmethod
+    def asks(cls, settings: dict[str, Any], head: str = "") -> tuple[str, ...]:
+        """The request kinds an instance with these settings asks a model with this head (the model table's
+        ``head``): :attr:`head_needs`' where it names the head, else :meth:`request_kinds`. ``qclm validate`` and
+        ``qclm probe`` check them against the row's backend (qclm.engine.capabilities)."""
+        return cls.head_needs.get(head) or cls.request_kinds(settings)
 
     # -- declared material (DAG time; no torch) ----------------------------------------------------------------
     def files(self) -> list[str]:
@@ -296,8 +338,14 @@ class ProbeKind:
         raise NotImplementedError
 
     def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
-        """The raw table of one cell (every context of the condition; the requests of :meth:`requests` with
-        ``cell.asking``) and the kind's own provenance."""
+        """The raw table of one cell and the kind's own provenance: the answers of the requests of :meth:`requests`
+        in every context of the condition, asked through the job's request loop, made :meth:`rows`. A kind whose
+        later requests depend on earlier answers (CSI's story test) asks again with :meth:`ScoringCell.ask`."""
+        return self.rows(cell, cell.answers(self))
+
+    def rows(self, cell: ScoringCell, answers: list[Answer]) -> tuple[pd.DataFrame, dict]:
+        """The raw table of one cell from its answers (in the order :meth:`requests` gave them, context by
+        context) and the kind's own provenance."""
         raise NotImplementedError
 
     # -- CPU stages after scoring (no torch) -------------------------------------------------------------------

@@ -92,7 +92,7 @@ def kind_problem(cls: Any, name: str) -> str | None:
 
     if not (isinstance(cls, type) and issubclass(cls, ProbeKind)):
         return f"module {name} does not define KIND, a subclass of qclm.probes.base.ProbeKind"
-    missing = [m for m in ("requests", "score") if getattr(cls, m) is getattr(ProbeKind, m)]
+    missing = [m for m in ("requests", "rows") if getattr(cls, m) is getattr(ProbeKind, m)]
     if cls is ProbeKind or missing:
         what = "the abstract base class ProbeKind" if cls is ProbeKind else f"{cls.__name__}"
         return (f"module {name}: KIND is {what}, which does not implement {' and '.join(missing)}: define KIND as "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from qclm.errors import Problem
 from qclm.experiment import VANILLA
 from qclm.inputs import SAME_TEXT, identity, line_problem, show, size, text_problem
-from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.base import Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
 from qclm.probes.csi.outputs import OUTPUTS
@@ -208,37 +208,33 @@ class CSIProbe(ProbeKind):
     def _file(self, part: str) -> str:
         return self.settings["words" if part == "words" else "control"]
 
-    def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
+    def rows(self, cell: ScoringCell, answers: list[Answer]) -> tuple[pd.DataFrame, dict]:
+        """Per context, a row per word of each list (``list`` mode: each step of its chain; ``single``: each list's
+        one word, a repeated prompt's answer read once for each list that repeats it), then for instruct models
+        under vanilla the story test's rows (:mod:`qclm.probes.csi.story`, which asks the model again)."""
         import pandas as pd
 
         s = self.settings
         info = {part: {w.word: w for w in words} for part, words in self.parts()}
         frames, stories = [], []
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.asking)
-            describe = lambda i: labelled[i].describe  # noqa: E731
+            mine = [a for a in answers if a.context is ctx]
             rows = []
             if s["mode"] == "list":
-                chains = cell.backend.choose_chain([r.request for r in labelled], describe=describe)
-                for item, res in zip(labelled, chains):
-                    wl = item.key["list"]
-                    for position, (word, choice) in enumerate(zip(wl.words, res.steps), start=1):
+                for a in mine:
+                    wl = a.key["list"]
+                    for position, (word, choice) in enumerate(zip(wl.words, a.result.steps), start=1):
                         rows.append(self._row(cell, ctx, wl, position, word, choice, info))
-                    if cell.progress:
-                        cell.progress(1)  # a chain is one request (the progress bar counts requests)
             else:
-                results = cell.backend.choose([r.request for r in labelled], describe=describe)
-                by_prompt = {r.key["prompt_id"]: res for r, res in zip(labelled, results)}
+                by_prompt = {a.key["prompt_id"]: a.result for a in mine}
                 for wl in self.lists(cell.asking.seed):
                     rows.append(self._row(cell, ctx, wl, 1, wl.words[0], by_prompt[wl.prompt_id], info))
-                if cell.progress:
-                    cell.progress(len(results))
-            answers = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
-            frames.append(answers)
+            answered = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+            frames.append(answered)
             if s["story_test"] and cell.condition == VANILLA and _instruct(cell):
                 from qclm.probes.csi.story import story_test
 
-                stories.append(story_test(self, cell, ctx, answers))
+                stories.append(story_test(self, cell, ctx, answered))
         df = pd.concat(frames + stories, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
         df = df.reindex(columns=COLUMNS)
         own = {"csi_words_sha256": self.word_list("words").sha256,

@@ -1,7 +1,8 @@
 """The story test (issue 18, point 4b; the paper's, small): does the model's own tragedy list make its stories
 tragic? For instruct models, under vanilla, after the word lists are scored: for k = 0..5 and ``story_samples``
 samples each, a story generated from k words of the model's tragedy list and 5 - k of its comedy list, then rated
-by the model on a 1-10 tragedy scale as a forced choice over "1/10" ... "10/10" (the expected value under the
+by the model on a 1-10 tragedy scale (both asked through the scoring job's request loop, ``cell.ask``) as a
+forced choice over "1/10" ... "10/10" (the expected value under the
 options' probabilities). The analysis reports the Spearman correlation between k and the rating.
 
 The tragedy list: the words labelled with the second label in every repetition; where fewer than
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from qclm.engine.requests import GenerateRequest, GenerationSettings, derive_seed
+from qclm.probes.base import Labelled
 from qclm.probes.csi import prompts as P
 
 #: sampled stories: a little below temperature 1, so a small model stays on the task
@@ -62,17 +64,17 @@ def story_test(probe, cell, ctx, answers: pd.DataFrame) -> pd.DataFrame:
             plans.append((k, sample, [str(w) for w in words]))
     settings = GenerationSettings(max_new_tokens=s["story_tokens"], temperature=TEMPERATURE, top_p=TOP_P,
                                   stop=("\n\n",))
-    generated = cell.backend.generate(
-        [GenerateRequest(P.story_context(cell.prompts, ctx.lead, words),
-                         derive_seed(cell.asking.seed, cell.model, probe.instance.id, "story", k, sample), settings)
-         for k, sample, words in plans],
-        describe=lambda i: f"story test: k={plans[i][0]}, sample {plans[i][1]}")
-    ratings = cell.backend.choose([P.rating_request(cell.prompts, ctx.lead, g.text) for g in generated],
-                                  describe=lambda i: f"story test rating: k={plans[i][0]}, sample {plans[i][1]}")
+    generated = cell.ask([(ctx, Labelled({}, GenerateRequest(
+        P.story_context(cell.prompts, ctx.lead, words),
+        derive_seed(cell.asking.seed, cell.model, probe.instance.id, "story", k, sample), settings),
+        f"story test: k={k}, sample {sample}")) for k, sample, words in plans])
+    ratings = cell.ask([(ctx, Labelled({}, P.rating_request(cell.prompts, ctx.lead, g.result.text),
+                                       f"story test rating: k={k}, sample {sample}"))
+                        for (k, sample, _), g in zip(plans, generated)])
     rows = [{"model": cell.model, "probe": probe.instance.id, "condition": cell.condition,
              "stimulus_id": ctx.stimulus_id, "part": "story", "label_a": s["labels"][0], "label_b": s["labels"][1],
              "label_other": s["other"], "story_k": k, "story_sample": sample, "story_words": " ".join(words),
-             "story_pool": how, "story_text": g.text, "story_finish": g.finish_reason,
-             "rating_expected": r.expected, "rating_argmax": P.RATING_VALUES[r.argmax]}
+             "story_pool": how, "story_text": g.result.text, "story_finish": g.result.finish_reason,
+             "rating_expected": r.result.expected, "rating_argmax": P.RATING_VALUES[r.result.argmax]}
             for (k, sample, words), g, r in zip(plans, generated, ratings)]
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -54,6 +54,7 @@ def describe_variant(inst: EntailmentInstrument, v: Variant, stimulus_id: str) -
 class EntailmentProbe(ProbeKind):
     name = "entailment"
     needs = ("choose",)
+    head_needs = {"nli": ("classify",)}
     calibration = "qclm.probes.entailment.calibration:units"
     materials = "qclm.probes.entailment.calibration:MATERIALS"
     #: a causal LM, or a sequence classifier with an entailment label (qclm.engine.nli)
@@ -100,58 +101,49 @@ class EntailmentProbe(ProbeKind):
 
     # -- scoring ----------------------------------------------------------------------------------------------
     def requests(self, context, prompts, asking) -> list[Labelled]:
-        from qclm.engine.requests import ChoiceRequest
+        """A forced choice between the options after each variant's prompt (its form); of a sequence classifier
+        (``asking.head`` nli), the (stimulus + premise, hypothesis) pair classified instead."""
+        from qclm.engine.requests import ChoiceRequest, ClassifyRequest
 
         inst, form = self.material, FORMS[self.settings["form"]]
         options = tuple(prompts.continuation(o) for o in OPTIONS)
-        return [Labelled({"variant": v, "item_id": v.item_id},
-                         ChoiceRequest(prompts.context(context.lead, form.format(premise=v.premise,
-                                                                                 hypothesis=v.hypothesis)), options),
+
+        def request(v: Variant):
+            if asking.head == "nli":
+                return ClassifyRequest(context.lead + v.premise, v.hypothesis)
+            return ChoiceRequest(prompts.context(context.lead, form.format(premise=v.premise,
+                                                                           hypothesis=v.hypothesis)), options)
+
+        return [Labelled({"variant": v, "item_id": v.item_id}, request(v),
                          describe_variant(inst, v, context.stimulus_id),
                          f"item {v.item_id}, cterm {v.cterm!r} (S{v.polarity}), intensifier {v.intensifier!r} "
                          f"(level {v.level}, weight {v.weight:g})")
                 for v in inst.variants(asking.run.limit_items)]
 
-    def score(self, cell) -> tuple[pd.DataFrame, dict]:
+    def rows(self, cell, answers) -> tuple[pd.DataFrame, dict]:
+        """One row per variant: its options' log-probabilities and P(True) (p_raw); of a sequence classifier, the
+        log-probabilities of its entailment, contradiction and neutral labels and its entailment probability."""
         import pandas as pd
 
-        if getattr(cell.backend, "nli", False):
-            return self._score_nli(cell)
+        nli = cell.asking.head == "nli"
         rows = []
-        for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.asking)
-            results = cell.backend.choose([x.request for x in labelled], describe=lambda i, m=labelled: m[i].describe)
-            if cell.progress:
-                cell.progress(len(labelled))
-            for x, res in zip(labelled, results):
-                v: Variant = x.key["variant"]
-                rows.append((cell.model, self.instance.id, cell.condition, ctx.stimulus_id, self.settings["form"],
-                             v.item_id, v.cterm, v.polarity, v.intensifier, v.level, float(v.weight),
-                             *map(float, res.option_logprobs), float(res.probs[0])))
-        df = pd.DataFrame(rows, columns=COLUMNS)
+        for a in answers:
+            v: Variant = a.key["variant"]
+            res = a.result
+            scores = (*res.answer_logprobs, res.p_true) if nli else (*res.option_logprobs, res.probs[0])
+            rows.append((cell.model, self.instance.id, cell.condition, a.context.stimulus_id, self.settings["form"],
+                         v.item_id, v.cterm, v.polarity, v.intensifier, v.level, float(v.weight),
+                         *map(float, scores)))
         inst = self.material
-        return df, {"instrument": inst.id, "instrument_sha256": inst.sha256, "form": self.settings["form"],
-                    "prompt": FORMS[self.settings["form"]], "options": list(OPTIONS)}
-
-    def _score_nli(self, cell) -> tuple[pd.DataFrame, dict]:
-        """A model with an NLI head (qclm.engine.nli): each variant is a (stimulus + premise,
-        hypothesis) pair, p_raw the head's entailment probability."""
-        import pandas as pd
-
-        rows = []
-        inst = self.material
-        for ctx in cell.contexts:
-            variants = inst.variants(cell.asking.run.limit_items)
-            probs = cell.backend.classify([(ctx.lead + v.premise, v.hypothesis) for v in variants], cell.progress)
-            logs = cell.backend.log_answers(probs)
-            for v, lp, p in zip(variants, logs, probs[:, cell.backend.index["true"]]):
-                rows.append((cell.model, self.instance.id, cell.condition, ctx.stimulus_id, self.settings["form"],
-                             v.item_id, v.cterm, v.polarity, v.intensifier, v.level, float(v.weight), *map(float, lp),
-                             float(p)))
+        own = {"instrument": inst.id, "instrument_sha256": inst.sha256, "form": self.settings["form"]}
+        if not nli:
+            return pd.DataFrame(rows, columns=COLUMNS), {**own, "prompt": FORMS[self.settings["form"]],
+                                                         "options": list(OPTIONS)}
+        labels = dict(answers[0].result.labels) if answers else {}
         return pd.DataFrame(rows, columns=COLUMNS), {
-            "instrument": inst.id, "instrument_sha256": inst.sha256, "form": self.settings["form"], "head": "nli",
+            **own, "head": "nli",
             "prompt": "(premise, hypothesis) pairs through the sequence classifier; the form is not used",
-            "labels": {k: v for k, v in cell.backend.index.items()}}
+            "labels": labels}
 
     # -- CPU stages -------------------------------------------------------------------------------------------
     def cell_scores(self, raw: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:

@@ -23,7 +23,7 @@ from qclm import settings
 from qclm.contexts import Context, ContextSettings, condition_contexts
 from qclm.errors import InputError, Problem
 from qclm.probes.likert.sections import SECTIONS, TEMPLATE_DEFAULTS, TEMPLATES
-from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
+from qclm.probes.base import Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
 from qclm.probes.likert import LIKERT
 from qclm.probes.likert.outputs import OUTPUTS
 from qclm.questionnaire import Questionnaire, Variant, load_questionnaire
@@ -181,33 +181,30 @@ class LikertProbe(ProbeKind):
                          f"{v.intensifier!r} (level {v.level}, weight {v.weight:g})")
                 for v, t, c in zip(ictx.variants, texts, continuations)]
 
-    def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
+    def rows(self, cell: ScoringCell, answers: list[Answer]) -> tuple[pd.DataFrame, dict]:
+        """One row per scored token of every variant (the continuation's tokens, as the model's tokenizer names
+        them)."""
         import numpy as np
         import pandas as pd
 
         q = self.questionnaire
-        frames = []
-        for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.asking)
-            results = cell.backend.loglikelihood([r.request for r in labelled],
-                                                 describe=lambda i: labelled[i].describe, progress=cell.progress)
-            cols: dict[str, list] = {c: [] for c in COLUMNS}
-            tokenizer = cell.backend.tokenizer
-            for item, res in zip(labelled, results):
-                v: Variant = item.key["variant"]
-                n = len(res.token_ids)
-                for name, value in (("model", cell.model), ("questionnaire", q.id), ("condition", cell.condition),
-                                    ("stimulus_id", ctx.stimulus_id), ("template", v.template),
-                                    ("item_id", v.item_id), ("cterm", v.cterm), ("polarity", v.polarity),
-                                    ("intensifier", v.intensifier), ("level", v.level), ("weight", v.weight)):
-                    cols[name].extend([value] * n)
-                cols["token_index"].extend(range(n))
-                cols["token_id"].extend(res.token_ids)
-                cols["token"].extend(tokenizer.convert_ids_to_tokens(list(res.token_ids)))
-                cols["logprob"].extend(res.token_logprobs)
-            frames.append(pd.DataFrame(cols).astype({"token_index": "int32", "token_id": "int64",
-                                                      "weight": "float64", "logprob": "float64"}))
-        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+        cols: dict[str, list] = {c: [] for c in COLUMNS}
+        tokenizer = cell.backend.tokenizer
+        for answer in answers:
+            v: Variant = answer.key["variant"]
+            res = answer.result
+            n = len(res.token_ids)
+            for name, value in (("model", cell.model), ("questionnaire", q.id), ("condition", cell.condition),
+                                ("stimulus_id", answer.context.stimulus_id), ("template", v.template),
+                                ("item_id", v.item_id), ("cterm", v.cterm), ("polarity", v.polarity),
+                                ("intensifier", v.intensifier), ("level", v.level), ("weight", v.weight)):
+                cols[name].extend([value] * n)
+            cols["token_index"].extend(range(n))
+            cols["token_id"].extend(res.token_ids)
+            cols["token"].extend(tokenizer.convert_ids_to_tokens(list(res.token_ids)))
+            cols["logprob"].extend(res.token_logprobs)
+        df = pd.DataFrame(cols).astype({"token_index": "int32", "token_id": "int64", "weight": "float64",
+                                        "logprob": "float64"}) if cell.contexts else pd.DataFrame(columns=COLUMNS)
         assert np.isfinite(df["logprob"]).all()  # the backend raises naming the request first
         wordings = Wordings.from_config(cell.asking.config)
         return df, {"questionnaire": q.id, "questionnaire_sha256": q.sha256, "templates": list(q.templates),

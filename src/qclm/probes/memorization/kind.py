@@ -402,26 +402,19 @@ class MemorizationProbe(ProbeKind):
                 for inst in self.instruments() for t in self.settings["tasks"]
                 if (why := self.applicable(inst, t, chat))]
 
-    def score(self, cell) -> tuple[pd.DataFrame, dict]:
+    def rows(self, cell, answers) -> tuple[pd.DataFrame, dict]:
+        """The rows of every answer (:func:`_rows`), context by context, each context's log-likelihoods first, then
+        its forced choices, then its generations."""
         import pandas as pd
 
-        from qclm.engine.requests import ChoiceRequest, GenerateRequest, LoglikRequest
+        from qclm.engine.asking import method_of
 
-        rows: list[dict[str, Any]] = []
         base = {"model": cell.model, "probe": self.instance.id, "condition": cell.condition}
-        for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.asking)
-            common = {**base, "stimulus_id": ctx.stimulus_id}
-            for kind, call in ((LoglikRequest, cell.backend.loglikelihood), (ChoiceRequest, cell.backend.choose),
-                               (GenerateRequest, cell.backend.generate)):
-                mine = [x for x in labelled if isinstance(x.request, kind)]
-                if not mine:
-                    continue
-                results = call([x.request for x in mine], describe=lambda i, m=mine: m[i].describe)
-                if cell.progress:
-                    cell.progress(len(mine))
-                for x, res in zip(mine, results):
-                    rows.extend(_rows(common, x.key, res))
+        at = {id(c): k for k, c in enumerate(cell.contexts)}
+        order = {"loglikelihood": 0, "choose": 1, "generate": 2}
+        rows: list[dict[str, Any]] = []
+        for a in sorted(answers, key=lambda a: (at[id(a.context)], order[method_of(a.labelled.request)])):
+            rows.extend(_rows({**base, "stimulus_id": a.context.stimulus_id}, a.key, a.result))
         df = pd.DataFrame(rows, columns=COLUMNS)
         chat = cell.prompts.fmt.is_chat
         return df, {"tasks": list(self.settings["tasks"]), "mode": self.settings["mode"],

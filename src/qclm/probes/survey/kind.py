@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from qclm.contexts import Context, ContextSettings
 from qclm.errors import InputError, Problem
 from qclm.inputs import duplicate_problems, identity, size, text_problem
-from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.base import Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
     FORCED_CHOICES, OPENINGS, ORDERS, VARIANTS, dimension_of, display_options, load_survey_instrument,
     user_message,
@@ -235,30 +235,29 @@ class SurveyProbe(ProbeKind):
         return out
 
     def score(self, cell: ScoringCell) -> tuple[pd.DataFrame, dict]:
-        import pandas as pd
-
         if not cell.prompts.fmt.is_chat:
             raise InputError(f"model {cell.model}: probe {self.instance.id} (kind survey) asks chat-format models "
                              f"only, and this model's prompt format is {cell.prompts.fmt.kind}: set its model-table "
                              "column prompt_format to chat")
+        return super().score(cell)
+
+    def rows(self, cell: ScoringCell, answers: list[Answer]) -> tuple[pd.DataFrame, dict]:
+        """Per context, a response row per generation, then an option row per option of each forced choice (with
+        the hash of the prompt its generations saw)."""
+        import pandas as pd
+
         instrument = self.instrument
         rows: list[dict] = []
         hashes: dict[str, str] = {}
         for ctx in cell.contexts:
-            labelled = self.requests(ctx, cell.prompts, cell.asking)
-            choices = [r for r in labelled if r.key["request"] == "choice"]
-            gens = [r for r in labelled if r.key["request"] == "generate"]
-            generated = cell.backend.generate([r.request for r in gens], describe=lambda i: gens[i].describe)
-            if cell.progress:
-                cell.progress(len(gens))
-            chosen = cell.backend.choose([r.request for r in choices], describe=lambda i: choices[i].describe)
-            if cell.progress:
-                cell.progress(len(choices))
+            mine = [a for a in answers if a.context is ctx]
             base = {"model": cell.model, "probe": self.instance.id, "instrument": instrument.id,
                     "condition": cell.condition, "stimulus_id": ctx.stimulus_id}
             prompt_hash: dict[tuple, str] = {}
-            for r, g in zip(gens, generated):
-                k = r.key
+            for a in mine:
+                if a.key["request"] != "generate":
+                    continue
+                k, g = a.key, a.result
                 ident = (k["item_id"], k["variant"], k["persona"], k["order"])
                 prompt_hash[ident] = g.prompt_sha256
                 hashes["/".join(filter(None, (ctx.stimulus_id, *ident)))] = g.prompt_sha256
@@ -267,8 +266,10 @@ class SurveyProbe(ProbeKind):
                              "seed": k["seed"],
                              "repetition": k["repetition"], "request_seed": k["request_seed"], "raw_text": g.text,
                              "new_tokens": len(g.token_ids), "finish_reason": g.finish_reason})
-            for r, res in zip(choices, chosen):
-                k = r.key
+            for a in mine:
+                if a.key["request"] != "choice":
+                    continue
+                k, res = a.key, a.result
                 ident = (k["item_id"], k["variant"], k["persona"], k["order"])
                 for s, lp, tokens, p, pm in zip(k["shown"], res.option_logprobs, res.token_logprobs, res.probs,
                                                 res.probs_mean):
