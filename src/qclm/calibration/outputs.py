@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from qclm.analysis.registry import FIGURE, TABLE, Output, declare
+from qclm.analysis.registry import FIGURE, TABLE, Output, captions_beside, declare
 
 #: the owner's name: the analysis's section of the first page and its place in the report (last)
 PROBE = "calibration"
@@ -17,4 +15,4 @@ OUTPUTS = declare(PROBE, (
     Output("calibration_floor", TABLE, CATEGORY, f"{_A}:floor_output", uses=("calibration", "calibration_check")),
     Output("calibration", FIGURE, CATEGORY, f"{_A}:figure_calibration", table="calibration"),
     Output("calibration_check", FIGURE, CATEGORY, f"{_A}:figure_check", table="calibration_check"),
-), Path(__file__).resolve().parent / "report")
+), captions_beside(__file__))

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from qclm.analysis.registry import FIGURE, TABLE, Output, declare
+from qclm.analysis.registry import FIGURE, TABLE, Output, captions_beside, declare
 
 #: the owner's name: the analysis's section of the first page and its place in the report (after the kinds)
 PROBE = "interventions"
@@ -17,4 +15,4 @@ OUTPUTS = declare(PROBE, (
     Output("intervention_tests", TABLE, CATEGORY, f"{_A}:tests_output", uses=("intervention",)),
     Output("trait_map", TABLE, CATEGORY, f"{_A}:trait_map_output", uses=("intervention",)),
     Output("trait_map", FIGURE, CATEGORY, f"{_A}:figure_trait_map", table="trait_map"),
-), Path(__file__).resolve().parent / "report")
+), captions_beside(__file__))
