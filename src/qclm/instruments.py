@@ -35,12 +35,20 @@ WITH_WORDING = ("reproduced", "written")
 
 @dataclass(frozen=True)
 class Option:
+    """One option of an instrument's original response scale: its label as respondents read it ("Several days")
+    and the score the instrument gives it (before an item's reverse keying mirrors it)."""
+
     label: str
     score: float
 
 
 @dataclass(frozen=True)
 class InstrumentItem:
+    """One item as the memorization and survey kinds read it: its id and wording (none where the file gives none),
+    the dimension it belongs to, its most informative word (the cloze task's ``keyword``), its keying (``direct``,
+    or ``reverse``: its option scores mirrored), a description where the wording is not reproduced, and its number
+    in the published inventory."""
+
     id: str
     text: str  # "" where the file gives no wording
     dimension: str = ""
