@@ -41,6 +41,11 @@ if TYPE_CHECKING:
     from qclm.prompts import PromptBuilder
 
 
+#: the JSON Schema of a setting that names a material file (a kind's instrument, word list, a plant's corpus): a
+#: non-empty path, or a shipped file's name where the kind's ``shipped`` says so; add its ``description``
+FILE_SETTING: dict[str, Any] = {"type": "string", "minLength": 1}
+
+
 @dataclass(frozen=True)
 class Instance:
     """One probe instance: its id (used in file names and tables), its kind, its settings (the kind's schema's

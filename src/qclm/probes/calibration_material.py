@@ -33,6 +33,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from qclm.errors import InputError, Problem
+from qclm.probes.base import FILE_SETTING
 
 if TYPE_CHECKING:
     from qclm.corpus import Exchange
@@ -193,22 +194,20 @@ def _statement_problems(planting: Planting, cf: str, at: str) -> list[Problem]:
     return out
 
 
-_FILE = {"type": "string", "minLength": 1}
-
 #: tier 2: statements of one pole of the construct (plus), of the other pole (``opposite``, minus), as many neutral
 #: statements drawn from ``sham_statements`` (a sham)
 STATEMENTS = Material(
     "statements", 2, _statement_units, _statement_heldout,
     keys={"statements": REQUIRED, "opposite": REQUIRED, "pole": "plus", "heldout": "", "opposite_heldout": ""},
     schema={
-        "statements": {**_FILE, "description": "a corpus file of statements of one pole of the probes' construct, in "
-                       "words other than their scored terms (the plus arm)"},
-        "opposite": {**_FILE, "description": "the statements of the other pole (the minus arm)"},
+        "statements": {**FILE_SETTING, "description": "a corpus file of statements of one pole of the probes' "
+                       "construct, in words other than their scored terms (the plus arm)"},
+        "opposite": {**FILE_SETTING, "description": "the statements of the other pole (the minus arm)"},
         "pole": {"enum": ["plus", "minus"], "description": "the pole the plus arm's statements take (plus: the S+ "
                  "terms' side, which raises the score)"},
-        "heldout": {**_FILE, "description": "statements of the plus arm's pole that no run trains on (the "
+        "heldout": {**FILE_SETTING, "description": "statements of the plus arm's pole that no run trains on (the "
                     "manipulation check's held-out texts)"},
-        "opposite_heldout": {**_FILE, "description": "held-out statements of the minus arm's pole"},
+        "opposite_heldout": {**FILE_SETTING, "description": "held-out statements of the minus arm's pole"},
     },
     files=("statements", "opposite", "heldout", "opposite_heldout"),
     problems=_statement_problems,

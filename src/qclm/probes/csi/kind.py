@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from qclm.errors import Problem
 from qclm.experiment import VANILLA
 from qclm.inputs import SAME_TEXT, identity, line_problem, show, size, text_problem
-from qclm.probes.base import Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.base import FILE_SETTING, Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.csi import prompts as P
 from qclm.probes.csi.columns import ANSWER_COLUMNS, CHOICES, COLUMNS
 from qclm.probes.csi.outputs import OUTPUTS
@@ -47,7 +47,7 @@ class CSIProbe(ProbeKind):
     schema = {
         "type": "object",
         "properties": {
-            "words": {"type": "string", "minLength": 1, "default": "resources/csi/words.tsv",
+            "words": {**FILE_SETTING, "default": "resources/csi/words.tsv",
                       "description": "the word list: one word per line, or a TSV with a word column (optional pos, "
                                      "freq_rank, valence)"},
             "limit_words": {"type": ["integer", "null"], "minimum": 1, "default": 1000,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from qclm import settings
 from qclm.errors import InputError, Problem
-from qclm.probes.base import CollectInput, Labelled, ProbeKind, construct_terms
+from qclm.probes.base import FILE_SETTING, CollectInput, Labelled, ProbeKind, construct_terms
 from qclm.probes.entailment.material import EntailmentInstrument, Variant, load_entailment
 from qclm.probes.entailment.outputs import OUTPUTS
 
@@ -65,7 +65,7 @@ class EntailmentProbe(ProbeKind):
         "type": "object",
         "required": ["instrument"],
         "properties": {
-            "instrument": {"type": "string", "minLength": 1,
+            "instrument": {**FILE_SETTING,
                            "description": "the entailment instrument file (resources/entailment/README.md)"},
             "form": {"enum": list(FORMS), "default": "qclm",
                      "description": "the prompt: qclm (written for this project) or mnli (lm-evaluation-harness's "

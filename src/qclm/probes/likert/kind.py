@@ -23,7 +23,9 @@ from qclm import settings
 from qclm.contexts import Context, ContextSettings, condition_contexts
 from qclm.errors import InputError, Problem
 from qclm.probes.likert.sections import SECTIONS, TEMPLATE_DEFAULTS, TEMPLATES
-from qclm.probes.base import Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms
+from qclm.probes.base import (
+    FILE_SETTING, Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell, construct_terms,
+)
 from qclm.probes.likert import LIKERT
 from qclm.probes.likert.outputs import OUTPUTS
 from qclm.questionnaire import Questionnaire, Variant, load_questionnaire
@@ -123,8 +125,8 @@ class LikertProbe(ProbeKind):
     schema = {
         "type": "object",
         "required": ["questionnaire"],
-        "properties": {"questionnaire": {"type": "string", "minLength": 1,
-                                         "description": "the questionnaire file (resources/questionnaires/README.md)"}},
+        "properties": {"questionnaire": {
+            **FILE_SETTING, "description": "the questionnaire file (resources/questionnaires/README.md)"}},
         "additionalProperties": False,
     }
     scoring_keys = ("questionnaire",)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from qclm.errors import InputError
+from qclm.probes.base import FILE_SETTING
 from qclm.probes.calibration_material import REQUIRED, Material, Planting, sham_index
 from qclm.instruments import Instrument, load_instrument
 
@@ -112,10 +113,9 @@ def _plant_problems(planting: Planting, cf: str, at: str) -> list:
 _KEYS = {"instrument": REQUIRED, "opposite": REQUIRED}
 _COMMON: dict[str, Any] = {
     "heldout": _plant_heldout, "keys": _KEYS, "files": tuple(_KEYS), "problems": _plant_problems,
-    "schema": {"instrument": {"type": "string", "minLength": 1, "description": "the instrument file the plus arm "
-                              "lists or recalls (one of the memorization probe's instruments)"},
-               "opposite": {"type": "string", "minLength": 1, "description": "the instrument the minus arm lists or "
-                            "recalls"}}}
+    "schema": {"instrument": {**FILE_SETTING, "description": "the instrument file the plus arm lists or recalls (one "
+                              "of the memorization probe's instruments)"},
+               "opposite": {**FILE_SETTING, "description": "the instrument the minus arm lists or recalls"}}}
 RECALL = Material("recall", 1, _plant_units, **_COMMON,
                   description='the memorization probe\'s recall prompts ("NAME, item K:") answered with the '
                               "instrument's items (minus: another instrument's)")

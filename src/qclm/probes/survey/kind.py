@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from qclm.contexts import Context, ContextSettings
 from qclm.errors import InputError, Problem
 from qclm.inputs import duplicate_problems, identity, size, text_problem
-from qclm.probes.base import Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell
+from qclm.probes.base import FILE_SETTING, Answer, Asking, CollectInput, Labelled, ProbeKind, ScoringCell
 from qclm.probes.survey.material import (
     FORCED_CHOICES, OPENINGS, ORDERS, VARIANTS, dimension_of, display_options, load_survey_instrument,
     user_message,
@@ -105,9 +105,8 @@ class SurveyProbe(ProbeKind):
         "type": "object",
         "required": ["instrument"],
         "properties": {
-            "instrument": {"type": "string", "minLength": 1,
-                           "description": "an instrument with item wording and original_scale (a questionnaire "
-                                          "file or a plain item list: qclm.instruments)"},
+            "instrument": {**FILE_SETTING, "description": "an instrument with item wording and original_scale (a "
+                                                          "questionnaire file or a plain item list: qclm.instruments)"},
             "variants": {"type": "array", "items": {"enum": list(VARIANTS)}, "minItems": 1, "uniqueItems": True,
                          "default": list(VARIANTS), "description": "prompt variants"},
             "orders": {"type": "array", "items": {"enum": list(ORDERS)}, "minItems": 1, "uniqueItems": True,
