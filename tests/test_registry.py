@@ -54,3 +54,31 @@ def test_the_packages_registries_resolve_every_entry():
         assert isinstance(resolve(facts.backend), type) and callable(resolve(facts.loader)), name
     for name in COMMANDS:
         assert callable(COMMANDS.load(name)), name
+
+
+def test_a_kinds_shorthand_brings_its_config_section_and_may_not_take_a_shared_one(kind_module):
+    """The shared config schema names no kind: the ``questionnaires`` section is the Likert kind's shorthand's,
+    made from what the kind declares (qclm.probes.shorthand_schema), and validated as the shared sections are; a
+    module kind whose shorthand is a shared section, or that has no file key for it, is refused."""
+    import importlib
+
+    from qclm.probes import full_config_schema, kind_class, kind_problem, shorthand_schema
+    from qclm.settings import config_schema
+
+    likert = kind_class("likert")
+    assert "questionnaires" not in config_schema()["properties"]
+    assert full_config_schema()["properties"]["questionnaires"] == shorthand_schema(likert)
+    assert "the likert kind's instances" in shorthand_schema(likert)["description"]
+    head = "from qclm.probes.base import ProbeKind\nclass K(ProbeKind):\n    name = 'k'\n"
+    body = ("    def requests(self, c, p, a):\n        return []\n"
+            "    def rows(self, cell, answers):\n        return None\n")
+
+    def problem(extra: str) -> str | None:
+        name = kind_module(head + extra + body + "KIND = K\n")
+        return kind_problem(importlib.import_module(name).KIND, name)
+
+    assert problem("    shorthand = 'engine'\n    file_keys = ('f',)\n").endswith(
+        "KIND.shorthand: engine is a shared config section; name the kind's own")
+    assert problem("    shorthand = 'things'\n").endswith(
+        "KIND.shorthand needs a file key (KIND.file_keys), the setting its files give")
+    assert problem("    shorthand = 'things'\n    file_keys = ('f',)\n") is None

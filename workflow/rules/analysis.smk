@@ -157,8 +157,8 @@ if ANALYSIS_INTERVENTION_ITEMS:
         params:
             config={
                 key: config[key]
-                for key in ("stimuli", "conditions", "contrasts", "analysis", "interventions", "questionnaires",
-                            "probes")
+                for key in ("stimuli", "conditions", "contrasts", "analysis", "interventions",
+                            *probes.shorthands(), "probes")
                 if key in config
             },
             out=lambda wildcards, output: os.path.dirname(output.fragment),
@@ -187,7 +187,7 @@ if ANALYSIS_CALIBRATION_KINDS:
         params:
             config={
                 key: config[key]
-                for key in ("calibration", "questionnaires", "probes", "analysis", "conditions", "equations")
+                for key in ("calibration", *probes.shorthands(), "probes", "analysis", "conditions", "equations")
                 if key in config
             },
             out=lambda wildcards, output: os.path.dirname(output.fragment),

@@ -15,9 +15,10 @@ from qclm.probes.base import Instance, ProbeKind
 from qclm.probes.registry import (
     COMMON_KEYS, ENTRY_POINTS, KINDS, MODULE_PATH, UnknownKind, declared, full_config_schema, head_problem,
     instance_conditions, instances, kind_class, kind_problem, loaded, probe, problems, registered, runs_on, settings_of,
-    shorthands, with_kind_sections,
+    shorthand_schema, shorthands, with_kind_sections,
 )
 
 __all__ = ["COMMON_KEYS", "ENTRY_POINTS", "KINDS", "MODULE_PATH", "Instance", "ProbeKind", "UnknownKind", "declared",
            "full_config_schema", "head_problem", "instance_conditions", "instances", "kind_class", "kind_problem",
-           "loaded", "probe", "problems", "registered", "runs_on", "settings_of", "shorthands", "with_kind_sections"]
+           "loaded", "probe", "problems", "registered", "runs_on", "settings_of", "shorthand_schema",
+           "shorthands", "with_kind_sections"]

@@ -85,7 +85,7 @@ _CHECKED: dict[str, type[ProbeKind]] = {}
 def kind_problem(cls: Any, name: str) -> str | None:
     """What makes ``cls`` (the ``KIND`` of module ``name``) no probe kind, or None: not a subclass of
     :class:`~qclm.probes.base.ProbeKind`, the base class itself or a subclass that leaves ``requests`` or
-    ``score`` unimplemented (abstract: it would be accepted here and fail in every scoring job), a ``name`` that
+    ``rows`` unimplemented (abstract: it would be accepted here and fail in every scoring job), a ``name`` that
     is not a safe name (it names tables and options), or a ``schema`` that is not a valid JSON Schema of a
     mapping (its settings could not be checked)."""
     from qclm.inputs import safe_name_problem, schema_file_problems
@@ -119,6 +119,10 @@ def _sections_problem(cls: type[ProbeKind], name: str) -> str | None:
 
     if not isinstance(cls.config_schema, dict):
         return f"module {name}: KIND.config_schema must map section names to JSON Schemas"
+    if cls.shorthand and cls.shorthand in config_schema()["properties"]:
+        return f"module {name}: KIND.shorthand: {cls.shorthand} is a shared config section; name the kind's own"
+    if cls.shorthand and not cls.file_keys:
+        return f"module {name}: KIND.shorthand needs a file key (KIND.file_keys), the setting its files give"
     for section, fragment in cls.config_schema.items():
         if section in config_schema()["properties"]:
             return f"module {name}: KIND.config_schema: {section} is a shared config section; name the kind's own"
@@ -316,7 +320,8 @@ def full_config_schema() -> dict:
 
 def with_kind_sections(schema: dict, kinds: Any = None) -> dict:
     """A copy of a config schema (the shared sections, or a file given to ``qclm validate --schema``) with the
-    sections probe kinds bring (:attr:`qclm.probes.base.ProbeKind.config_schema`; the Likert kind's ``templates``):
+    sections probe kinds bring (:attr:`qclm.probes.base.ProbeKind.config_schema`; the Likert kind's ``templates``,
+    and its shorthand's, ``questionnaires``: :func:`shorthand_schema`):
     those of ``kinds`` (classes), by default every registered kind that loads, in the kinds' order; a section the
     schema already has is not taken over (:func:`kind_problem` refuses a kind that names a shared one), and one two
     kinds bring is the earlier kind's."""
@@ -325,6 +330,17 @@ def with_kind_sections(schema: dict, kinds: Any = None) -> dict:
     out = copy.deepcopy(schema)
     properties = out.setdefault("properties", {})
     for cls in loaded().values() if kinds is None else kinds:
+        if cls.shorthand:
+            properties.setdefault(cls.shorthand, shorthand_schema(cls))
         for name, fragment in cls.config_schema.items():
             properties.setdefault(name, shared_defs(copy.deepcopy(fragment)))
     return out
+
+
+def shorthand_schema(cls: type[ProbeKind]) -> dict:
+    """The config section of a kind's :attr:`~qclm.probes.base.ProbeKind.shorthand` (the Likert kind's
+    ``questionnaires``): instance id -> the file of its first file key, ids safe names (they name files)."""
+    return {"type": "object", "minProperties": 1, "propertyNames": {"$ref": "#/$defs/safe_name"},
+            "additionalProperties": {"type": "string", "minLength": 1},
+            "description": f"instance id -> {cls.file_keys[0]} file: the {cls.name} kind's instances (a shorthand for "
+                           f"probes entries with kind {cls.name}); ids share one namespace with the probes"}
