@@ -18,7 +18,7 @@ from qclm.commands import main
 from qclm.equations import questionnaire_scores
 from qclm.errors import InputError
 from qclm.probes.likert.analysis import analyze, constructs, library
-from qclm.probes.likert.analysis.inputs import load_instruments
+from qclm.probes.likert.analysis.score_tables import load_instruments
 from qclm.probes.likert.kind import LikertProbe
 from qclm.probes.likert.outputs import LIBRARY as LIBRARY_CATEGORY
 from qclm.questionnaire import INSTRUMENT_COLUMNS, instrument_rows

@@ -20,7 +20,7 @@ from conftest import ROOT
 from qclm import calibration as cal
 from qclm.calibration import analysis as A
 from qclm.calibration.corpora import check_sets, corpus_texts, planted_texts, units
-from qclm.config import validate_config
+from qclm.validation import validate_config
 from qclm.corpus import Exchange, load_corpus
 from qclm.errors import format_problems
 

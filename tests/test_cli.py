@@ -99,7 +99,7 @@ def test_the_memorization_decoy_has_one_default_for_the_config_and_the_command_l
     assert probes.settings_of(cls, {"kind": "memorization", "instruments": [gad7]})["decoy"] == default
     assert "decoy" not in cls.settings_from_args(_args(cls, ["--instrument", gad7]))
     cfg = write_workflow_config(tmp_path, {}, probes={"mem": {"kind": "memorization", "instruments": [gad7]}})
-    from qclm.config import validate_config
+    from qclm.validation import validate_config
 
     config = yaml.safe_load(cfg.read_text())
     assert not [p for p in validate_config(config, str(cfg)) if "probes" in p[1]]

@@ -20,7 +20,7 @@ from conftest import ROOT
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from qclm.config import validate_config
+from qclm.validation import validate_config
 from qclm.errors import InputError, format_problems
 from qclm.instruments import load_instrument
 from qclm.corpus import load_corpus

@@ -21,7 +21,7 @@ from qclm import commands
 from qclm.commands import main
 from qclm.errors import InputError
 from qclm.models import loading
-from qclm.probes.likert.analysis.inputs import load_instruments, load_item_scores
+from qclm.probes.likert.analysis.score_tables import load_instruments, load_item_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,11 +15,11 @@ import yaml
 from test_validate import HEADER, STIMULI, WORRY1, lines, make_config, write_yaml
 
 from qclm import inputs
-from qclm.config import validate_config_file
+from qclm.validation import validate_config_file
 from qclm.inputs import ALIAS_EXPANSION_LIMIT, MAX_PROBLEM_CHARS, read_yaml
 from qclm.inputs import messages
 from qclm.models.table import load_model_table
-from qclm.probes.likert.analysis.inputs import load_item_scores
+from qclm.probes.likert.analysis.score_tables import load_item_scores
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
 

@@ -12,7 +12,7 @@ import yaml
 from conftest import shared_tokenizer
 
 from qclm.questionnaire import CONTINUATION_LEAD, ITEM_WORDINGS, load_questionnaire
-from qclm.config import validate_config_file
+from qclm.validation import validate_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
 Q = ROOT / "resources" / "questionnaires"

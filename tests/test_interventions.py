@@ -18,7 +18,7 @@ import yaml
 from conftest import ROOT, likert_cell, loaded_model, run_snakemake, workflow_env, write_workflow_config
 
 from qclm import interventions as iv
-from qclm.config import validate_config
+from qclm.validation import validate_config
 from qclm.corpus import Corpus, load_corpus
 from qclm.errors import InputError, format_problems
 from qclm.models.checkpoints import parse_derived

@@ -23,7 +23,7 @@ from qclm.probes.likert.kind import Wordings, item_contexts
 from qclm.questionnaire import load_questionnaire
 from qclm.commands.render import render
 from qclm.stimuli import load_stimuli
-from qclm.config import validate_config_file
+from qclm.validation import validate_config_file
 
 STAI_S = ROOT / "resources/questionnaires/stai_s.yaml"
 STRESS = ROOT / "resources/stimuli/stress.yaml"

@@ -10,7 +10,7 @@ from conftest import ROOT
 
 from qclm import settings
 from qclm.commands import build_parser
-from qclm.config import validate_config, validate_config_file
+from qclm.validation import validate_config, validate_config_file
 
 
 def _option(parser, command: str, dest: str):

@@ -263,7 +263,7 @@ def _config(tmp_path: Path, probe: dict, prompt_format: str = "chat") -> tuple[d
 
 
 def _problems(config) -> list[str]:
-    from qclm.config import validate_config
+    from qclm.validation import validate_config
     from qclm.errors import format_problems
 
     return format_problems(validate_config(config, "run.yaml"))

@@ -49,7 +49,7 @@ def test_cpu_scripts_import_no_torch(script):
 
 
 def test_validation_imports_no_torch():
-    run = run_blocked("from qclm.config import validate_config_file\n"
+    run = run_blocked("from qclm.validation import validate_config_file\n"
                       "assert validate_config_file('config/config.yaml') == []\n"
                       "from qclm.commands import main\n"
                       "assert main(['validate', '--config', 'config/config.yaml']) == 0\n")

@@ -18,7 +18,7 @@ from qclm.commands import main
 from qclm.models.table import load_model_table
 from qclm.questionnaire import load_questionnaire
 from qclm.stimuli import load_stimuli
-from qclm.config import validate_config, validate_config_file
+from qclm.validation import validate_config, validate_config_file
 from qclm.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import yaml
 
 from qclm import probes
 from qclm.commands import main
-from qclm.config import validate_config
+from qclm.validation import validate_config
 from qclm.models import loading
 
 ROOT = Path(__file__).resolve().parents[1]

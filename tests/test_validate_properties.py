@@ -302,7 +302,7 @@ def test_junk_in_a_questionnaire_is_an_input_error(data, value, draw):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(junk, st.data())
 def test_junk_in_the_config_is_reported_not_raised(value, draw):
-    from qclm.config import validate_config
+    from qclm.validation import validate_config
 
     root = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())

@@ -153,7 +153,7 @@ NORMALIZATIONS = allowed(EQUATIONS, "normalization")
 def size_class_problem(bounds: Any) -> str | None:
     """Why a list of size-class boundaries (billions of parameters) is unusable, or None: every boundary a
     finite positive number, strictly increasing (``analysis.size_classes``, ``qclm analyze --size-classes``;
-    :func:`qclm.config.validate_config`)."""
+    :func:`qclm.validation.validate_config`)."""
     if not isinstance(bounds, (list, tuple)):
         return None  # the schema reports it
     numbers = [b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)]

@@ -6,7 +6,7 @@ import re
 import sys
 
 from qclm import calibration, interventions, plan, probes, settings
-from qclm.config import config_file_problems, validate_config
+from qclm.validation import config_file_problems, validate_config
 from qclm.errors import format_problems
 from qclm.plan import Plan
 

@@ -87,7 +87,7 @@ def kind_config(path: str | None) -> dict:
         return {"conditions": [VANILLA], "stimuli": {"version": "long"}}
     import logging
 
-    from qclm.config import validate_config
+    from qclm.validation import validate_config
     from qclm.inputs import read_yaml
 
     config, notes = settings.migrate(read_yaml(path))

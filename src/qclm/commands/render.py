@@ -31,7 +31,7 @@ from qclm.argtypes import non_negative_int
 from qclm.commands.args import (
     COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
 )
-from qclm.config import DEFAULT_CONFIG, validate_config
+from qclm.validation import DEFAULT_CONFIG, validate_config
 from qclm.errors import InputError
 from qclm.experiment import VANILLA
 from qclm.inputs import read_yaml

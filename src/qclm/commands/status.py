@@ -8,7 +8,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qclm.config import DEFAULT_CONFIG
+from qclm.validation import DEFAULT_CONFIG
 
 #: a cell's state, in the order the table gives them
 STATES = ("done", "cached", "stale", "left")

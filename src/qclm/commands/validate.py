@@ -1,12 +1,12 @@
 """``qclm validate``: the config, the model table, every questionnaire and stimulus file it uses, checked at
-once (:mod:`qclm.config`)."""
+once (:mod:`qclm.validation`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from qclm.config import DEFAULT_CONFIG, validate_config_file
+from qclm.validation import DEFAULT_CONFIG, validate_config_file
 from qclm.errors import format_problems
 
 

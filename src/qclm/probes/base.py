@@ -462,7 +462,7 @@ class ProbeKind:
     def check_config(cls, config: dict, config_file: str, instances: list[tuple[str, Any, str]],
                      found: list[Problem]) -> list[Problem]:
         """Problems of the run's config that concern this kind across its instances (its own config sections,
-        beyond each instance's :meth:`problems`): :func:`qclm.config.validate_config` calls it once per kind the
+        beyond each instance's :meth:`problems`): :func:`qclm.validation.validate_config` calls it once per kind the
         run has. ``instances``: (id, config entry, location) of each; ``found``: the instances' problems so far."""
         return []
 

@@ -1,5 +1,5 @@
 """The Likert kind's checks of a run's config beyond each instance's own (``LikertProbe.check_config``, called by
-:func:`qclm.config.validate_config` for a run with Likert questionnaires): the wordings ``templates:`` scores and
+:func:`qclm.validation.validate_config` for a run with Likert questionnaires): the wordings ``templates:`` scores and
 selects exist in every questionnaire, and ``analysis.heatmap_item`` names one item the run scores."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 - :mod:`~qclm.probes.likert.analysis.stage`: :func:`analyze` (``qclm analyze``, the Likert kind's ``analyze``):
   the inputs read into a :class:`~qclm.probes.likert.analysis.stage.LikertContext`, then the kind's outputs
   (:mod:`qclm.probes.likert.outputs`) through the shared runner (:mod:`qclm.analysis.runner`)
-- :mod:`~qclm.probes.likert.analysis.inputs`: reading and checking the scoring stage's tables (questionnaire and
+- :mod:`~qclm.probes.likert.analysis.score_tables`: reading and checking the scoring stage's tables (questionnaire and
   condition scores, eqs. 3 and 5, are in :mod:`qclm.equations`, shared with the workflow)
 - tables: :mod:`qclm.analysis.permodel` (shared: each model alone, section 6b),
   :mod:`~qclm.probes.likert.analysis.across_models` (z-scores, t-tests, decompositions, section 6),

@@ -9,7 +9,7 @@ import pandas as pd
 
 from qclm.analysis.plotting import PAGE_WIDTH, plt
 from qclm.errors import InputError
-from qclm.probes.likert.analysis.inputs import select_heatmap_item
+from qclm.probes.likert.analysis.score_tables import select_heatmap_item
 
 #: one row of panels per model up to this many models, else the first model only
 MAX_MODELS = 3

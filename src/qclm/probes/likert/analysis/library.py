@@ -104,7 +104,7 @@ def instrument_validation_table(items: pd.DataFrame, silhouette: pd.DataFrame | 
     templates); ``silhouette``: :func:`selected_silhouettes`. Model rows are underpowered with fewer than
     ``min_stimuli`` contexts, ``(all models)`` rows with fewer than ``min_models`` models. ``exposure``: (model,
     questionnaire) -> note where the memorization probe found the instrument's items exposed above its decoy
-    (:func:`qclm.probes.likert.analysis.inputs.exposure_notes`): the note joins that row's flag, and the
+    (:func:`qclm.probes.likert.analysis.score_tables.exposure_notes`): the note joins that row's flag, and the
     ``(all models)`` row's flag counts the models."""
     exposure = exposure or {}
     info = instrument_info(list(pd.unique(items["questionnaire"])), instruments)

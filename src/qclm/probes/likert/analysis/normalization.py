@@ -21,7 +21,7 @@ from qclm.analysis.permodel import per_model_groups, shifts_table, state_trait_t
 from qclm.equations import VARIANT_KEYS, item_scores, normalize, select_templates, with_template
 from qclm.errors import InputError
 from qclm.models.checkpoints import without_derived
-from qclm.probes.likert.analysis.inputs import load_variant_probs
+from qclm.probes.likert.analysis.score_tables import load_variant_probs
 from qclm.settings import NORMALIZATIONS
 
 log = logging.getLogger("qclm.analysis")

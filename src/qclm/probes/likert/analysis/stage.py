@@ -40,7 +40,7 @@ from qclm.probes.likert import LIKERT
 from qclm.probes.likert.analysis import overview as likert_overview
 from qclm.probes.likert.analysis.across_models import analysis_scale, zscore_table
 from qclm.probes.likert.sections import TEMPLATE_DEFAULTS
-from qclm.probes.likert.analysis.inputs import (
+from qclm.probes.likert.analysis.score_tables import (
     exposure_notes, load_instruments, load_item_scores, load_memorization, load_silhouette, load_variant_probs,
     model_sizes, select_heatmap_item,
 )

@@ -29,7 +29,7 @@ from qclm.inputs import (CONDITION_PATTERN, read_yaml, schema_file_problems, sch
                          typed_field)
 from qclm.settings import migrate
 
-log = logging.getLogger("qclm.config")
+log = logging.getLogger("qclm.validation")
 
 DEFAULT_CONFIG = "config/config.yaml"
 
