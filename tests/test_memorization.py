@@ -280,6 +280,27 @@ def test_target_score_matching_on_a_hand_made_table():
     assert got.loc["mae_middle", "note"].startswith("target score 1 of 0-3: the option score nearest the middle 1.5")
 
 
+def test_generated_recall_is_scored_against_each_items_text_once_whatever_the_stimuli():
+    """Under a condition with several stimuli every context has the items' exposure rows: each item's text is its
+    truth once (a recall of item i1 that says i1's text scores F1 1 against its own, 0 against the other's); it
+    once came back as a Series and ended the analysis (the recall-by-generation row of the table)."""
+    rows = []
+    for stimulus in ("s1", "s2"):
+        for item, text in (("i1", "worry about many things"), ("i2", "feel calm and rested")):
+            common = {"model": "m", "condition": "stress", "stimulus_id": stimulus, "instrument": "x",
+                      "item_id": item, "option": "", "inventory": "", "target": ""}
+            rows.append({**common, "task": "exposure", "text": text, "logprob": -3.0, "logprob_mean": -1.0,
+                         "is_true": True, "candidate": item})
+            rows.append({**common, "task": "recall_generated", "text": text, "logprob": np.nan,
+                         "logprob_mean": np.nan, "is_true": False, "candidate": ""})
+    from qclm.probes.memorization.analysis import _generated
+
+    sub = pd.DataFrame(rows)
+    generated = sub[sub["task"] == "recall_generated"]
+    f1 = {r["metric"]: r for r in _generated(generated, sub, "m", "stress", "x", 0, 0)}["token_f1"]
+    assert f1["value"] == 1.0 and f1["baseline"] == 0.0 and f1["n_items"] == 4
+
+
 def test_the_target_baselines_are_han_et_al_s():
     """Han et al.: a uniform answer's MAE averaged over the minimum, mean and maximum targets is 1.73 on a 5-point
     and 2.17 on a 6-point scale, with integer targets (1, 3, 5 on 1-5)."""

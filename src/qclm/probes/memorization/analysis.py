@@ -243,9 +243,12 @@ def _ranking(t, model, condition, inst, task, n_boot, seed) -> list[dict]:
 
 
 def _generated(t, sub, model, condition, inst, n_boot, seed) -> list[dict]:
-    truth = sub[(sub["task"] == "exposure") & (sub["instrument"] == inst)].set_index("item_id")["text"]
-    if truth.empty:
-        truth = sub[sub["instrument"] == inst].drop_duplicates("item_id").set_index("item_id")["text"]
+    """Token F1 and ROUGE-L of each generated recall against its item's text, beside the mean against the other
+    items' texts. An item's text is read once, whatever the number of stimuli of the condition (each context has
+    the item's exposure rows)."""
+    mine = sub[sub["instrument"] == inst]
+    exposure = mine[mine["task"] == "exposure"]
+    truth = (exposure if len(exposure) else mine).drop_duplicates("item_id").set_index("item_id")["text"]
     rows = []
     rng = rng_for(seed, "memorization", model, condition, inst, "generated")
     for metric, fn in (("token_f1", m.token_f1), ("rouge_l", m.rouge_l)):
