@@ -204,15 +204,16 @@ def workflow_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "SLURM_CONF": os.devnull}
 
 
-def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900, gpus: int = 1
-                  ) -> subprocess.CompletedProcess:
+def run_snakemake(workdir: Path, config: Path, *args: str, timeout: int = 900, gpus: int = 1,
+                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the workflow in `workdir`; `args` (targets, flags) go before the options that take
     lists, so a target is never read as a resource or a config file. ``gpus``: the run's gpu resource, the scoring
     and fine-tuning jobs it runs at once (2, on these 2 cores, where each job runs on one thread and the test does
-    not read the order of the jobs: a run of a dozen such jobs takes half the time)."""
+    not read the order of the jobs: a run of a dozen such jobs takes half the time). ``env``: variables that
+    replace :func:`workflow_env`'s (a ``PYTHONPATH`` without the tests directory)."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args, "--directory", str(workdir),
            "--cores", "2", "--resources", f"gpu={gpus}", "--configfile", str(config), "--replace-workflow-config"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=workflow_env())
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**workflow_env(), **(env or {})})
 
 
 def spec_for(source: Path, **flags):

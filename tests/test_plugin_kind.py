@@ -1,7 +1,7 @@
 """A probe kind as a package of its own, the way a lab ships one: a distribution that registers its kind under the
 entry point group ``qclm.kinds`` (qclm.probes.ENTRY_POINTS), installed with pip, is found by its registered name
-(``kind: yesno``) by ``qclm probe``, ``qclm validate`` and the calibration (its own material), with no file of qclm
-edited. The distribution is built here from the test kind's own files (tests/yesno_probe.py and its caption) and
+(``kind: yesno``) by the workflow (its table, figure and caption in the report), ``qclm probe``, ``qclm validate``
+and the calibration (its own material), with no file of qclm edited. The distribution is built here from the test kind's own files (tests/yesno_probe.py and its caption) and
 installed into a folder of its own that the commands' ``PYTHONPATH`` names (the tests directory is not on it)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, run_snakemake, write_workflow_config
 
 PYPROJECT = """\
 [build-system]
@@ -129,3 +129,28 @@ def test_qclm_probe_runs_the_installed_kind_as_the_workflow_ran_the_module(insta
     pd.testing.assert_frame_equal(mine, theirs)
     items = pd.read_parquet(out / "scores" / "yesno_items.parquet")
     assert set(items["model"]) == {"tiny-llama"} and set(items["instrument"]) == {"yesno"}
+
+
+def test_the_workflow_runs_the_installed_kind_into_its_tables_figure_and_report(installed, tmp_path, tiny_llama_dir):
+    """The workflow, with the package installed (on the run's path; the tests directory is not), scores the kind
+    by its registered name under two conditions, collects its item table, and files its own table, figure and
+    caption in the report, as the module-path kind of the shared run does."""
+    config = write_workflow_config(
+        tmp_path, {"tiny-llama": tiny_llama_dir}, questionnaires={}, conditions=["vanilla", "stress"],
+        probes={"yn": {"kind": "yesno", "instrument": str(ROOT / "resources/questionnaires/gad7.yaml")}},
+        report=True)
+    data = yaml.safe_load(config.read_text())
+    del data["questionnaires"]
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = run_snakemake(tmp_path, config, env={"PYTHONPATH": str(installed)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    res = tmp_path / "results"
+    raw = pd.read_parquet(res / "logprobs" / "tiny-llama" / "yn" / "stress.parquet")
+    assert len(raw) == 2 * 2 and raw["p_yes"].between(0, 1).all()  # limit_items 2, limit_stimuli 2
+    items = pd.read_parquet(res / "scores" / "yesno_items.parquet")
+    assert set(items["instrument"]) == {"yn"} and set(items["condition"]) == {"vanilla", "stress"}
+    rates = pd.read_csv(res / "analysis" / "yesno_rates.csv")
+    assert set(rates["condition"]) == {"vanilla", "stress"}
+    assert (res / "analysis" / "figures" / "yesno_rates.png").stat().st_size > 5_000
+    html = (res / "report.html").read_text(errors="replace")
+    assert "yesno_rates.png" in html and "yesno_rates.html" in html
