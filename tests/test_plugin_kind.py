@@ -1,8 +1,9 @@
 """A probe kind as a package of its own, the way a lab ships one: a distribution that registers its kind under the
 entry point group ``qclm.kinds`` (qclm.probes.ENTRY_POINTS), installed with pip, is found by its registered name
 (``kind: yesno``) by the workflow (its table, figure and caption in the report), ``qclm probe``, ``qclm validate``
-and the calibration (its own material), with no file of qclm edited. The distribution is built here from the test kind's own files (tests/yesno_probe.py and its caption) and
-installed into a folder of its own that the commands' ``PYTHONPATH`` names (the tests directory is not on it)."""
+and the calibration (its own material), with no file of qclm edited. The distribution is built here from the test
+kind's own files (tests/yesno_probe.py and its caption) and installed into a folder of its own that the commands'
+``PYTHONPATH`` names (the tests directory is not on it)."""
 
 from __future__ import annotations
 
