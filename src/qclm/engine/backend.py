@@ -56,7 +56,7 @@ class Backend(Protocol):
 
     #: the work done so far (the scoring job's provenance)
     stats: BackendStats
-    #: the model's tokenizer where this process has it (the Likert kind names the scored tokens), else None (an API)
+    #: the model's tokenizer where this process has it (it names a log-likelihood's tokens), else None (an API)
     tokenizer: Any
 
     def loglikelihood(self, requests: Sequence[LoglikRequest], describe: Callable[[int], str] | None = None,
@@ -116,7 +116,8 @@ class LocalBackend:
                       progress: Callable[[int], None] | None = None) -> list[LoglikResult]:
         tokens = self.tokenize([r.context for r in requests], [r.continuation for r in requests], describe)
         logprobs, greedy = self.score_tokens(tokens, describe, progress)
-        return [LoglikResult(float(lp.astype(np.float64).sum()), tuple(map(float, lp)), t.continuation, bool(g.all()))
+        return [LoglikResult(float(lp.astype(np.float64).sum()), tuple(map(float, lp)), t.continuation, bool(g.all()),
+                             tuple(self.tokenizer.convert_ids_to_tokens(list(t.continuation))))
                 for t, lp, g in zip(tokens, logprobs, greedy)]
 
     def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,

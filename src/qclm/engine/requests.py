@@ -220,6 +220,7 @@ class LoglikResult:
     token_logprobs: tuple[float, ...]
     token_ids: tuple[int, ...]
     is_greedy: bool  # every continuation token is the argmax of its distribution
+    tokens: tuple[str, ...] = ()  # the continuation's tokens as the model's tokenizer names them (its vocabulary)
 
 
 @dataclass(frozen=True)

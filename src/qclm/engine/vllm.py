@@ -360,7 +360,8 @@ class VllmBackend:
         scored = self._continuation_logprobs(tokens, describe)
         if progress:
             progress(len(requests))
-        return [LoglikResult(float(np.sum(np.asarray(lps, dtype=np.float64))), tuple(lps), t.continuation, all(g))
+        return [LoglikResult(float(np.sum(np.asarray(lps, dtype=np.float64))), tuple(lps), t.continuation, all(g),
+                             tuple(self.tokenizer.convert_ids_to_tokens(list(t.continuation))))
                 for t, (lps, g) in zip(tokens, scored)]
 
     def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,

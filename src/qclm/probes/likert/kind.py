@@ -191,7 +191,6 @@ class LikertProbe(ProbeKind):
 
         q = self.questionnaire
         cols: dict[str, list] = {c: [] for c in COLUMNS}
-        tokenizer = cell.backend.tokenizer
         for answer in answers:
             v: Variant = answer.key["variant"]
             res = answer.result
@@ -203,7 +202,7 @@ class LikertProbe(ProbeKind):
                 cols[name].extend([value] * n)
             cols["token_index"].extend(range(n))
             cols["token_id"].extend(res.token_ids)
-            cols["token"].extend(tokenizer.convert_ids_to_tokens(list(res.token_ids)))
+            cols["token"].extend(res.tokens)
             cols["logprob"].extend(res.token_logprobs)
         df = pd.DataFrame(cols).astype({"token_index": "int32", "token_id": "int64", "weight": "float64",
                                         "logprob": "float64"}) if cell.contexts else pd.DataFrame(columns=COLUMNS)
