@@ -287,113 +287,152 @@ class MemorizationProbe(ProbeKind):
                 + (("generate",) if "recall" in tasks and settings["mode"] == "generate" else ()))
 
     def requests(self, context, prompts, asking) -> list[Labelled]:
-        """Every task's requests of one context; a recall generation's seed derives from the run seed, the model,
-        the probe, the item, the condition and the stimulus (``asking``, ``context``)."""
-        from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, LoglikRequest, derive_seed
-
+        """Every task's requests of one context: per instrument, each task it takes in :data:`TASKS` order, then
+        the dimension task over the inventories. Every forced choice asks for normalized log-probabilities
+        (``full=True``): the raw table's logprob column holds log P(option | prompt), not a logit short of the
+        vocabulary's log-sum-exp."""
         tasks = self.settings["tasks"]
         chat = prompts.fmt.is_chat
+        ask = _Ask(prompts, context, asking)
+        builders = {"exposure": self._exposure, "recall": self._recall, "cloze": self._cloze,
+                    "option_score": self._option_score, "target": self._target}
         out: list[Labelled] = []
-        lead = context.lead
-
-        def ask(user: str) -> str:
-            return prompts.context(lead, user)
-
-        def opts(texts) -> tuple[str, ...]:
-            return tuple(prompts.continuation(t) for t in texts)
-
-        # every forced choice asks for normalized log-probabilities (full=True): the raw table's logprob column
-        # holds log P(option | prompt), not a logit short of the vocabulary's log-sum-exp
         for inst in self.instruments():
-            items = list(inst.items)
-            name, source = asked_as(inst)
-            named = {"asked_name": name, "name_source": source}
-            if "exposure" in tasks and not self.applicable(inst, "exposure", chat):
-                for it in items:  # no prompt: the text alone (after the stimulus, if any), whatever the format
-                    out.append(Labelled({"task": "exposure", "instrument": inst.id, "item_id": it.id,
-                                         "candidate": it.id, "is_true": True, "text": it.text},
-                                        LoglikRequest(lead, it.text), f"{inst.path}: item {it.id}: exposure",
-                                        f"exposure, {inst.id} item {it.id}"))
-                    for r, text in enumerate(neighbours(it.text, self.settings["perturbations"]), start=1):
-                        out.append(Labelled({"task": NEIGHBOUR, "instrument": inst.id, "item_id": it.id,
-                                             "candidate": f"{it.id}~{r}", "is_true": False, "text": text},
-                                            LoglikRequest(lead, text),
-                                            f"{inst.path}: item {it.id}: exposure, neighbour {r}",
-                                            f"exposure neighbour {r}, {inst.id} item {it.id}"))
-            if "recall" in tasks and not self.applicable(inst, "recall", chat):
-                texts = [it.text for it in items]
-                for it in items:
-                    user = RECALL.format(name=name, number=it.number)
-                    out.append(Labelled({"task": "recall", "instrument": inst.id, "item_id": it.id,
-                                         "candidates": [c.id for c in items], "true": it.id, **named},
-                                        ChoiceRequest(ask(user), opts(texts)), f"{inst.path}: item {it.id}: recall",
-                                        f"recall, {inst.id} item {it.number}"))
-                    if self.settings["mode"] == "generate" and chat:
-                        settings = GenerationSettings(max_new_tokens=self.settings["max_new_tokens"], greedy=True,
-                                                      temperature=0.0, stop=("\n",))
-                        out.append(Labelled({"task": "recall_generated", "instrument": inst.id, "item_id": it.id,
-                                             **named},
-                                            GenerateRequest(ask(user), derive_seed(
-                                                asking.seed, asking.model, self.instance.id, inst.id, it.id,
-                                                context.condition, context.stimulus_id), settings),
-                                            f"{inst.path}: item {it.id}: recall (generated)",
-                                            f"recall by generation, {inst.id} item {it.number}"))
-            if "cloze" in tasks and not self.applicable(inst, "cloze", chat):
-                keywords = list(dict.fromkeys(it.keyword for it in items))
-                for it in items:
-                    masked = re.sub(rf"(?<!\w){re.escape(it.keyword)}(?!\w)", BLANK, it.text, count=1,
-                                    flags=re.IGNORECASE)
-                    user = CLOZE.format(name=name, number=it.number, masked=masked)
-                    out.append(Labelled({"task": "cloze", "instrument": inst.id, "item_id": it.id,
-                                         "candidates": keywords, "true": it.keyword, **named},
-                                        ChoiceRequest(ask(user), opts(keywords)),
-                                        f"{inst.path}: item {it.id}: cloze", f"cloze, {inst.id} item {it.id}"))
-            if "option_score" in tasks and not self.applicable(inst, "option_score", chat):
-                scores = [o.score for o in inst.options]
-                labels = [m.score_text(s) for s in scores]
-                for asked in (items if inst.has_wording else [None]):
-                    for o in inst.options:
-                        if asked is None:
-                            user = OPTION_SCORE_NO_ITEM.format(name=name, label=o.label)
-                            true = o.score
-                        else:
-                            user = OPTION_SCORE.format(name=name, text=asked.text, label=o.label)
-                            true = keyed_score(o.score, asked.keying, inst.options)
-                        out.append(Labelled({"task": "option_score", "instrument": inst.id,
-                                             "item_id": asked.id if asked else "", "option": o.label,
-                                             "candidates": labels, "values": scores, "true": m.score_text(true),
-                                             **named},
-                                            ChoiceRequest(ask(user), opts(labels), tuple(scores)),
-                                            f"{inst.path}: {'item ' + asked.id + ': ' if asked else ''}"
-                                            f"option {o.label!r}",
-                                            f"option -> score, {inst.id} {asked.id if asked else ''} {o.label!r}"))
-            if "target" in tasks and not self.applicable(inst, "target", chat):
-                labels = [o.label for o in inst.options]
-                scale = [o.score for o in inst.options]
-                instruction = f"{inst.instruction}\n" if inst.instruction else ""
-                for goal in TARGETS:
-                    target = m.target_score(scale, goal)
-                    for it in items:
-                        values = tuple(keyed_score(o.score, it.keying, inst.options) for o in inst.options)
-                        user = TARGET.format(instruction=instruction, name=name, target=m.score_text(target),
-                                             low=m.score_text(min(scale)), high=m.score_text(max(scale)), text=it.text,
-                                             options=" / ".join(labels))
-                        out.append(Labelled({"task": "target", "instrument": inst.id, "item_id": it.id,
-                                             "target": goal, "candidates": labels, "values": values,
-                                             "true": target, **named},
-                                            ChoiceRequest(ask(user), opts(labels), values),
-                                            f"{inst.path}: item {it.id}: target {goal}",
-                                            f"target {goal}, {inst.id} item {it.id}"))
+            for task, build in builders.items():
+                if task in tasks and not self.applicable(inst, task, chat):
+                    out.extend(build(inst, ask))
         if "dimension" in tasks:
-            for inv in self.inventories():
-                dims = inv.dimensions
-                for inst_id, item_id, text, dim in inv.items:
-                    user = DIMENSION.format(inventory=inv.name, text=text)
-                    out.append(Labelled({"task": "dimension", "instrument": inst_id, "item_id": item_id,
-                                         "inventory": inv.id, "candidates": dims, "true": dim,
-                                         "asked_name": inv.name, "name_source": inv.name_source},
-                                        ChoiceRequest(ask(user), opts(dims)),
-                                        f"{inst_id}: item {item_id}: dimension", f"dimension, {inv.name} {item_id}"))
+            out.extend(self._dimension(ask))
+        return out
+
+    def _exposure(self, inst: Instrument, ask: _Ask) -> list[Labelled]:
+        """Each item's text alone, with no prompt (after the stimulus, if any), whatever the format, and its
+        word-order neighbours."""
+        from qclm.engine.requests import LoglikRequest
+
+        out = []
+        for it in inst.items:
+            out.append(Labelled({"task": "exposure", "instrument": inst.id, "item_id": it.id, "candidate": it.id,
+                                 "is_true": True, "text": it.text},
+                                LoglikRequest(ask.lead, it.text), f"{inst.path}: item {it.id}: exposure",
+                                f"exposure, {inst.id} item {it.id}"))
+            for r, text in enumerate(neighbours(it.text, self.settings["perturbations"]), start=1):
+                out.append(Labelled({"task": NEIGHBOUR, "instrument": inst.id, "item_id": it.id,
+                                     "candidate": f"{it.id}~{r}", "is_true": False, "text": text},
+                                    LoglikRequest(ask.lead, text),
+                                    f"{inst.path}: item {it.id}: exposure, neighbour {r}",
+                                    f"exposure neighbour {r}, {inst.id} item {it.id}"))
+        return out
+
+    def _recall(self, inst: Instrument, ask: _Ask) -> list[Labelled]:
+        """Item K by its number, a forced choice over every item's text; in ``generate`` mode on a chat model also
+        generated greedily, its seed from the run seed, the model, the probe, the item, the condition and the
+        stimulus."""
+        from qclm.engine.requests import ChoiceRequest, GenerateRequest, GenerationSettings, derive_seed
+
+        items = list(inst.items)
+        texts = [it.text for it in items]
+        name, named = ask.named(inst)
+        out = []
+        for it in items:
+            user = RECALL.format(name=name, number=it.number)
+            out.append(Labelled({"task": "recall", "instrument": inst.id, "item_id": it.id,
+                                 "candidates": [c.id for c in items], "true": it.id, **named},
+                                ChoiceRequest(ask.context(user), ask.options(texts)),
+                                f"{inst.path}: item {it.id}: recall", f"recall, {inst.id} item {it.number}"))
+            if self.settings["mode"] == "generate" and ask.chat:
+                settings = GenerationSettings(max_new_tokens=self.settings["max_new_tokens"], greedy=True,
+                                              temperature=0.0, stop=("\n",))
+                seed = derive_seed(ask.asking.seed, ask.asking.model, self.instance.id, inst.id, it.id,
+                                   ask.where.condition, ask.where.stimulus_id)
+                out.append(Labelled({"task": "recall_generated", "instrument": inst.id, "item_id": it.id, **named},
+                                    GenerateRequest(ask.context(user), seed, settings),
+                                    f"{inst.path}: item {it.id}: recall (generated)",
+                                    f"recall by generation, {inst.id} item {it.number}"))
+        return out
+
+    @staticmethod
+    def _cloze(inst: Instrument, ask: _Ask) -> list[Labelled]:
+        """Each item with its keyword blanked, a forced choice over the instrument's keywords."""
+        from qclm.engine.requests import ChoiceRequest
+
+        name, named = ask.named(inst)
+        keywords = list(dict.fromkeys(it.keyword for it in inst.items))
+        out = []
+        for it in inst.items:
+            masked = re.sub(rf"(?<!\w){re.escape(it.keyword)}(?!\w)", BLANK, it.text, count=1, flags=re.IGNORECASE)
+            user = CLOZE.format(name=name, number=it.number, masked=masked)
+            out.append(Labelled({"task": "cloze", "instrument": inst.id, "item_id": it.id, "candidates": keywords,
+                                 "true": it.keyword, **named},
+                                ChoiceRequest(ask.context(user), ask.options(keywords)),
+                                f"{inst.path}: item {it.id}: cloze", f"cloze, {inst.id} item {it.id}"))
+        return out
+
+    @staticmethod
+    def _option_score(inst: Instrument, ask: _Ask) -> list[Labelled]:
+        """Each option's score, asked per item where the instrument has its wording (the item's keying applied),
+        else once per option."""
+        from qclm.engine.requests import ChoiceRequest
+
+        name, named = ask.named(inst)
+        scores = [o.score for o in inst.options]
+        labels = [m.score_text(s) for s in scores]
+        out = []
+        for asked in (inst.items if inst.has_wording else [None]):
+            for o in inst.options:
+                if asked is None:
+                    user = OPTION_SCORE_NO_ITEM.format(name=name, label=o.label)
+                    true = o.score
+                else:
+                    user = OPTION_SCORE.format(name=name, text=asked.text, label=o.label)
+                    true = keyed_score(o.score, asked.keying, inst.options)
+                out.append(Labelled({"task": "option_score", "instrument": inst.id,
+                                     "item_id": asked.id if asked else "", "option": o.label, "candidates": labels,
+                                     "values": scores, "true": m.score_text(true), **named},
+                                    ChoiceRequest(ask.context(user), ask.options(labels), tuple(scores)),
+                                    f"{inst.path}: {'item ' + asked.id + ': ' if asked else ''}option {o.label!r}",
+                                    f"option -> score, {inst.id} {asked.id if asked else ''} {o.label!r}"))
+        return out
+
+    @staticmethod
+    def _target(inst: Instrument, ask: _Ask) -> list[Labelled]:
+        """For each target (:data:`TARGETS`), each item answered to reach it, a forced choice over the options
+        (their keyed scores the values)."""
+        from qclm.engine.requests import ChoiceRequest
+
+        name, named = ask.named(inst)
+        labels = [o.label for o in inst.options]
+        scale = [o.score for o in inst.options]
+        instruction = f"{inst.instruction}\n" if inst.instruction else ""
+        out = []
+        for goal in TARGETS:
+            target = m.target_score(scale, goal)
+            for it in inst.items:
+                values = tuple(keyed_score(o.score, it.keying, inst.options) for o in inst.options)
+                user = TARGET.format(instruction=instruction, name=name, target=m.score_text(target),
+                                     low=m.score_text(min(scale)), high=m.score_text(max(scale)), text=it.text,
+                                     options=" / ".join(labels))
+                out.append(Labelled({"task": "target", "instrument": inst.id, "item_id": it.id, "target": goal,
+                                     "candidates": labels, "values": values, "true": target, **named},
+                                    ChoiceRequest(ask.context(user), ask.options(labels), values),
+                                    f"{inst.path}: item {it.id}: target {goal}",
+                                    f"target {goal}, {inst.id} item {it.id}"))
+        return out
+
+    def _dimension(self, ask: _Ask) -> list[Labelled]:
+        """Each inventory item's dimension, a forced choice over the inventory's dimensions."""
+        from qclm.engine.requests import ChoiceRequest
+
+        out = []
+        for inv in self.inventories():
+            dims = inv.dimensions
+            for inst_id, item_id, text, dim in inv.items:
+                user = DIMENSION.format(inventory=inv.name, text=text)
+                out.append(Labelled({"task": "dimension", "instrument": inst_id, "item_id": item_id,
+                                     "inventory": inv.id, "candidates": dims, "true": dim, "asked_name": inv.name,
+                                     "name_source": inv.name_source},
+                                    ChoiceRequest(ask.context(user), ask.options(dims)),
+                                    f"{inst_id}: item {item_id}: dimension", f"dimension, {inv.name} {item_id}"))
         return out
 
     def not_applicable(self, chat: bool) -> list[dict[str, str]]:
@@ -467,6 +506,38 @@ class MemorizationProbe(ProbeKind):
         if args.mode:
             out["mode"] = args.mode
         return out
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """How one context's prompts are written: the prompt builder, the context (its stimulus lead, condition and
+    stimulus id) and whom the requests ask (the run seed, the model)."""
+
+    prompts: Any
+    where: Any
+    asking: Any
+
+    @property
+    def lead(self) -> str:
+        return self.where.lead
+
+    @property
+    def chat(self) -> bool:
+        return self.prompts.fmt.is_chat
+
+    def context(self, user: str) -> str:
+        """The prompt of a user message after the context's stimulus, in the model's prompt format."""
+        return self.prompts.context(self.lead, user)
+
+    def options(self, texts) -> tuple[str, ...]:
+        """Answers as they follow that prompt."""
+        return tuple(self.prompts.continuation(t) for t in texts)
+
+    @staticmethod
+    def named(inst: Instrument) -> tuple[str, dict[str, str]]:
+        """The name an instrument is asked by, and the row keys that say it and where it came from."""
+        name, source = asked_as(inst)
+        return name, {"asked_name": name, "name_source": source}
 
 
 def _rows(common: dict, key: dict, res) -> list[dict[str, Any]]:
