@@ -176,30 +176,8 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
     if backend not in BACKENDS:
         problems.append((file, f"{where}: column backend", f"must be one of {', '.join(BACKENDS)} (or empty: local); "
                          f"got {backend!r}"))
-    if backend == "openai":
-        if not source or any(c.isspace() for c in source):
-            problems.append((file, f"{where}: column source", "an openai row's source is the model's name at the "
-                             f"endpoint (no spaces); got {source!r}"))
-    elif source.startswith("embedded:"):
-        if source[len("embedded:"):] not in EMBEDDED:
-            problems.append((file, f"{where}: column source", f"unknown embedded model {source!r}; known: "
-                             + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED))))
-    elif source.endswith(".gguf") or source.startswith((".", "/", "~")):
-        if not Path(source).expanduser().exists():
-            problems.append((file, f"{where}: column source", f"path {source} does not exist"))
-    elif not Path(source).is_dir() and not HUB_ID_PATTERN.match(source):
-        problems.append((file, f"{where}: column source",
-                         f"{source!r} is neither a hub id (org/name), an existing path nor embedded:NAME"))
-    try:
-        # an API row may leave its size empty: a closed model's is not known (0: unknown, empty in the tables;
-        # analyses by size class leave it out and say so)
-        params_b = 0.0 if backend == "openai" and not str(row["params_b"] or "").strip() else float(row["params_b"])
-        if not ((params_b > 0 or backend == "openai" and params_b == 0) and math.isfinite(params_b)):
-            raise ValueError
-    except ValueError:
-        problems.append((file, f"{where}: column params_b", "must be a positive number" + (
-            " or empty (unknown)" if backend == "openai" else "") + f", got {row['params_b']!r}"))
-        params_b = float("nan")
+    _check_source(source, backend, file, where, problems)
+    params_b = _params_b(row, backend, file, where, problems)
     dtype = row["dtype"].strip() or "auto"
     if dtype not in DTYPES:
         problems.append((file, f"{where}: column dtype", f"must be one of {', '.join(DTYPES)}; got {dtype!r}"))
@@ -221,6 +199,64 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
         problems.append((file, f"{where}: column prompt_format", "an openai row sends raw prompts to the completions "
                          "route and chat prompts as messages to the chat route, which takes no answer preamble: use "
                          "raw or chat"))
+    server, key_env, gpus = _serving(row, backend, file, where, problems)
+    logprobs, opening = _api_answers(row, backend, prompt_format, file, where, problems)
+    system_prompt = (row.get("system_prompt") or "").strip()
+    if system_prompt and prompt_format == "raw":
+        problems.append((file, f"{where}: column system_prompt", "a raw row's prompt is plain text, without chat "
+                         "messages to put a system message in: set prompt_format to chat, or leave it empty"))
+    flags = {}
+    for col in ("trust_remote_code", "allow_pickle"):
+        v = (row.get(col) or "").strip().lower()
+        if v not in TRUE + FALSE:
+            problems.append((file, f"{where}: column {col}", f"must be true or false (or empty); got {v!r}"))
+        flags[col] = v in TRUE
+    if problems:
+        raise InputError(problems)
+    return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
+                     quant, double_quant, compute_dtype, **flags, prompt_format=prompt_format, head=head,
+                     backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs,
+                     opening=opening, system_prompt=system_prompt)
+
+
+def _check_source(source: str, backend: str, file: str, where: str, problems: list) -> None:
+    """The ``source`` column: an API row's model name at its endpoint, else an embedded model, a path that exists
+    or a hub id."""
+    if backend == "openai":
+        if not source or any(c.isspace() for c in source):
+            problems.append((file, f"{where}: column source", "an openai row's source is the model's name at the "
+                             f"endpoint (no spaces); got {source!r}"))
+    elif source.startswith("embedded:"):
+        if source[len("embedded:"):] not in EMBEDDED:
+            problems.append((file, f"{where}: column source", f"unknown embedded model {source!r}; known: "
+                             + ", ".join(f"embedded:{k}" for k in sorted(EMBEDDED))))
+    elif source.endswith(".gguf") or source.startswith((".", "/", "~")):
+        if not Path(source).expanduser().exists():
+            problems.append((file, f"{where}: column source", f"path {source} does not exist"))
+    elif not Path(source).is_dir() and not HUB_ID_PATTERN.match(source):
+        problems.append((file, f"{where}: column source",
+                         f"{source!r} is neither a hub id (org/name), an existing path nor embedded:NAME"))
+
+
+def _params_b(row: Mapping[str | None, Any], backend: str, file: str, where: str, problems: list) -> float:
+    """The ``params_b`` column: a positive number of billions (an API row may leave it empty: 0, unknown)."""
+    try:
+        # an API row may leave its size empty: a closed model's is not known (0: unknown, empty in the tables;
+        # analyses by size class leave it out and say so)
+        params_b = 0.0 if backend == "openai" and not str(row["params_b"] or "").strip() else float(row["params_b"])
+        if not ((params_b > 0 or backend == "openai" and params_b == 0) and math.isfinite(params_b)):
+            raise ValueError
+    except ValueError:
+        problems.append((file, f"{where}: column params_b", "must be a positive number" + (
+            " or empty (unknown)" if backend == "openai" else "") + f", got {row['params_b']!r}"))
+        params_b = float("nan")
+    return params_b
+
+
+def _serving(row: Mapping[str | None, Any], backend: str, file: str, where: str, problems: list
+             ) -> tuple[str, str, int]:
+    """The columns of where a model is served (``server``, ``api_key_env``, ``gpus``), each for the backends
+    whose rows take it (:func:`qclm.engine.capabilities.takes`)."""
     server = (row.get("server") or "").strip()
     if server and not SERVER_PATTERN.match(server):
         problems.append((file, f"{where}: column server", f"must be an http:// or https:// URL; got {server!r}"))
@@ -245,6 +281,13 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
     elif gpus > 1 and backend in BACKENDS and not takes(backend, "gpus"):
         problems.append((file, f"{where}: column gpus", f"{gpus} GPUs: only a backend: vllm row spreads a model over "
                          "several GPUs (tensor parallel); a local row scores on one"))
+    return server, key_env, gpus
+
+
+def _api_answers(row: Mapping[str | None, Any], backend: str, prompt_format: str, file: str, where: str,
+                 problems: list) -> tuple[int | None, str]:
+    """What an ``openai`` row's endpoint answers (``logprobs``: none or top-K) and how a chat row sends an
+    answer opening (``opening``)."""
     logprobs_text = (row.get("logprobs") or "").strip().lower()
     logprobs = None
     if logprobs_text and backend in BACKENDS and not takes(backend, "logprobs"):
@@ -267,22 +310,7 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
                          f"{OPENINGS[0]}); got {opening!r}"))
     elif backend == "openai" and prompt_format == "chat":
         opening = opening or OPENINGS[0]
-    system_prompt = (row.get("system_prompt") or "").strip()
-    if system_prompt and prompt_format == "raw":
-        problems.append((file, f"{where}: column system_prompt", "a raw row's prompt is plain text, without chat "
-                         "messages to put a system message in: set prompt_format to chat, or leave it empty"))
-    flags = {}
-    for col in ("trust_remote_code", "allow_pickle"):
-        v = (row.get(col) or "").strip().lower()
-        if v not in TRUE + FALSE:
-            problems.append((file, f"{where}: column {col}", f"must be true or false (or empty); got {v!r}"))
-        flags[col] = v in TRUE
-    if problems:
-        raise InputError(problems)
-    return ModelSpec(name, source, row["revision"].strip(), params_b, mtype, row["family"].strip(), dtype,
-                     quant, double_quant, compute_dtype, **flags, prompt_format=prompt_format, head=head,
-                     backend=backend, server=server, api_key_env=key_env, gpus=gpus, logprobs=logprobs,
-                     opening=opening, system_prompt=system_prompt)
+    return logprobs, opening
 
 
 def parse_row(row: Mapping[str | None, Any], file: str, line: int) -> ModelSpec:
