@@ -75,13 +75,23 @@ def figure_csi(context, scores: pd.DataFrame, story: pd.DataFrame):
     (d) the story test's rating against k."""
     import matplotlib.pyplot as plt
 
-    from qclm.analysis.plotting import EXTRA_COLORS, PAGE_WIDTH, UNDERPOWERED_COLOR
+    from qclm.analysis.plotting import PAGE_WIDTH
 
-    stories = context.table("stories")
     fig, grid = plt.subplots(2, 2, figsize=(PAGE_WIDTH, 6.4), gridspec_kw={"width_ratios": [1.5, 1.2]})
     axes = grid.ravel()
     many = not scores.empty and scores["probe"].nunique() > 1
-    ax = axes[0]
+    _panel_shares(axes[0], scores, many)
+    _panel_consistency(axes[1], scores, many)
+    _panel_valence(axes[2], scores, many)
+    _panel_story(axes[3], context.table("stories"), story)
+    fig.tight_layout()
+    return fig
+
+
+def _panel_shares(ax, scores: pd.DataFrame, many: bool) -> None:
+    """(a): O, N and P stacked per row of the scores, O's and P's CIs, the reason where O/P is not interpretable."""
+    from qclm.analysis.plotting import UNDERPOWERED_COLOR
+
     if scores.empty:
         ax.text(0.5, 0.5, "no CSI scores", ha="center", va="center", transform=ax.transAxes)
     labels, x = [], np.arange(len(scores))
@@ -104,7 +114,11 @@ def figure_csi(context, scores: pd.DataFrame, story: pd.DataFrame):
     ax.set_title("(a) optimism O, neutrality N, pessimism P", pad=16)
     ax.legend(fontsize=5.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, handlelength=1.2)
 
-    ax = axes[1]
+
+def _panel_consistency(ax, scores: pd.DataFrame, many: bool) -> None:
+    """(b): consistency beside its independent-answers and random baselines, the repeat rate beside its own."""
+    from qclm.analysis.plotting import UNDERPOWERED_COLOR
+
     repeats = False
     for i, r in enumerate(scores.itertuples(index=False)):
         chance = r.consistency_vs_chance in (S.AT_CHANCE, S.BELOW_CHANCE)
@@ -130,7 +144,11 @@ def figure_csi(context, scores: pd.DataFrame, story: pd.DataFrame):
     ax.legend(handles=_chance_legend(repeats), fontsize=5, loc="upper center", bbox_to_anchor=(0.5, -0.3),
               ncol=3, handlelength=1.2)
 
-    ax = axes[2]
+
+def _panel_valence(ax, scores: pd.DataFrame, many: bool) -> None:
+    """(c): the valence control's AUC with its CI, red where the CI includes 0.5 or there is none."""
+    from qclm.analysis.plotting import UNDERPOWERED_COLOR
+
     has_auc = scores["valence_auc"].notna() if not scores.empty else pd.Series(dtype=bool)
     for i, r in enumerate(scores.itertuples(index=False)):
         if not np.isfinite(r.valence_auc):
@@ -149,7 +167,11 @@ def figure_csi(context, scores: pd.DataFrame, story: pd.DataFrame):
     if not has_auc.any():
         ax.text(0.5, 0.5, "no valence words", ha="center", va="center", transform=ax.transAxes)
 
-    ax = axes[3]
+
+def _panel_story(ax, stories: pd.DataFrame, story: pd.DataFrame) -> None:
+    """(d): each story's rating against its k, the mean per k, and the model's Spearman rho in the legend."""
+    from qclm.analysis.plotting import EXTRA_COLORS
+
     if stories.empty:
         ax.text(0.5, 0.5, "no story test\n(instruct models, vanilla)", ha="center", va="center",
                 transform=ax.transAxes, fontsize=6)
@@ -171,8 +193,6 @@ def figure_csi(context, scores: pd.DataFrame, story: pd.DataFrame):
     ax.set_xlabel("k tragedy words of 5")
     ax.set_ylabel("tragedy rating (1-10)")
     ax.set_title("(d) story test")
-    fig.tight_layout()
-    return fig
 
 
 REPEAT_COLOR, REPEAT_BASELINE_COLOR = "#0072B2", "#56B4E9"
