@@ -230,10 +230,12 @@ def _prob_matrix(choices: pd.DataFrame) -> dict[tuple, np.ndarray]:
 
 def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None, strata: list[str],
                    rng: np.random.Generator, n_perm: int) -> dict[str, Any]:
+    """One stratum's agreement row: the answers' agreement with the forced choice (:func:`_agreement`), the item
+    correlations among the survey, the forced choice and the QCLM scores (:func:`_item_correlations`), and its
+    notes; ``rng`` is drawn from in that order."""
     answered = g[g["status"] == "answered"]
     n = len(answered)
     row: dict[str, Any] = {"n_responses": len(g), "n_answered": n}
-    k_options = c.groupby(PROMPT_KEY, sort=False).size()
     # a measure that does not vary within the strata the permutations keep: shuffling cannot change the statistic
     fc_one = one_position(c[c["argmax"].astype(bool)], "position", strata)
     answers_one = one_position(answered, "judged_position", strata)
@@ -242,63 +244,12 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
     unscored = bool(len(c)) and not c.groupby(PROMPT_KEY, sort=False)["argmax"].any().all()
     row["fc_scored"] = not unscored
     if n and not unscored:
-        agrees = answered["fc_agrees"].astype(bool).to_numpy()
-        judged = answered["judged_option"].to_numpy()
-        argmax = answered["fc_argmax_option"].to_numpy()
-        gen_freq = pd.Series(judged).value_counts(normalize=True)
-        arg_freq = pd.Series(argmax).value_counts(normalize=True)
-        chance = float(sum(gen_freq.get(o, 0.0) * arg_freq.get(o, 0.0) for o in set(gen_freq.index)))
-        probs = _prob_matrix(c)
-        keys = [tuple(r) for r in answered[PROMPT_KEY].itertuples(index=False, name=None)]
-        pos = answered["judged_position"].astype(int).to_numpy() - 1
-        width = max(len(v) for v in probs.values())
-        matrix = np.vstack([np.pad(probs[k], (0, width - len(probs[k]))) for k in keys])  # answers x positions
-        fc_prob = matrix[np.arange(n), pos]
-        # permutation: the answers' pairing with the prompts shuffled within strata (the option order, where
-        # positions mean the same options)
-        strata_ids = answered[strata].astype(str).agg("\x1f".join, axis=1).to_numpy() if strata else np.zeros(n)
-        arg_pos = answered["fc_argmax_position"].astype(int).to_numpy() - 1
-        obs_prob = float(fc_prob.mean())
-        groups = [np.flatnonzero(strata_ids == s) for s in np.unique(strata_ids)]
-        perm_agree, perm_prob = np.empty(n_perm), np.empty(n_perm)
-        for i in range(n_perm):
-            perm = np.arange(n)
-            for idx in groups:
-                perm[idx] = rng.permutation(idx)
-            perm_agree[i] = np.mean(pos[perm] == arg_pos)
-            perm_prob[i] = matrix[np.arange(n), pos[perm]].mean()
-        agree_p = _perm_p(float(agrees.mean()), perm_agree)
-        row.update({"agree_argmax": float(agrees.mean()), "agree_chance": chance,
-                    "agree_p": np.nan if fc_one is not None or answers_one is not None else agree_p,
-                    "fc_prob_generated": obs_prob, "fc_prob_random": float(np.mean(1.0 / k_options.to_numpy(float))),
-                    "fc_prob_p": np.nan if answers_one is not None else _perm_p(obs_prob, perm_prob)})
-        # distance between each prompt's sampled option frequencies and its forced-choice probabilities
-        dist, floor = [], []
-        for key, part in answered.groupby(PROMPT_KEY, sort=False):
-            p = probs[key]
-            counts = np.bincount(part["judged_position"].astype(int).to_numpy() - 1, minlength=len(p))
-            dist.append(0.5 * np.abs(counts / counts.sum() - p).sum())
-            sims = rng.multinomial(counts.sum(), p / p.sum(), size=200) / counts.sum()
-            floor.append(float(np.mean(0.5 * np.abs(sims - p).sum(axis=1))))
-        row.update({"prompts_answered": len(dist), "tv_distance": float(np.mean(dist)),
-                    "tv_distance_sampling": float(np.mean(floor))})
+        row.update(_agreement(answered, c, strata, rng, n_perm, fc_one is not None, answers_one is not None))
     else:
         row.update({k: np.nan for k in ("agree_argmax", "agree_chance", "agree_p", "fc_prob_generated",
                                         "fc_prob_random", "fc_prob_p", "tv_distance", "tv_distance_sampling")})
         row["prompts_answered"] = len(answered[PROMPT_KEY].drop_duplicates())
-    # correlations over items
-    survey_items = answered.groupby("item_id")["score"].mean()
-    fc_items = c.drop_duplicates(PROMPT_KEY).groupby("item_id")["expected"].mean()
-    items = sorted(set(g["item_id"]))
-    s = survey_items.reindex(items).to_numpy(float)
-    f = fc_items.reindex(items).to_numpy(float)
-    q = likert.groupby("item_id")["score"].mean().reindex(items).to_numpy(float) if likert is not None and len(likert) \
-        else np.full(len(items), np.nan)
-    for name, (x, y) in {"survey_fc": (s, f), "survey_qclm": (s, q), "fc_qclm": (f, q)}.items():
-        rho, rho_p = _spearman(x, y, rng, n_perm)
-        row.update({f"rho_{name}": rho, f"rho_{name}_p": rho_p,
-                    f"n_items_{name}": int(np.sum(np.isfinite(x) & np.isfinite(y)))})
-    row["qclm_scored"] = bool(np.isfinite(q).any())
+    items = _item_correlations(row, g, answered, c, likert, rng, n_perm)
     notes = []
     if unscored:
         notes.append(f"{FC_UNSCORED}: no agreement of the answers with it")
@@ -319,6 +270,78 @@ def _agreement_row(g: pd.DataFrame, c: pd.DataFrame, likert: pd.DataFrame | None
     row.update({"underpowered": n < MIN_ANSWERED, "correlations_underpowered": len(items) < MIN_ITEMS,
                 "note": "; ".join(notes)})
     return row
+
+
+def _agreement(answered: pd.DataFrame, c: pd.DataFrame, strata: list[str], rng: np.random.Generator, n_perm: int,
+               fc_degenerate: bool, answers_degenerate: bool) -> dict[str, Any]:
+    """How the answered responses agree with the forced choice on their prompts: the share that name its argmax
+    against the chance of independent choices, the forced choice's mean probability of the answers against a
+    random option's, each with a permutation p-value (the answers' pairing with the prompts shuffled within the
+    strata; none where a degenerate measure makes it meaningless), and the total-variation distance between each
+    prompt's answer frequencies and its forced-choice probabilities beside its sampling floor."""
+    n = len(answered)
+    k_options = c.groupby(PROMPT_KEY, sort=False).size()
+    agrees = answered["fc_agrees"].astype(bool).to_numpy()
+    judged = answered["judged_option"].to_numpy()
+    argmax = answered["fc_argmax_option"].to_numpy()
+    gen_freq = pd.Series(judged).value_counts(normalize=True)
+    arg_freq = pd.Series(argmax).value_counts(normalize=True)
+    chance = float(sum(gen_freq.get(o, 0.0) * arg_freq.get(o, 0.0) for o in set(gen_freq.index)))
+    probs = _prob_matrix(c)
+    keys = [tuple(r) for r in answered[PROMPT_KEY].itertuples(index=False, name=None)]
+    pos = answered["judged_position"].astype(int).to_numpy() - 1
+    width = max(len(v) for v in probs.values())
+    matrix = np.vstack([np.pad(probs[k], (0, width - len(probs[k]))) for k in keys])  # answers x positions
+    fc_prob = matrix[np.arange(n), pos]
+    # permutation: the answers' pairing with the prompts shuffled within strata (the option order, where
+    # positions mean the same options)
+    strata_ids = answered[strata].astype(str).agg("\x1f".join, axis=1).to_numpy() if strata else np.zeros(n)
+    arg_pos = answered["fc_argmax_position"].astype(int).to_numpy() - 1
+    obs_prob = float(fc_prob.mean())
+    groups = [np.flatnonzero(strata_ids == s) for s in np.unique(strata_ids)]
+    perm_agree, perm_prob = np.empty(n_perm), np.empty(n_perm)
+    for i in range(n_perm):
+        perm = np.arange(n)
+        for idx in groups:
+            perm[idx] = rng.permutation(idx)
+        perm_agree[i] = np.mean(pos[perm] == arg_pos)
+        perm_prob[i] = matrix[np.arange(n), pos[perm]].mean()
+    agree_p = _perm_p(float(agrees.mean()), perm_agree)
+    row = {"agree_argmax": float(agrees.mean()), "agree_chance": chance,
+           "agree_p": np.nan if fc_degenerate or answers_degenerate else agree_p,
+           "fc_prob_generated": obs_prob, "fc_prob_random": float(np.mean(1.0 / k_options.to_numpy(float))),
+           "fc_prob_p": np.nan if answers_degenerate else _perm_p(obs_prob, perm_prob)}
+    # distance between each prompt's sampled option frequencies and its forced-choice probabilities
+    dist, floor = [], []
+    for key, part in answered.groupby(PROMPT_KEY, sort=False):
+        p = probs[key]
+        counts = np.bincount(part["judged_position"].astype(int).to_numpy() - 1, minlength=len(p))
+        dist.append(0.5 * np.abs(counts / counts.sum() - p).sum())
+        sims = rng.multinomial(counts.sum(), p / p.sum(), size=200) / counts.sum()
+        floor.append(float(np.mean(0.5 * np.abs(sims - p).sum(axis=1))))
+    row.update({"prompts_answered": len(dist), "tv_distance": float(np.mean(dist)),
+                "tv_distance_sampling": float(np.mean(floor))})
+    return row
+
+
+def _item_correlations(row: dict[str, Any], g: pd.DataFrame, answered: pd.DataFrame, c: pd.DataFrame,
+                       likert: pd.DataFrame | None, rng: np.random.Generator, n_perm: int) -> list:
+    """The Spearman correlations over items of the survey's scores, the forced choice's expected scores and the
+    QCLM item scores (where the run has them), each with its permutation p-value and its number of items, into
+    ``row``; the items."""
+    survey_items = answered.groupby("item_id")["score"].mean()
+    fc_items = c.drop_duplicates(PROMPT_KEY).groupby("item_id")["expected"].mean()
+    items = sorted(set(g["item_id"]))
+    s = survey_items.reindex(items).to_numpy(float)
+    f = fc_items.reindex(items).to_numpy(float)
+    q = likert.groupby("item_id")["score"].mean().reindex(items).to_numpy(float) if likert is not None and len(likert) \
+        else np.full(len(items), np.nan)
+    for name, (x, y) in {"survey_fc": (s, f), "survey_qclm": (s, q), "fc_qclm": (f, q)}.items():
+        rho, rho_p = _spearman(x, y, rng, n_perm)
+        row.update({f"rho_{name}": rho, f"rho_{name}_p": rho_p,
+                    f"n_items_{name}": int(np.sum(np.isfinite(x) & np.isfinite(y)))})
+    row["qclm_scored"] = bool(np.isfinite(q).any())
+    return items
 
 
 def _likert_items(likert: pd.DataFrame | None) -> pd.DataFrame | None:
