@@ -288,29 +288,11 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             row["p_units"] = permutation_p(half, hg, direction, n_perm, rng)
             row["min_p_units"] = min_permutation_p(hg, n_perm)
             sham_values = np.array([stat_of(_checkpoint(s.base_model, plant, r, epoch)) for r in shams], float)
-            found = sham_values[np.isfinite(sham_values)]
-            row["n_shams"] = len(found)
-            row["sham_mean"] = float(found.mean()) if len(found) else np.nan
-            row["sham_sd"] = float(found.std(ddof=1)) if len(found) > 1 else np.nan
-            row["run_sd"], row["p"], row["bound"] = run_test(row["effect"], found)
-            if np.isfinite(row["run_sd"]) and row["run_sd"] > 0:
-                row["effect_runs"] = row["effect"] / row["run_sd"]
-            else:
-                row["effect_runs"] = np.nan
-            row["sham_false_alarms"] = sham_false_alarms(direction * found, 1, alpha)
+            found = _against_shams(row, sham_values, direction, alpha)
             row["beyond_reading_floor"] = _beyond(row["value_plus_ci_low"], row["value_plus_ci_high"],
                                                   row["baseline"], direction)
-            few = int(min(g.sum(), (~g).sum()) if not g.all() else len(g))
-            notes = []
-            if len(found) < 2:
-                notes.append(f"{len(found)} sham(s) scored: no runs' spread, nothing can be detected")
-            elif row["run_sd"] == 0:
-                notes.append("the shams agree exactly: their spread is below the metric's resolution, nothing can "
-                             "be detected")
-            if few < MIN_UNITS:
-                notes.append(f"{few} units in a group (< {MIN_UNITS}): the unit CIs and p cannot be read")
-            row["underpowered"] = bool(notes)
-            row["note"] = "; ".join(notes)
+            row["note"] = _power_note(found, row["run_sd"], g)
+            row["underpowered"] = bool(row["note"])
             rows.append(row)
         # the fixed sequence: the largest dose first, each at alpha, until one is not detected
         going = True
@@ -318,6 +300,37 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             going = going and bool(np.isfinite(r["p"]) and r["p"] < alpha)
             r["detected"] = going
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _against_shams(row: dict[str, Any], sham_values: np.ndarray, direction: int, alpha: float) -> np.ndarray:
+    """The effect against the runs' spread, into ``row``: the shams scored, their mean and SD, the run test's SD,
+    p and bound, the effect in run SDs, and the shams' own false alarms; the shams' finite values."""
+    found = sham_values[np.isfinite(sham_values)]
+    row["n_shams"] = len(found)
+    row["sham_mean"] = float(found.mean()) if len(found) else np.nan
+    row["sham_sd"] = float(found.std(ddof=1)) if len(found) > 1 else np.nan
+    row["run_sd"], row["p"], row["bound"] = run_test(row["effect"], found)
+    if np.isfinite(row["run_sd"]) and row["run_sd"] > 0:
+        row["effect_runs"] = row["effect"] / row["run_sd"]
+    else:
+        row["effect_runs"] = np.nan
+    row["sham_false_alarms"] = sham_false_alarms(direction * found, 1, alpha)
+    return found
+
+
+def _power_note(found: np.ndarray, run_sd: float, planted: np.ndarray) -> str:
+    """What a row cannot support (empty: nothing): fewer than two shams, shams that agree exactly, or too few units
+    in a group (``planted``: each unit's group)."""
+    few = int(min(planted.sum(), (~planted).sum()) if not planted.all() else len(planted))
+    notes = []
+    if len(found) < 2:
+        notes.append(f"{len(found)} sham(s) scored: no runs' spread, nothing can be detected")
+    elif run_sd == 0:
+        notes.append("the shams agree exactly: their spread is below the metric's resolution, nothing can be "
+                     "detected")
+    if few < MIN_UNITS:
+        notes.append(f"{few} units in a group (< {MIN_UNITS}): the unit CIs and p cannot be read")
+    return "; ".join(notes)
 
 
 def read_checks(paths: list[str | Path]) -> pd.DataFrame:
