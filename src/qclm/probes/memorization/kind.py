@@ -35,13 +35,16 @@ from typing import TYPE_CHECKING, Any
 from qclm.errors import InputError, Problem
 from qclm.inputs import duplicate_problems, identity, size
 from qclm.instruments import Instrument, keyed_score, load_instrument
-from qclm.probes.base import CollectInput, Labelled, ProbeKind
+from qclm.probes.base import Asking, CollectInput, Labelled, ProbeKind
 from qclm.probes.memorization import metrics as m
 from qclm.probes.memorization.outputs import OUTPUTS
 from qclm.probes.memorization.perturb import NEIGHBOUR, PERTURBATIONS, neighbours
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from qclm.contexts import Context
+    from qclm.prompts import PromptBuilder
 
 TASKS = ("exposure", "recall", "cloze", "dimension", "option_score", "target")
 #: target score matching's targets: the minimum, the middle and the maximum of the scale (m.target_score)
@@ -314,12 +317,12 @@ class MemorizationProbe(ProbeKind):
         for it in inst.items:
             out.append(Labelled({"task": "exposure", "instrument": inst.id, "item_id": it.id, "candidate": it.id,
                                  "is_true": True, "text": it.text},
-                                LoglikRequest(ask.lead, it.text), f"{inst.path}: item {it.id}: exposure",
+                                LoglikRequest(ask.where.lead, it.text), f"{inst.path}: item {it.id}: exposure",
                                 f"exposure, {inst.id} item {it.id}"))
             for r, text in enumerate(neighbours(it.text, self.settings["perturbations"]), start=1):
                 out.append(Labelled({"task": NEIGHBOUR, "instrument": inst.id, "item_id": it.id,
                                      "candidate": f"{it.id}~{r}", "is_true": False, "text": text},
-                                    LoglikRequest(ask.lead, text),
+                                    LoglikRequest(ask.where.lead, text),
                                     f"{inst.path}: item {it.id}: exposure, neighbour {r}",
                                     f"exposure neighbour {r}, {inst.id} item {it.id}"))
         return out
@@ -340,7 +343,7 @@ class MemorizationProbe(ProbeKind):
                                  "candidates": [c.id for c in items], "true": it.id, **named},
                                 ChoiceRequest(ask.context(user), ask.options(texts)),
                                 f"{inst.path}: item {it.id}: recall", f"recall, {inst.id} item {it.number}"))
-            if self.settings["mode"] == "generate" and ask.chat:
+            if self.settings["mode"] == "generate" and ask.prompts.fmt.is_chat:
                 settings = GenerationSettings(max_new_tokens=self.settings["max_new_tokens"], greedy=True,
                                               temperature=0.0, stop=("\n",))
                 seed = derive_seed(ask.asking.seed, ask.asking.model, self.instance.id, inst.id, it.id,
@@ -513,21 +516,14 @@ class _Ask:
     """How one context's prompts are written: the prompt builder, the context (its stimulus lead, condition and
     stimulus id) and whom the requests ask (the run seed, the model)."""
 
-    prompts: Any
-    where: Any
-    asking: Any
-
-    @property
-    def lead(self) -> str:
-        return self.where.lead
-
-    @property
-    def chat(self) -> bool:
-        return self.prompts.fmt.is_chat
+    prompts: PromptBuilder
+    where: Context
+    asking: Asking
 
     def context(self, user: str) -> str:
-        """The prompt of a user message after the context's stimulus, in the model's prompt format."""
-        return self.prompts.context(self.lead, user)
+        """The prompt of a user message after the context's stimulus (``where.lead``), in the model's prompt
+        format."""
+        return self.prompts.context(self.where.lead, user)
 
     def options(self, texts) -> tuple[str, ...]:
         """Answers as they follow that prompt."""
