@@ -21,7 +21,7 @@ from pathlib import Path
 
 from qclm.errors import InputError
 from qclm.inputs import (SAME_TEXT, by_file, check_duplicate_id, document_problems, identity, is_finite_number,
-                         labelled_entries, line_problem, load_schema, read_yaml, show, typed_field)
+                         labelled_entries, line_problem, list_strings, load_schema, read_yaml, show, typed_field)
 
 CTERM_SLOT = "{cterm}"
 INTENSIFIER_SLOT = "{intensifier}"
@@ -150,11 +150,6 @@ def _check_template(template: str, file: Path, where: str, problems: list) -> No
                          "are allowed)"))
 
 
-def _strings(value) -> list[str]:
-    """The strings of a list field, ignoring anything malformed (the schema reports it)."""
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
 @by_file
 def load_questionnaire(path: str | Path) -> Questionnaire:
     """Read and validate a questionnaire YAML file; raise InputError naming file, item and field.
@@ -183,7 +178,7 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
         problems.extend(_wording_problems(wording, it, f, where))
         templates = _item_templates(it, top_templates, path, where, problems)
         cterms = typed_field(it, "cterms", dict, {})
-        plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
+        plus, minus = list_strings(cterms.get("plus")), list_strings(cterms.get("minus"))
         problems.extend(cterm_problems(plus, minus, f, where))
         problems.extend(keying_problems(it, plus, minus, f, where))
         if templates is not None:
@@ -224,11 +219,11 @@ def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
                                  f"weight {weight} repeats level {seen_weights[float(weight)]}"))
             else:
                 seen_weights[float(weight)] = str(label)
-        problems += _slot_text_problems(_strings(lv.get("intensifiers")), seen_phrases, f,
+        problems += _slot_text_problems(list_strings(lv.get("intensifiers")), seen_phrases, f,
                                         f"{where}: field intensifiers", "phrase", "appears twice",
                                         "it is not a template slot and would reach the model as written")
         if is_finite_number(weight) and isinstance(label, str):
-            levels.append(Level(label, float(weight), tuple(_strings(lv.get("intensifiers")))))
+            levels.append(Level(label, float(weight), tuple(list_strings(lv.get("intensifiers")))))
     return levels
 
 

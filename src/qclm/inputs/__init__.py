@@ -26,7 +26,7 @@ How a problem shows values and locations is :mod:`qclm.inputs.messages`. Every n
 """
 
 from qclm.inputs.messages import (
-    MAX_PROBLEM_CHARS, Locations, char_name, entry_label, entry_labels, labelled_entries, show,
+    MAX_PROBLEM_CHARS, Locations, char_name, entry_label, entry_labels, labelled_entries, list_strings, show,
 )
 from qclm.inputs.readers import (
     ALIAS_EXPANSION_LIMIT, by_file, duplicate_column_problems, file_lines, line_column, output_problem, parse_yaml,
@@ -48,7 +48,7 @@ __all__ = [
     "SAFE_NAME_PATTERN", "SAFE_NAME_RULE", "SAME_TEXT", "SHARED_DEFS", "SIZES", "FiniteValidator", "Locations",
     "by_file", "char_name", "check_duplicate_id", "document_problems", "duplicate_column_problems",
     "duplicate_problems", "entry_label", "entry_labels", "file_lines", "identity", "is_finite_number", "is_invisible",
-    "labelled_entries", "line_column", "line_problem",
+    "labelled_entries", "line_column", "line_problem", "list_strings",
     "load_schema", "output_problem", "parse_yaml", "read_text", "read_tsv", "read_yaml", "safe_name_message",
     "safe_name_problem", "schema_file_problems", "schema_problems", "sha256_file", "shared_defs", "show", "size",
     "surrogate_problem", "text_problem", "text_problems", "typed_field",

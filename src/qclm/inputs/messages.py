@@ -67,6 +67,11 @@ def labelled_entries(kind: str, entries: list) -> Iterator[tuple[int, str, dict]
     return ((n, labels[n], entry) for n, entry in enumerate(entries) if isinstance(entry, dict))
 
 
+def list_strings(value) -> list[str]:
+    """The strings of a list field a file gives, passing over anything malformed (the schema reports it)."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 class Locations:
     """Human locations for JSON paths of one document: items[3].cterms -> 'item S04: field cterms';
     scale.levels[1].weight -> 'level somewhat: field weight'; conditions[2] -> 'field conditions, entry 3'.

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qclm.errors import InputError
-from qclm.inputs import (check_duplicate_id, document_problems, labelled_entries, load_schema, read_yaml,
-                         typed_field)
+from qclm.inputs import (check_duplicate_id, document_problems, labelled_entries, list_strings, load_schema,
+                         read_yaml, typed_field)
 from qclm.questionnaire import CTERM_SLOT, INTENSIFIER_SLOT, ScaledInstrument, cterm_problems, scale_levels
 
 #: the templates of an item and the slots they hold between them
@@ -108,10 +108,6 @@ def _pair_problem(premise: str, hypothesis: str, defaults: tuple[str, ...] = ())
     return f"premise and hypothesis both hold {slot} and neither {missing}{which}: {PLACEMENT}"
 
 
-def _strings(value) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
 def load_entailment(path: str | Path) -> EntailmentInstrument:
     """Read and validate an entailment instrument; raise InputError with every problem (file, item, field)."""
     path = Path(path)
@@ -166,7 +162,7 @@ def load_entailment(path: str | Path) -> EntailmentInstrument:
                 problems.append((f, f"{where}: field {own_keys[0]}", pair))
                 texts[own_keys[0]] = None
         cterms = typed_field(it, "cterms", dict, {})
-        plus, minus = _strings(cterms.get("plus")), _strings(cterms.get("minus"))
+        plus, minus = list_strings(cterms.get("plus")), list_strings(cterms.get("minus"))
         problems.extend(cterm_problems(plus, minus, f, where))
         premise, hypothesis = texts["premise"], texts["hypothesis"]
         if premise is not None and hypothesis is not None and isinstance(it.get("id"), str):
