@@ -265,6 +265,20 @@ def test_a_model_with_an_nli_head_scores_by_its_entailment_label(tmp_path, smoll
     assert raw["p_raw"].std() > 0.01  # a random head still answers differently per pair
     with pytest.raises(ValueError, match="tiny-nli has an NLI head"):
         loaded.backend.loglikelihood([])
+    # what render shows of such a row is what it is asked: the pairs, classified (Asking.head), not a prompt
+    import io
+
+    from qclm.commands.render import Target, render
+    from qclm.probes.base import Instance
+
+    shown = io.StringIO()
+    config = {"stimuli": {"version": "long", "classes": {"stress": str(stress)}}, "conditions": ["stress"],
+              "limit_stimuli": 1}
+    instance = Instance("small", "entailment", {"instrument": str(path), "form": "qclm"})
+    assert render(None, None, None, "stress", limit=2, out=shown,
+                  target=Target(config, "test", spec, tmp_path, instance)) == 0
+    text = shown.getvalue()
+    assert text.count("--- premise and hypothesis: ") == 2 and "Does the premise imply" not in text, text
 
 
 def test_the_model_table_names_a_bad_head():

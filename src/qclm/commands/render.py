@@ -99,7 +99,7 @@ def render(config_file: str | None, model: str | None, probe: str | None, condit
 def _show(target: Target, condition: str, item: str | None, stimulus: str | None, limit: int | None, out) -> int:
     from qclm import probes
     from qclm.contexts import condition_contexts
-    from qclm.engine.requests import tokenize_requests
+    from qclm.engine.requests import ClassifyRequest, tokenize_requests
     from qclm.experiment import Experiment, classes_of
     from qclm.models.loading import load_tokenizer
     from qclm.probes.base import Asking
@@ -141,6 +141,12 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
             print(f"### request {shown}: model {model} (prompt format {spec.prompt_format}), probe {probe} "
                   f"({kind.name}), condition {condition}" + (f", stimulus {ctx.stimulus_id}" if ctx.stimulus_id else "")
                   + f", {labelled.label}", file=out)
+            if isinstance(req, ClassifyRequest):  # a sequence classifier's pair (head nli): no prompt format
+                ids = tokenizer(req.premise, req.hypothesis)["input_ids"]
+                print(f"--- premise and hypothesis: {len(ids)} tokens, as the classifier sees them ---", file=out)
+                print(tokenizer.decode(list(ids), skip_special_tokens=False), file=out)
+                print(file=out)
+                continue
             options = getattr(req, "options", None)
             continuation = getattr(req, "continuation", None)
             shown_options = [continuation] if continuation is not None else list(options or [""])
