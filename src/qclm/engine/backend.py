@@ -18,7 +18,8 @@ from qclm.engine.scorers import make_scorer
 from qclm.settings import ENGINE, defaults
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, ClassifyRequest, ClassifyResult, GenerateRequest,
-    GenerateResult, LoglikRequest, LoglikResult, Request, choice_result, prompt_sha256, tokenize_requests,
+    GenerateResult, LoglikRequest, LoglikResult, Request, choice_result, loglik_result, prompt_sha256,
+    tokenize_requests,
 )
 
 log = logging.getLogger("qclm.engine")
@@ -116,9 +117,7 @@ class LocalBackend:
                       progress: Callable[[int], None] | None = None) -> list[LoglikResult]:
         tokens = self.tokenize([r.context for r in requests], [r.continuation for r in requests], describe)
         logprobs, greedy = self.score_tokens(tokens, describe, progress)
-        return [LoglikResult(float(lp.astype(np.float64).sum()), tuple(map(float, lp)), t.continuation, bool(g.all()),
-                             tuple(self.tokenizer.convert_ids_to_tokens(list(t.continuation))))
-                for t, lp, g in zip(tokens, logprobs, greedy)]
+        return [loglik_result(lp, t.continuation, g, self.tokenizer) for t, lp, g in zip(tokens, logprobs, greedy)]
 
     def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,
                progress: Callable[[int], None] | None = None) -> list[ChoiceResult]:

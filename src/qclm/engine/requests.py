@@ -259,6 +259,15 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return z / z.sum()
 
 
+def loglik_result(token_logprobs: ArrayLike, token_ids: Sequence[int], greedy: ArrayLike, tokenizer
+                  ) -> LoglikResult:
+    """A :class:`LoglikResult` from a continuation's token log-probabilities, its token ids and each token's greedy
+    flag, its tokens named by the model's ``tokenizer`` (the one home of the log-likelihood numbers)."""
+    lps = np.asarray(token_logprobs)
+    return LoglikResult(float(lps.astype(np.float64).sum()), tuple(map(float, lps)), tuple(token_ids),
+                        bool(np.all(greedy)), tuple(tokenizer.convert_ids_to_tokens(list(token_ids))))
+
+
 def choice_result(token_logprobs: Sequence[ArrayLike], values: Sequence[float] | None = None,
                   normalized: bool = True) -> ChoiceResult:
     """A :class:`ChoiceResult` from each option's token log-probabilities (the one home of the forced-choice

@@ -42,13 +42,12 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, cast
 
-import numpy as np
-
 from qclm.engine.capabilities import why_not
 from qclm.engine.remote import CompletionsClient, RemoteError, describe_part
 from qclm.engine.requests import (
     ChainRequest, ChainResult, ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult, LoglikRequest,
-    LoglikResult, Request, by_settings, choice_result, is_greedy, prompt_sha256, server_sampling, tokenize_requests,
+    LoglikResult, Request, by_settings, choice_result, is_greedy, loglik_result, prompt_sha256, server_sampling,
+    tokenize_requests,
 )
 
 log = logging.getLogger("qclm.engine")
@@ -360,9 +359,7 @@ class VllmBackend:
         scored = self._continuation_logprobs(tokens, describe)
         if progress:
             progress(len(requests))
-        return [LoglikResult(float(np.sum(np.asarray(lps, dtype=np.float64))), tuple(lps), t.continuation, all(g),
-                             tuple(self.tokenizer.convert_ids_to_tokens(list(t.continuation))))
-                for t, (lps, g) in zip(tokens, scored)]
+        return [loglik_result(lps, t.continuation, g, self.tokenizer) for t, (lps, g) in zip(tokens, scored)]
 
     def choose(self, requests: Sequence[ChoiceRequest], describe: Callable[[int], str] | None = None,
                progress: Callable[[int], None] | None = None) -> list[ChoiceResult]:
