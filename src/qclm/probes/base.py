@@ -137,6 +137,13 @@ class ScoringCell:
         """The answers of every request ``probe`` asks in the cell's contexts (:meth:`ProbeKind.requests`)."""
         return self.ask([(c, r) for c in self.contexts for r in probe.requests(c, self.prompts, self.asking)])
 
+    def by_context(self, answers: list[Answer]) -> list[tuple[Context, list[Answer]]]:
+        """Each of the cell's contexts, in order, with its answers (in the order asked)."""
+        mine: dict[int, list[Answer]] = {id(c): [] for c in self.contexts}
+        for a in answers:
+            mine[id(a.context)].append(a)
+        return [(c, mine[id(c)]) for c in self.contexts]
+
 
 @dataclass(frozen=True)
 class Labelled:

@@ -217,8 +217,7 @@ class CSIProbe(ProbeKind):
         s = self.settings
         info = {part: {w.word: w for w in words} for part, words in self.parts()}
         frames, stories = [], []
-        for ctx in cell.contexts:
-            mine = [a for a in answers if a.context is ctx]
+        for ctx, mine in cell.by_context(answers):
             rows = []
             if s["mode"] == "list":
                 for a in mine:

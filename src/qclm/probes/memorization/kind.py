@@ -452,11 +452,11 @@ class MemorizationProbe(ProbeKind):
         from qclm.engine.asking import method_of
 
         base = {"model": cell.model, "probe": self.instance.id, "condition": cell.condition}
-        at = {id(c): k for k, c in enumerate(cell.contexts)}
         order = {"loglikelihood": 0, "choose": 1, "generate": 2}
         rows: list[dict[str, Any]] = []
-        for a in sorted(answers, key=lambda a: (at[id(a.context)], order[method_of(a.labelled.request)])):
-            rows.extend(_rows({**base, "stimulus_id": a.context.stimulus_id}, a.key, a.result))
+        for ctx, mine in cell.by_context(answers):
+            for a in sorted(mine, key=lambda a: order[method_of(a.labelled.request)]):
+                rows.extend(_rows({**base, "stimulus_id": ctx.stimulus_id}, a.key, a.result))
         df = pd.DataFrame(rows, columns=COLUMNS)
         chat = cell.prompts.fmt.is_chat
         return df, {"tasks": list(self.settings["tasks"]), "mode": self.settings["mode"],

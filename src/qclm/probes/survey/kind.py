@@ -248,8 +248,7 @@ class SurveyProbe(ProbeKind):
         instrument = self.instrument
         rows: list[dict] = []
         hashes: dict[str, str] = {}
-        for ctx in cell.contexts:
-            mine = [a for a in answers if a.context is ctx]
+        for ctx, mine in cell.by_context(answers):
             base = {"model": cell.model, "probe": self.instance.id, "instrument": instrument.id,
                     "condition": cell.condition, "stimulus_id": ctx.stimulus_id}
             prompt_hash: dict[tuple, str] = {}
