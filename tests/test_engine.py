@@ -173,3 +173,25 @@ def test_bfloat16_self_check_accepts_the_engine_and_rejects_a_tenth_of_a_nat(tin
     assert auto.stats.method == "full"
     assert "self-check differs from full sequences by 0.1" in caplog.text
     assert _max_diff(got, FullSequenceScorer(model).score(reqs)) == 0
+
+
+def test_the_kv_cache_writes_in_place_grows_past_its_capacity_and_crops_back():
+    """qclm.engine.kv_cache: a pass's positions are written into the buffer (no copy of what it holds while it fits),
+    past the capacity it grows keeping everything, cropping back to the prefix keeps the buffer, and what it returns
+    is what concatenation (transformers' DynamicLayer) would."""
+    from qclm.engine.kv_cache import GrowingCache
+
+    torch.manual_seed(0)
+    cache = GrowingCache(capacity=5)
+    chunks = [(torch.randn(1, 2, n, 4), torch.randn(1, 2, n, 3)) for n in (3, 2, 4)]  # values: a head size of their own
+    k, v = cache.update(*chunks[0], 0)
+    buffer = k.data_ptr()
+    k, v = cache.update(*chunks[1], 0)
+    assert k.data_ptr() == buffer and cache.get_seq_length() == 5  # the capacity asked for: written in place
+    k, v = cache.update(*chunks[2], 0)  # past it: grown, what it held kept
+    assert torch.equal(k, torch.cat([c[0] for c in chunks], dim=-2)) and torch.equal(v, torch.cat([c[1] for c in chunks], dim=-2))
+    cache.crop(-6)
+    assert cache.get_seq_length() == 3
+    grown = k.data_ptr()
+    k, v = cache.update(*chunks[1], 0)
+    assert k.data_ptr() == grown and torch.equal(k, torch.cat([chunks[0][0], chunks[1][0]], dim=-2))

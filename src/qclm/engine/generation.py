@@ -131,8 +131,9 @@ def run_generation(scorer, prompts: Sequence[tuple[int, ...]], settings: Sequenc
     budget = node_budget or session_budget(scorer.model)
     sizes = [len(p) - prefix_len + max(s.max_new_tokens, 0) for p, s in zip(prompts, settings)]
     scorer.head.check(prompts[0])  # once per model: the head alone against the model's own logits
-    session = TreeSession(scorer, prompts[0][:prefix_len])
-    for g, group in enumerate(groups_within(sizes, budget)):
+    groups = groups_within(sizes, budget)
+    session = TreeSession(scorer, prompts[0][:prefix_len], max(sum(sizes[r] for r in group) for group in groups))
+    for g, group in enumerate(groups):
         if g:
             session.reset()
         tips = {r: session.path(ROOT, prompts[r][prefix_len:]) for r in group}

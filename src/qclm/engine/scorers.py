@@ -313,13 +313,13 @@ class PrefixTreeScorer(_OnModel):
         contexts = sorted(groups)  # token order: contexts that share tokens beyond the prefix are neighbours
         # every context keeps at least one own token: it predicts the continuation's first token
         prefix_len = min(_common_prefix_length(contexts), min(map(len, contexts)) - 1)
-        from transformers import DynamicCache
+        from qclm.engine.kv_cache import GrowingCache
 
-        cache = DynamicCache()  # full (non-sliding) layers: the masks apply any window
-        self._prefill(cache, contexts[0][:prefix_len], device)
         budget = self._auto_pack_tokens(prefix_len, device)
         if self.head.own_logits:  # the model's own logits at every scored row of a pack at once
             budget = min(budget, max(64, OWN_LOGITS_BYTES // (4 * self.head.vocab)))
+        cache = GrowingCache(prefix_len + budget)  # full (non-sliding) layers: the masks apply any window
+        self._prefill(cache, contexts[0][:prefix_len], device)
         start = 0
         while start < len(contexts):
             pack = PackBuilder(prefix_len)

@@ -82,11 +82,12 @@ def common_prefix(seqs: Sequence[Sequence[int]]) -> int:
 class TreeSession:
     """A shared prefix in the KV cache and a token trie over it that grows pass by pass (module docstring).
 
-    ``scorer`` supplies the model, the LM head, the attention windows and the ``Stats`` the work is counted in.
-    Always block tree attention (``scorer.attention`` "dense" is a reference for packs only)."""
+    ``scorer`` supplies the model, the LM head, the attention windows and the ``Stats`` the work is counted in;
+    ``capacity``: the nodes the session will hold at once, if known (its KV cache is sized for them once,
+    qclm.engine.kv_cache). Always block tree attention (``scorer.attention`` "dense" is a reference for packs only)."""
 
-    def __init__(self, scorer: PrefixTreeScorer, prefix: Sequence[int]):
-        from transformers import DynamicCache
+    def __init__(self, scorer: PrefixTreeScorer, prefix: Sequence[int], capacity: int = 0):
+        from qclm.engine.kv_cache import GrowingCache
 
         self.scorer = scorer
         self.model = scorer.model
@@ -95,7 +96,7 @@ class TreeSession:
         self.device = device_of(self.model)
         self.prefix = tuple(prefix)
         self.prefix_len = len(self.prefix)
-        self.cache = DynamicCache()  # full (non-sliding) layers: the masks apply any window
+        self.cache = GrowingCache(self.prefix_len + capacity)  # full layers: the masks apply any window
         scorer._prefill(self.cache, self.prefix, self.device)
         self.pack_tokens = scorer._auto_pack_tokens(self.prefix_len, self.device)
         if self.head.own_logits:
