@@ -165,13 +165,17 @@ def _reference_attention(layout, q, k, v, scale, window, softcap):
 
 @pytest.mark.parametrize("window", [None, 6])
 @pytest.mark.parametrize("softcap", [None, 2.0])
-def test_a_decode_step_attends_per_query_as_the_tree_mask_says(window, softcap):
+@pytest.mark.parametrize("union", [True, False])
+def test_a_decode_step_attends_per_query_as_the_tree_mask_says(window, softcap, union, monkeypatch):
     """A generation step's layout (``per_query``): queries on distinct paths below nodes already in the cache (two
     requests sharing a stem, two children of one node, a shadow of a computed node, a request straight after the
     prefix) attend to the prefix and their own ancestors-or-self only, with the window and soft-capping applied:
-    equal to attention by hand and to the block path, in turns of a few queries too."""
+    equal to attention by hand and to the block path, in turns of a few queries too; both ways (the union of keys
+    in one call, each query's own path gathered), each chosen by ``UNION_RATIO``."""
     from qclm.engine import tree_attention
     from qclm.engine.tree_attention import TreeLayout
+
+    monkeypatch.setattr(tree_attention, "UNION_RATIO", 100 if union else 1)
 
     P = 20
     #         A: 0-4 from the prefix; B: shares A's 0-1, then 5-6; C: 7-12; new: 13 after 4, 14 after 6, 15 and 16
@@ -187,23 +191,29 @@ def test_a_decode_step_attends_per_query_as_the_tree_mask_says(window, softcap):
     want = _reference_attention(TreeLayout(parent, pos, P, torch.device("cpu"), first=first), q, k, v, 0.3, window,
                                 softcap)
     per_query = TreeLayout(parent, pos, P, torch.device("cpu"), first=first, per_query=True)
-    assert per_query.computed_pairs == 6 * (P + 7)  # the prefix and the deepest path (7), not the union of paths
+    assert per_query.union == union
+    # the union: every node in the cache (19); own paths: the prefix and the deepest path (7)
+    assert per_query.computed_pairs == 6 * (P + (len(parent) if union else 7))
     got = per_query.attend(q, k, v, 0.3, window, softcap)[0]
     assert float((got.double() - want).abs().max()) <= 1e-5
     block = TreeLayout(parent, pos, P, torch.device("cpu"), block=4, first=first).attend(q, k, v, 0.3, window, softcap)
     assert float((got - block[0]).abs().max()) <= 1e-5
-    with pytest.MonkeyPatch.context() as mp:  # two queries' scores at a time
+    with pytest.MonkeyPatch.context() as mp:  # two queries' scores (or masks) at a time
         mp.setattr(tree_attention, "PER_QUERY_BYTES", 4 * 2 * (H * (P + 7) + Hkv * 7 * 2 * d))
+        mp.setattr(tree_attention, "UNION_MASK_BYTES", 4 * 2 * (H // Hkv) * (P + len(parent)))
         turns = TreeLayout(parent, pos, P, torch.device("cpu"), first=first, per_query=True)
         assert float((turns.attend(q, k, v, 0.3, window, softcap)[0] - got).abs().max()) <= 1e-6
 
 
-def test_decode_steps_attend_per_query_and_equal_the_plain_path(tiny, monkeypatch):
+@pytest.mark.parametrize("union", [True, False])
+def test_decode_steps_attend_per_query_and_equal_the_plain_path(tiny, union, monkeypatch):
     """Every step after the prompts' pass runs per query (counted), and the greedy and sampled tokens and their
     log-probabilities equal the plain path (the model's own forward and cache, one request at a time; on Gemma 3
-    the window of 8 hides most of the prefix from the new tokens)."""
+    the window of 8 hides most of the prefix from the new tokens), over the union of keys and over own paths."""
+    from qclm.engine import tree_attention
     from qclm.engine.tree_attention import TreeLayout
 
+    monkeypatch.setattr(tree_attention, "UNION_RATIO", 100 if union else 0)
     model, tok = tiny
     layouts = []
     init = TreeLayout.__init__
@@ -211,6 +221,7 @@ def test_decode_steps_attend_per_query_and_equal_the_plain_path(tiny, monkeypatc
     def counting(self, *args, **kwargs):
         init(self, *args, **kwargs)
         layouts.append(self.per_query)
+        assert not self.per_query or self.union == union
 
     monkeypatch.setattr(TreeLayout, "__init__", counting)
     reqs = _requests(GREEDY) + _requests(SAMPLED)

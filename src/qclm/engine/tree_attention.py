@@ -22,12 +22,18 @@ masks. ``dense_allowed`` gives the same visibility as one dense boolean matrix: 
 path the architecture tests check the block path against.
 
 A generation step (``per_query``) is a pass whose queries lie on distinct paths, one new token per
-request, with their ancestors already in the cache. A block there would attend to the union of its
-queries' paths (each query to every other request's tokens, masked out); instead every query
-attends to the shared prefix, in one product for all queries (the prefix's keys neither copied nor
-padded), and to its own ancestors-or-self, gathered and padded to the deepest query, with one
-float32 softmax over both. The work per query is the prefix plus its own path, as in a dense
-batched decode, but the prefix is held once.
+request, with their ancestors already in the cache. Two ways, chosen per pass by their work:
+
+- *union*: every query attends to the shared prefix and every node in the cache, the other
+  requests' paths masked out, in one attention call per layer (the query heads that share a
+  key/value head folded into the query axis, as in a block). Its work per query is the prefix plus
+  every request's path, but a layer costs one fused call, not a dozen small operations: the way
+  while the union is at most ``UNION_RATIO`` times the deepest query's own keys (the start of a
+  generation, and few requests).
+- *own paths*: every query attends to the shared prefix, in one product for all queries (the
+  prefix's keys neither copied nor padded), and to its own ancestors-or-self, gathered and padded
+  to the deepest query, with one float32 softmax over both. The work per query is the prefix plus
+  its own path, as in a dense batched decode, but the prefix is held once.
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ ATTENTION_NAME = "qclm_tree"
 DEFAULT_BLOCK = 64
 #: float32 attention scores and gathered keys/values a per-query pass holds at once (bytes): more queries go in turns
 PER_QUERY_BYTES = 64 * 2**20
+#: a per-query pass attends to the union of every query's keys (one attention call per layer) while that union is
+#: at most this many times the keys of the deepest query's own (its prefix and path); beyond, each query gathers
+#: its own path (a dozen small operations per layer, but no query's work grows with the others' paths)
+UNION_RATIO = 8
+#: additive masks a union pass holds at once (bytes; more in turns of queries)
+UNION_MASK_BYTES = 64 * 2**20
 
 _ACTIVE: contextvars.ContextVar[TreeLayout | None] = contextvars.ContextVar("qclm_tree_layout", default=None)
 
@@ -233,13 +245,21 @@ class TreeLayout:
                 ~ok, torch.finfo(dtype).min)
         return b.masks[key]
 
-    # -- per query: the shared prefix for all queries at once, then each query's own ancestors --------------------
+    # -- per query: the union of keys in one call, or the shared prefix for all queries, then each one's own path ---
     def _per_query_layout(self) -> None:
-        """Each query attends to the shared prefix (one product for all queries: its keys are neither copied nor
-        padded) and to its own ancestors-or-self (gathered, padded to the deepest query): no query computes the
-        keys of another one's path. For passes whose queries lie on distinct paths (a generation step: one new
-        token per request), where a block would attend to the union of its queries' paths."""
+        """A pass whose queries lie on distinct paths (a generation step: one new token per request), one of the two
+        ways of the module docstring: the union of keys (one attention call; its masks built when first asked) while
+        it is at most ``UNION_RATIO`` times the deepest query's own keys; else each query attends to the shared
+        prefix (one product for all queries: its keys are neither copied nor padded) and to its own
+        ancestors-or-self (gathered, padded to the deepest query): no query computes the keys of another one's
+        path."""
         P, anc = self.prefix_len, self.anc
+        self.union = P + self.total <= UNION_RATIO * (P + anc.shape[1])
+        if self.union:
+            self.computed_pairs = self.n * (P + self.total)
+            self.union_masks: dict = {}
+            self.union_allowed: torch.Tensor | None = None  # dense_allowed, once for every turn and window
+            return
         own = anc >= 0
         dev = self.device
         self.own_index = torch.from_numpy(np.where(own, anc, 0) + P).to(dev)  # [n, D] cache column of each key
@@ -264,6 +284,40 @@ class TreeLayout:
                 ~ok, -math.inf)
         return self.pq_masks[window]
 
+    def _union_mask(self, a: int, b: int, window: int | None, groups: int, dtype: torch.dtype) -> torch.Tensor:
+        """Additive [1, 1, groups * (b - a), prefix + total] mask of queries a:b (``dense_allowed`` and the window),
+        repeated for the query heads folded into the query axis."""
+        key = (a, b, window, groups, dtype)
+        if key not in self.union_masks:
+            if self.union_allowed is None:
+                self.union_allowed = self.dense_allowed()
+            ok = self.union_allowed[a:b]
+            if window is not None:
+                k_pos = torch.from_numpy(np.concatenate([np.arange(self.prefix_len), self.pos])).to(self.device)
+                q_pos = torch.from_numpy(self.pos[self.first + a:self.first + b]).to(self.device)
+                ok = ok & ((q_pos[:, None] - k_pos[None, :]) < window)  # the query itself stays: distance 0
+            self.union_masks[key] = torch.zeros(ok.shape, dtype=dtype, device=self.device).masked_fill_(
+                ~ok, torch.finfo(dtype).min).repeat(groups, 1)[None, None]
+        return self.union_masks[key]
+
+    def _attend_union(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None,
+                      window: int | None, softcap: float | None) -> torch.Tensor:
+        """``attend`` for a per-query pass over the union of keys (module docstring): one attention call per turn of
+        queries whose masks fit ``UNION_MASK_BYTES``; soft-capping by an explicit product, as the block path."""
+        _, H, n, d = query.shape
+        Hkv, L = key.shape[1], key.shape[2]
+        g, dv = H // Hkv, value.shape[-1]
+        q = query[0].view(Hkv, g, n, d)
+        out = query.new_empty(n, H, dv)
+        step = max(1, UNION_MASK_BYTES // (query.element_size() * g * L))
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            qa = q[:, :, a:b].reshape(1, Hkv, g * (b - a), d)
+            mask = self._union_mask(a, b, window, g, query.dtype)
+            o = masked_attention(qa, key, value, mask, scaling, softcap)
+            out[a:b] = o.view(Hkv, g, b - a, dv).permute(2, 0, 1, 3).reshape(b - a, H, dv)
+        return out[None]
+
     def _attend_per_query(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None,
                           window: int | None, softcap: float | None) -> torch.Tensor:
         """``attend`` for a per-query layout: scores against the prefix and against each query's own keys, one
@@ -283,9 +337,9 @@ class TreeLayout:
         step = max(1, PER_QUERY_BYTES // (4 * (H * (P + D) + Hkv * D * (d + dv))))  # scores, own keys and values
         for a in range(0, n, step):
             b = min(n, a + step)
-            cols = self.own_index[a:b]
-            k_own = key[0][:, cols].float()  # [Hkv, m, D, d]
-            v_own = value[0][:, cols].float()
+            cols = self.own_index[a:b].reshape(-1)
+            k_own = key[0].index_select(1, cols).view(Hkv, b - a, D, d).float()  # [Hkv, m, D, d]
+            v_own = value[0].index_select(1, cols).view(Hkv, b - a, D, dv).float()
             qa = q[:, :, a:b]
             s = torch.cat([torch.matmul(qa, k_pre), torch.einsum("hgmd,hmkd->hgmk", qa, k_own)], dim=-1) * scale
             if softcap is not None:
@@ -300,7 +354,8 @@ class TreeLayout:
         """query [1, H, n, d]; key/value [1, Hkv, prefix + total, d] (cache already extended by the
         pack). Returns the attention output as [1, n, H, d], as attention implementations do."""
         if self.per_query:
-            return self._attend_per_query(query, key, value, scaling, window, softcap)
+            how = self._attend_union if self.union else self._attend_per_query
+            return how(query, key, value, scaling, window, softcap)
         _, H, n, d = query.shape
         Hkv = key.shape[1]
         g = H // Hkv
@@ -316,12 +371,7 @@ class TreeLayout:
             kb = k0.index_select(1, b.k_index.view(-1)).view(Hkv, C, L, d).transpose(0, 1)  # [C, Hkv, L, d]
             vb = v0.index_select(1, b.k_index.view(-1)).view(Hkv, C, L, dv).transpose(0, 1)
             mask = self._mask(b, window, g, query.dtype)
-            if softcap is None:
-                ob = torch.nn.functional.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scaling)
-            else:
-                s = torch.matmul(qb, kb.transpose(-1, -2)) * (scaling if scaling is not None else d**-0.5)
-                s = torch.tanh(s / softcap) * softcap + mask
-                ob = torch.matmul(torch.softmax(s, dim=-1, dtype=torch.float32).to(vb.dtype), vb)
+            ob = masked_attention(qb, kb, vb, mask, scaling, softcap)
             out.index_copy_(0, b.q_index, ob.view(C, Hkv, g, B, dv).permute(0, 3, 1, 2, 4).reshape(C * B, H, dv))
         return out[None, :n]
 
@@ -333,6 +383,17 @@ class TreeLayout:
         qi, di = np.nonzero(self.anc >= 0)
         allowed[qi, P + self.anc[qi, di]] = True
         return torch.from_numpy(allowed).to(self.device)
+
+
+def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
+                     scaling: float | None, softcap: float | None) -> torch.Tensor:
+    """Attention with an additive mask in the inputs' dtype (a block, a union pass): one fused call, or, where the
+    model soft-caps the attention logits, the explicit product with a float32 softmax."""
+    if softcap is None:
+        return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
+    s = torch.matmul(query, key.transpose(-1, -2)) * (scaling if scaling is not None else query.shape[-1]**-0.5)
+    s = torch.tanh(s / softcap) * softcap + mask
+    return torch.matmul(torch.softmax(s, dim=-1, dtype=torch.float32).to(value.dtype), value)
 
 
 def _tree_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0,
