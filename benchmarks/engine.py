@@ -64,15 +64,6 @@ def say(message: str) -> None:
     print(f"[engine-bench {time.strftime('%H:%M:%S')} load {load()}] {message}", file=sys.stderr, flush=True)
 
 
-def best_seconds(fn, repeats: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), times
-
-
 def matmul_peak_gflops(n: int = 2048, repeats: int = 10) -> float:
     """Best float32 GFLOP/s of an n x n matmul on this machine, right now."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -96,7 +87,7 @@ def linear_shapes_gflops(model, rows: int, repeats: int = 5) -> dict:
     for n_out, n_in in shapes:
         x, w = torch.randn(rows, n_in), torch.randn(n_out, n_in)
         torch.nn.functional.linear(x, w)
-        t, _ = best_seconds(lambda x=x, w=w: torch.nn.functional.linear(x, w), repeats)
+        t, _ = bench.best_seconds(lambda x=x, w=w: torch.nn.functional.linear(x, w), repeats)
         out[f"{rows}x{n_in}x{n_out}"] = round(2 * rows * n_in * n_out / t / 1e9, 1)
     return out
 
@@ -222,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         return engine.score(reqs)
 
     engine_lp = engine_run()
-    engine_s, engine_times = best_seconds(engine_run, args.repeats)
+    engine_s, engine_times = bench.best_seconds(engine_run, args.repeats)
     loads["engine"] = load()
 
     say("float32 matmul peak")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,16 @@ def model_options(ap: argparse.ArgumentParser, root: Path, table: str = "config/
     ap.add_argument("--model", default="smollm2-135m-instruct", help=help)
     ap.add_argument("--models", default=str(root / table))
     ap.add_argument("--models-dir", default=str(root / "resources/models"))
+
+
+def best_seconds(fn, repeats: int) -> tuple[float, list[float]]:
+    """The shortest of ``repeats`` timed calls of ``fn`` (seconds), and every call's time."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), times
 
 
 def write_json(path: str | Path | None, record: Any, indent: int = 2) -> None:
