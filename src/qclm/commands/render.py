@@ -96,15 +96,32 @@ def render(config_file: str | None, model: str | None, probe: str | None, condit
     return _show(target, condition, item, stimulus, limit, sys.stdout if out is None else out)  # stdout when called
 
 
-def _show(target: Target, condition: str, item: str | None, stimulus: str | None, limit: int | None, out) -> int:
+def instance_requests(target: Target, condition: str, tokenizer) -> tuple[Any, list[tuple[Any, list]]]:
+    """The target's probe kind and, per context of ``condition`` (an experiment's condition), the requests it asks
+    there, built as the scoring job builds them (the model row's prompt format over ``tokenizer``, the job's
+    seeds)."""
     from qclm import probes
     from qclm.contexts import condition_contexts
-    from qclm.engine.requests import ClassifyRequest, tokenize_requests
     from qclm.experiment import Experiment, classes_of
-    from qclm.models.loading import load_tokenizer
     from qclm.probes.base import Asking
     from qclm.prompts import PromptBuilder, PromptFormat
     from qclm.stimuli import load_stimuli
+
+    config, spec = target.config, target.spec
+    experiment = Experiment.from_config(config)
+    engine = settings.section(config, settings.ENGINE)
+    builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine, spec.system_prompt))
+    kind = probes.probe(target.instance)
+    sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition), classes_of(condition))]
+    asking = Asking.from_config(config, spec.name, spec.type, type(kind), spec.head)  # as the job asks: its seed
+    return kind, [(ctx, list(kind.requests(ctx, builder, asking)))
+                  for ctx in condition_contexts(condition, sets, asking.run)]
+
+
+def _show(target: Target, condition: str, item: str | None, stimulus: str | None, limit: int | None, out) -> int:
+    from qclm.engine.requests import ClassifyRequest, tokenize_requests
+    from qclm.experiment import Experiment
+    from qclm.models.loading import load_tokenizer
 
     config, spec, probe = target.config, target.spec, target.instance.id
     model = spec.name
@@ -115,14 +132,10 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
         return _fail(f"condition {condition!r} is not in {where} (conditions: {', '.join(experiment.conditions)})")
     tokenizer = load_tokenizer(spec, target.models_dir / spec.name)
     engine = settings.section(config, settings.ENGINE)
-    builder = PromptBuilder(tokenizer, PromptFormat.from_settings(spec.prompt_format, engine, spec.system_prompt))
-    kind = probes.probe(target.instance)
-    sets = [load_stimuli(f, expected_class=c) for f, c in zip(experiment.files_of(condition), classes_of(condition))]
-    asking = Asking.from_config(config, spec.name, spec.type, type(kind), spec.head)  # as the job asks: its seed
-    contexts = condition_contexts(condition, sets, asking.run)
+    kind, asked = instance_requests(target, condition, tokenizer)
     if stimulus is not None:
-        contexts = [c for c in contexts if c.stimulus_id == stimulus]
-        if not contexts:
+        asked = [(ctx, requests) for ctx, requests in asked if ctx.stimulus_id == stimulus]
+        if not asked:
             return _fail(f"no stimulus {stimulus!r} under condition {condition}")
 
     def tokens(ids) -> str:
@@ -130,8 +143,8 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
                           for t, tok in zip(ids, tokenizer.convert_ids_to_tokens(list(ids))))
 
     shown = 0
-    for ctx in contexts:
-        for labelled in kind.requests(ctx, builder, asking):
+    for ctx, requests in asked:
+        for labelled in requests:
             if item is not None and labelled.key.get("item_id") != item:
                 continue
             if limit is not None and shown >= limit:
