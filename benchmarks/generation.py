@@ -13,7 +13,11 @@ ways, the same prompts:
 
 Reports generated tokens per second for each (best of ``--repeats``, the ways interleaved round by round so a busy
 spell of the shared machine hits all of them alike), the ratios, and whether the greedy outputs are identical to
-``hf one by one`` (token for token, end-of-sequence token included). ``--sampled`` also times the engine sampling
+``hf one by one`` (token for token, end-of-sequence token included). Then where the time goes: each batched way's
+prompt pass alone (one new token), its decode time per step, and the floor of a step: one forward of a token per
+prompt without any cache (the model's own layers and LM head, no attention over a prefix), and so the most any
+decoder built on the model's own modules could gain over batched generate here (every step at that floor, the
+engine's prompt pass kept). ``--sampled`` also times the engine sampling
 (temperature 0.7, top-k 50, top-p 0.95; one generator per request). Prints a table and one JSON record (also
 written with --json FILE).
 
@@ -73,14 +77,21 @@ def hf_one_by_one(model, tok, prompts: list[str], new_tokens: int) -> list[list[
 
 
 def hf_batched(model, tok, prompts: list[str], new_tokens: int) -> list[list[int]]:
-    side = tok.padding_side
-    tok.padding_side = "left"
-    try:
-        enc = tok(prompts, return_tensors="pt", padding=True).to(model.device)
-    finally:
-        tok.padding_side = side
-    ids = model.generate(**enc, do_sample=False, max_new_tokens=new_tokens)[:, enc.input_ids.shape[1]:]
-    return [_until_eos(row.tolist(), model) for row in ids]
+    return hf_generate(model, [tok(p)["input_ids"] for p in prompts], new_tokens, tok.pad_token_id)
+
+
+def hf_generate(model, prompts: list, new_tokens: int, pad: int) -> list[list[int]]:
+    """transformers' batched greedy ``generate`` on token ids, left-padded with ``pad``: each prompt's new tokens up
+    to and with the first end of sequence (the model's generation config)."""
+    width = max(map(len, prompts))
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long, device=model.device)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long, device=model.device)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(list(p), device=model.device)
+        mask[i, width - len(p):] = 1
+    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens,
+                         pad_token_id=pad)[:, width:]
+    return [_until_eos(row.tolist(), model) for row in out]
 
 
 def _until_eos(ids: list[int], model) -> list[int]:
@@ -165,6 +176,17 @@ def main(argv: list[str] | None = None) -> int:
                 if label.startswith("engine"):
                     row["tokens_computed"] = backend.stats.tokens_computed - before
             say(f"round {round_ + 1}: " + ", ".join(f"{k} {v['all'][-1]:.2f} s" for k, v in rows.items()))
+        # where the time goes: each way's prompt pass alone (one new token), and the floor of a decode step, a
+        # forward of one token per prompt without any cache (the model's own layers and LM head, no attention over a
+        # prefix): the most any decoder built on the model's own modules can gain over batched generate
+        one = GenerationSettings(max_new_tokens=1, greedy=True)
+        ids = torch.tensor([[t[0] for t in (tok(p)["input_ids"] for p in prompts)]], device=model.device)
+        split = {"engine prompt pass": lambda: engine(one),
+                 "hf batched prompt pass": lambda: hf_batched(model, tok, prompts, 1),
+                 "decode step floor": lambda: model(input_ids=ids, logits_to_keep=ids.shape[1])}
+        passes = {label: bench.best_seconds(run, args.repeats)[0] for label, run in split.items()}
+    steps = max(map(len, outputs["engine"])) - 1
+    floor = passes["engine prompt pass"] + steps * passes["decode step floor"]
     reference = outputs["hf one by one"]
     prompt_ids = [tok(p)["input_ids"] for p in prompts]
     record = {
@@ -182,6 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         "greedy_requests_identical_to_hf_one_by_one": {
             k: sum(a == b for a, b in zip(outputs[k], reference)) for k in ("hf batched", "engine")},
         "engine_text_0": tok.decode(outputs["engine"][0]),
+        "where_the_time_goes": {
+            "prompt_pass_seconds": {k.removesuffix(" prompt pass"): round(v, 3) for k, v in passes.items()
+                                    if k.endswith("prompt pass")},
+            "decode_ms_per_step": {
+                "engine": round(1000 * (rows["engine"]["seconds"] - passes["engine prompt pass"]) / steps, 1),
+                "hf batched": round(1000 * (rows["hf batched"]["seconds"] - passes["hf batched prompt pass"]) / steps,
+                                    1),
+                "floor": round(1000 * passes["decode step floor"], 1)},
+            "engine_at_the_floor_over_hf_batched": round(rows["hf batched"]["seconds"] / floor, 2),
+        },
     }
     print(json.dumps(record, indent=2))
     lines = [f"{'':16s}{'new tokens':>11s}{'seconds':>9s}{'tokens/s':>10s}{'x hf 1by1':>10s}{'x hf batch':>11s}"
@@ -191,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{k:16s}{v['new_tokens']:11d}{v['seconds']:9.2f}{v['tokens_per_second']:10.1f}"
                      f"{record['speed_over_hf_one_by_one'][k]:10.2f}{record['speed_over_hf_batched'][k]:11.2f}"
                      f"{'' if same is None else f'{same}/{args.prompts}':>18s}")
+    where = record["where_the_time_goes"]
+    lines.append(f"prompt pass (s): {where['prompt_pass_seconds']}; decode ms/step: {where['decode_ms_per_step']}; "
+                 f"the engine with every step at the floor: {where['engine_at_the_floor_over_hf_batched']}x hf batched")
     print("\n".join(lines), file=sys.stderr)
     bench.write_json(args.json, record)
     return 0
