@@ -8,8 +8,8 @@ ways, the same prompts:
 - ``hf batched``: ``model.generate`` on all prompts at once, left-padded (transformers' batched generation);
 - ``engine``: ``LocalBackend.generate`` (qclm.engine.generation): the prompts' shared prefix computed once in a
   tree session, each prompt's own tokens once, then one forward per step for every request still running, each
-  new token attending to the prefix (held once, one product for all requests) and to its own request's tokens
-  (qclm.engine.tree_attention, ``per_query``).
+  new token attending to the prefix (held once) and to its own request's tokens (qclm.engine.tree_attention,
+  ``per_query``: the union of keys in one call, or each request's own path gathered).
 
 Reports generated tokens per second for each (best of ``--repeats``, the ways interleaved round by round so a busy
 spell of the shared machine hits all of them alike), the ratios, and whether the greedy outputs are identical to
