@@ -61,7 +61,9 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is a package besid
 
 from benchmarks.engine import engine_flops, non_embedding_parameters  # noqa: E402
 from benchmarks.generation import QUESTIONS, hf_generate  # noqa: E402
-from qclm import bench  # noqa: E402
+from qclm import argtypes, bench  # noqa: E402
+from qclm.models.loading import resolve_device  # noqa: E402
+from qclm.models.table import DTYPES  # noqa: E402
 
 SHAPES = ROOT / "benchmarks" / "shapes"
 #: the toy size of --tiny (each shape keeps its architecture, its ratio of query to key/value heads, its windows
@@ -103,7 +105,8 @@ def random_model(config, dtype: torch.dtype, device: str):
 # -- the workloads, tokenized -----------------------------------------------------------------------------------
 def instance_token_requests(config_file: str, probe: str, conditions, tokenizer, limit_stimuli: int | None = None):
     """Every request of one probe instance of a shipped config under ``conditions``, as the scoring job asks
-    them, by request type: {type name: [request]}."""
+    them, by request type: {type name: [request]}; and the config's engine settings (its token boundary)."""
+    from qclm import settings
     from qclm.commands.render import config_target, instance_requests
 
     target = config_target(config_file, "smollm2-135m-instruct", probe)
@@ -114,7 +117,7 @@ def instance_token_requests(config_file: str, probe: str, conditions, tokenizer,
         for _, labelled in instance_requests(target, condition, tokenizer)[1]:
             for lab in labelled:
                 out.setdefault(type(lab.request).__name__, []).append(lab.request)
-    return out
+    return out, settings.section(target.config, settings.ENGINE)
 
 
 def workloads(tokenizer, args) -> dict[str, object]:
@@ -124,14 +127,14 @@ def workloads(tokenizer, args) -> dict[str, object]:
     from qclm.stimuli import load_stimuli
 
     def likert():
-        asked = instance_token_requests(str(ROOT / "config/config.yaml"), args.questionnaire,
-                                        ("vanilla", "stress", "neutral"), tokenizer, args.limit_stimuli)
+        asked, engine = instance_token_requests(str(ROOT / "config/config.yaml"), args.questionnaire,
+                                                ("vanilla", "stress", "neutral"), tokenizer, args.limit_stimuli)
         return tokenize_requests(tokenizer, [r.context for r in asked["LoglikRequest"]],
-                                 [r.continuation for r in asked["LoglikRequest"]], "split")
+                                 [r.continuation for r in asked["LoglikRequest"]], engine["boundary"])
 
     def csi():
-        asked = instance_token_requests(str(ROOT / "config/implicit.yaml"), "csi", ("vanilla", "stress"), tokenizer,
-                                        args.csi_stimuli)
+        asked, _ = instance_token_requests(str(ROOT / "config/implicit.yaml"), "csi", ("vanilla", "stress"),
+                                           tokenizer, args.csi_stimuli)
         return tokenize_chains(tokenizer, asked["ChainRequest"][:args.csi_chains])
 
     def generation():
@@ -419,23 +422,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default="llama-2-7b,mistral-7b,gemma-2-9b")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--tiny", action="store_true", help="each shape at a toy size (the CPU test)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default=None, help="default: bfloat16 on a GPU, float32 on the CPU")
+    ap.add_argument("--device", type=argtypes.device, default="auto", help="default: cuda where there is one")
+    ap.add_argument("--dtype", choices=[d for d in DTYPES if d != "auto"], default=None,
+                    help="default: bfloat16 on a GPU, float32 on the CPU")
     ap.add_argument("--tokenizer", default=str(ROOT / "resources/models/smollm2-135m-instruct"),
                     help="a directory with a tokenizer (default: the prepared SmolLM2's)")
     ap.add_argument("--questionnaire", default="stai_s")
-    ap.add_argument("--limit-stimuli", type=int, default=None, help="stimuli per class in the Likert cells")
-    ap.add_argument("--csi-stimuli", type=int, default=2)
-    ap.add_argument("--csi-chains", type=int, default=None, help="the first N word lists only")
+    ap.add_argument("--limit-stimuli", type=argtypes.positive_int, default=None,
+                    help="stimuli per class in the Likert cells")
+    ap.add_argument("--csi-stimuli", type=argtypes.positive_int, default=2)
+    ap.add_argument("--csi-chains", type=argtypes.positive_int, default=None, help="the first N word lists only")
     ap.add_argument("--prompts", default="16,32,64", help="prompt counts of the generation workload")
-    ap.add_argument("--new-tokens", type=int, default=128)
-    ap.add_argument("--sample", type=int, default=64, help="requests scored request by request (chains: 1/16)")
-    ap.add_argument("--matmul", type=int, default=None,
+    ap.add_argument("--new-tokens", type=argtypes.positive_int, default=128)
+    ap.add_argument("--sample", type=argtypes.positive_int, default=64,
+                    help="requests scored request by request (chains: 1/16)")
+    ap.add_argument("--matmul", type=argtypes.positive_int, default=None,
                     help="size of the square matmuls of the measured peak (default 8192 on a GPU, 1024 on the CPU)")
     ap.add_argument("--project", default=None, metavar="RECORD", help="the paper's models from a record; no run")
     ap.add_argument("--models", default=str(ROOT / "config/models_paper.tsv"))
-    ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--questionnaires", type=int, default=2,
+    ap.add_argument("--gpus", type=argtypes.positive_int, default=8)
+    ap.add_argument("--questionnaires", type=argtypes.positive_int, default=2,
                     help="Likert questionnaires per model (the default run: 2)")
     args = ap.parse_args(argv)
     if args.project:
@@ -449,9 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         args.counts = []
     if not args.counts or not all(1 <= n <= 2 * len(QUESTIONS) for n in args.counts):
         ap.error(f"--prompts: counts from 1 to {2 * len(QUESTIONS)}, joined by commas, not {args.prompts!r}")
+    known = sorted(p.stem for p in SHAPES.glob("*.json"))
+    if not set(args.shapes.split(",")) <= set(known):
+        ap.error(f"--shapes: some of {', '.join(known)} (benchmarks/shapes), joined by commas, not {args.shapes!r}")
     args.workloads = args.workloads.split(",")
     if not set(args.workloads) <= set(WORKLOADS):
         ap.error(f"--workloads: some of {', '.join(WORKLOADS)}, joined by commas, not {','.join(args.workloads)!r}")
+    args.device = resolve_device(args.device)
     on_gpu = args.device.startswith("cuda")
     args.dtype = args.dtype or ("bfloat16" if on_gpu else "float32")
     args.matmul = args.matmul or (8192 if on_gpu else 1024)

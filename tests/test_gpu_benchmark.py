@@ -56,7 +56,9 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu_and_agrees_with_transformers(tmp
         assert abs(row["seconds"] - want) <= 0.05 + 1e-9 * want, row
 
 
-@pytest.mark.parametrize("option", [["--prompts", "0"], ["--prompts", "16,x"], ["--workloads", "likert,nope"]])
+@pytest.mark.parametrize("option", [["--prompts", "0"], ["--prompts", "16,x"], ["--workloads", "likert,nope"],
+                                    ["--sample", "0"], ["--new-tokens", "-1"], ["--gpus", "0"], ["--dtype", "float8"],
+                                    ["--device", "gpu"], ["--shapes", "llama-2-7b,llama-70b"]])
 def test_the_gpu_benchmark_refuses_a_bad_option_before_any_work(option, capsys):
     with pytest.raises(SystemExit) as exit_:
         gpu.main(["--tiny", "--device", "cpu", *option])
