@@ -29,15 +29,16 @@ re-exported here with the material's arms and sham names; light (no torch, no pa
 """
 
 from qclm.calibration.plants import (
-    ARMS, CORPUS_KEYS, Job, MAX_SHARE, Material, PLANT_KEYS, PREFIX, Plant, Planting, REQUIRED, SECTION, SHAM,
-    applies, check_path, corpus_config, corpus_path, derived_models, exposures, group_location, intervention_name,
-    jobs, kind_materials, material_of, materials, parse_name, plants, readers, run_groups, runs, section,
-    sham_index, training_seed,
+    ARM_SEED_STEP, ARMS, CORPUS_KEYS, Job, MAX_SHARE, Material, PLANT_KEYS, PREFIX, Plant, Planting, REQUIRED,
+    SECTION, SHAM, applies, arm_of, arm_run, arm_seeds, check_path, corpus_config, corpus_path, derived_models,
+    exposures, group_location, intervention_name, jobs, kind_materials, material_of, material_run, materials,
+    parse_name, plants, readers, run_groups, runs, section, sham_index, training_seed,
 )
 from qclm.calibration.checks import problems
 
-__all__ = ["ARMS", "CORPUS_KEYS", "Job", "MAX_SHARE", "Material", "PLANT_KEYS", "PREFIX", "Plant", "Planting",
-           "REQUIRED", "SECTION", "SHAM", "applies", "check_path", "corpus_config", "corpus_path", "derived_models",
-           "exposures", "group_location", "intervention_name", "jobs", "kind_materials", "material_of", "materials",
-           "parse_name", "plants", "problems", "readers", "run_groups", "runs", "section", "sham_index",
-           "training_seed"]
+__all__ = ["ARM_SEED_STEP", "ARMS", "CORPUS_KEYS", "Job", "MAX_SHARE", "Material", "PLANT_KEYS",
+           "PREFIX", "Plant", "Planting", "REQUIRED", "SECTION", "SHAM", "applies", "arm_of", "arm_run",
+           "arm_seeds", "check_path", "corpus_config", "corpus_path", "derived_models", "exposures",
+           "group_location", "intervention_name", "jobs", "kind_materials", "material_of",
+           "material_run", "materials", "parse_name", "plants", "problems", "readers", "run_groups",
+           "runs", "section", "sham_index", "training_seed"]

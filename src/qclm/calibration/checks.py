@@ -4,6 +4,7 @@ read after the plants (:mod:`qclm.calibration.plants`) and with the materials' o
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from qclm.calibration.corpora import material_problems
@@ -59,14 +60,32 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
         schema = {"type": "object", "properties": dict(material.schema)}
         out.extend((f, loc.replace("field ", f"{at}.", 1), msg)
                    for f, loc, msg in document_problems(own, schema, cf, {}))
-        for n, ident in enumerate(entry["probes"]):
-            kind = declared.get(ident)
-            if kind is None:
-                out.append((cf, f"{at}.probes, entry {n + 1}", f"'{ident}' is not a probe instance of this config "
-                            f"({', '.join(declared) or 'none'})"))
-            elif kind not in kinds:
-                out.append((cf, f"{at}.probes, entry {n + 1}", f"'{ident}' is a {kind} probe; material "
-                            f"{material.name} plants a signal for {' and '.join(kinds)} probes"))
+        for field in ("probes", "unrelated"):
+            for n, ident in enumerate(entry.get(field) or ()):
+                kind = declared.get(ident)
+                if kind is None:
+                    out.append((cf, f"{at}.{field}, entry {n + 1}", f"'{ident}' is not a probe instance of this "
+                                f"config ({', '.join(declared) or 'none'})"))
+                elif kind not in kinds:
+                    out.append((cf, f"{at}.{field}, entry {n + 1}", f"'{ident}' is a {kind} probe; material "
+                                f"{material.name} plants a signal for {' and '.join(kinds)} probes"))
+                elif field == "unrelated" and ident in entry["probes"]:
+                    out.append((cf, f"{at}.unrelated, entry {n + 1}", f"'{ident}' is one of the plant's own probes: "
+                                "an unrelated instrument is one the plant must not move"))
+    if out:
+        return out
+    names = list(models)
+    for name, entry in (config[SECTION].get("plants") or {}).items():
+        for n, pattern in enumerate(entry.get("models") or ()):
+            if names and not any(fnmatchcase(model, pattern) for model in names):
+                out.append((cf, f"{where}.plants.{name}.models, entry {n + 1}", f"'{pattern}' matches no row of the "
+                            f"model table ({', '.join(names)}): the plant would be fine-tuned into no model"))
+        files = [(key, str(entry[key])) for key in material_of(listed, entry["material"])[0].files if entry.get(key)]
+        for i, (key, value) in enumerate(files):
+            for other, same in files[:i]:
+                if Path(value).expanduser().resolve() == Path(same).expanduser().resolve():
+                    out.append((cf, f"{where}.plants.{name}.{key}", f"{value} is also its {other}: the arms (or a "
+                                "held-out set and the texts it holds out) would be the same texts"))
     if out:
         return out
     for group, members in run_groups(config).items():
@@ -81,5 +100,11 @@ def problems(config: dict, cf: str, models: dict, found: list[Problem]) -> list[
         if not path.is_file():
             return [(cf, f"{where}.{key}", f"{cal[key]}: does not exist" if not path.exists()
                      else f"{cal[key]}: is a directory, not a corpus file")]
+    for key in ("filler", "sham_statements"):
+        if Path(cal[key]).expanduser().resolve() == Path(cal["heldout_neutral"]).expanduser().resolve():
+            out.append((cf, f"{where}.heldout_neutral", f"{cal['heldout_neutral']} is also the {key}: the held-out "
+                        "neutral texts (the cost of the fine-tuning) must be texts no run trains on"))
+    if out:
+        return out
     out.extend(material_problems(config, cf))
     return out

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from qclm.calibration.plants import (
-    ARMS, MAX_SHARE, SECTION, Job, Plant, group_location, plants, run_groups, runs, section,
+    ARMS, MAX_SHARE, SECTION, Job, Plant, group_location, material_run, plants, run_groups, runs, section,
 )
 from qclm.corpus import Exchange, load_corpus
 from qclm.probes.calibration_material import seeded
@@ -100,7 +100,7 @@ def filler_draw(config: dict, group: str) -> list[str | Exchange]:
 
 def job_planted(job: Job, config: dict) -> list[str | Exchange]:
     """Every planted text of one epoch of a run: those of each of its plants (:func:`planted_texts`)."""
-    return [t for plant in job.plants for t in planted_texts(plant, config, job.run)]
+    return [t for plant in job.plants for t in planted_texts(plant, config, job.texts_of)]
 
 
 def corpus_texts(job: Job, config: dict) -> list[str | Exchange]:
@@ -139,6 +139,8 @@ def write_corpus(job: Job, config: dict, path: str | Path) -> Path:
     texts = corpus_texts(job, config)
     plants = ", ".join(f"{p.name} ({p.material}, {p.repeats} exposures an epoch)" for p in job.plants)
     what = f"plant(s) {plants}, {'arm ' + job.run if job.sham is None else job.run}, in the filler"
+    if job.texts_of != job.run:
+        what += f" (the texts of arm {job.texts_of}, in a training order of its own)"
     return _write(path, {"name": job.name, "description": f"calibration corpus: {what}; {len(texts)} texts "
                          "(docs/calibration.md)", "licence": LICENCE, "repeats": True, "texts": _as_data(texts)})
 
@@ -150,13 +152,32 @@ def measures_base(job: Job) -> bool:
     return job.run == ARMS[0]
 
 
+def _check_data(job: Job, config: dict) -> dict[str, list]:
+    """A run's check sets as its check file holds them (``PLANT/SET`` -> texts)."""
+    return {f"{plant.name}{SET_SEP}{name}": _as_data(texts) for plant in job.plants
+            for name, texts in check_sets(plant, config).items()}
+
+
 def write_check(job: Job, config: dict, path: str | Path) -> Path:
     """The manipulation check's text sets of a run (:func:`check_sets`; read by :func:`load_check`), and whether
     the run measures them on the base model too (:func:`measures_base`)."""
-    sets = {f"{plant.name}{SET_SEP}{name}": texts for plant in job.plants
-            for name, texts in check_sets(plant, config).items()}
     return _write(path, {"name": f"{job.name} check", "licence": LICENCE, "base": measures_base(job),
-                         "sets": {name: _as_data(texts) for name, texts in sets.items()}})
+                         "sets": _check_data(job, config)})
+
+
+def record(job: Job, config: dict) -> dict:
+    """What one run trains and checks on, as :func:`read_record` reads it back from its files: the corpus's texts,
+    the check's sets and whether it measures the base model (the calibration's provenance digests it:
+    :mod:`qclm.calibration.provenance`)."""
+    return {"texts": _as_data(corpus_texts(job, config)), "sets": _check_data(job, config),
+            "base": measures_base(job)}
+
+
+def read_record(corpus: str | Path, check: str | Path) -> dict:
+    """:func:`record` of a run from the corpus and check files it was fine-tuned on."""
+    texts = yaml.safe_load(Path(corpus).read_text(encoding="utf-8"))["texts"]
+    data = yaml.safe_load(Path(check).read_text(encoding="utf-8"))
+    return {"texts": texts, "sets": data["sets"], "base": bool(data.get("base", True))}
 
 
 def load_check(path: str | Path) -> tuple[dict[str, list[str | Exchange]], bool]:
@@ -179,6 +200,12 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
         load_corpus(cal["sham_statements"])
     except InputError as err:
         return err.problems
+    trained = {str(t) for t in filler.texts} | {str(t) for t in load_corpus(cal["sham_statements"]).texts}
+    for n, text in enumerate(load_corpus(cal["heldout_neutral"]).texts, start=1):
+        if str(text) in trained:
+            out.append((cal["heldout_neutral"], f"text #{n}", "is also a text of the filler or the sham statements: "
+                        "the held-out neutral texts (the cost of the fine-tuning) must be texts no run trains on"))
+            break
     counts: dict[str, dict[str, int]] = {}
     for plant in plants(config).values():
         at = f"{where}.plants.{plant.name}"
@@ -187,11 +214,19 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
             out.extend(own)
             continue
         try:
-            per_run = {run: planted_texts(plant, config, run) for run in runs(config)}
-            heldout(plant, config, "plus"), heldout(plant, config, "minus")
+            per_run = {run: planted_texts(plant, config, run)
+                       for run in dict.fromkeys(material_run(r) for r in runs(config))}
+            held = {arm: heldout(plant, config, arm) for arm in ARMS}
         except InputError as err:
             out.extend(err.problems)
             continue
+        taught = {str(t): run for run in ARMS for t in per_run[run]}
+        for arm, texts in held.items():
+            leaked = next((str(t) for t in texts if str(t) in taught), None)
+            if leaked is not None:
+                out.append((cf, at, f"a held-out text of the {arm} arm is a planted text of the {taught[leaked]} "
+                            f"arm ({leaked[:80]!r}): the manipulation check's held-out sets must hold texts no run "
+                            "trains on"))
         if not per_run["plus"] or not per_run["minus"]:
             out.append((cf, at, "its material plants no text in one of its arms"))
             continue
@@ -199,7 +234,7 @@ def material_problems(config: dict, cf: str) -> list[Problem]:
     for group, members in run_groups(config).items():
         if not all(p.name in counts for p in members):
             continue
-        totals = {run: sum(counts[p.name][run] for p in members) for run in runs(config)}
+        totals = {run: sum(counts[p.name][run] for p in members) for run in counts[members[0].name]}
         most = max(totals.values())
         at = group_location(where, group, members)
         if most > MAX_SHARE * cal["texts"]:

@@ -19,7 +19,9 @@ PREFIX = "cal"
 #: the largest share of a corpus the planted texts may take (the rest is the filler)
 MAX_SHARE = 0.4
 #: the keys every plant takes, whatever its material
-PLANT_KEYS = ("material", "probes", "repeats", "runs", "models")
+PLANT_KEYS = ("material", "probes", "repeats", "runs", "models", "unrelated")
+#: the plant keys that neither write a corpus nor train a run (what the analysis reads)
+READING_KEYS = ("unrelated",)
 
 
 def kind_materials(cls) -> tuple[Material, ...]:
@@ -100,6 +102,9 @@ class Plant:
     runs: str = ""
     #: the models it is fine-tuned into (shell-style patterns of model names; None: every model its probes score)
     models: tuple[str, ...] | None = None
+    #: the probe instances of an unrelated construct that the plant must not move (a floor is specific where none of
+    #: them is detected at its dose; none given: specificity is not checked, and the floor says so)
+    unrelated: tuple[str, ...] = ()
     #: its material as the probe kinds declare it (given by keyword: every plant has one), and the kinds whose probes
     #: read it (:func:`materials`)
     declared: Material = field(kw_only=True)
@@ -131,8 +136,8 @@ def plants(config: dict) -> dict[str, Plant]:
         own = {k: entry.get(k, None if default is REQUIRED else default) for k, default in material.keys.items()}
         models = entry.get("models")
         out[name] = Plant(name, material.name, tuple(entry["probes"]), own, int(entry.get("repeats", repeats)),
-                          str(entry.get("runs") or name), None if models is None else tuple(models), kinds,
-                          declared=material)
+                          str(entry.get("runs") or name), None if models is None else tuple(models),
+                          tuple(entry.get("unrelated") or ()), kinds, declared=material)
     return out
 
 
@@ -153,9 +158,42 @@ def run_groups(config: dict) -> dict[str, tuple[Plant, ...]]:
     return out
 
 
+#: the training seed of an arm's ``j``-th seed is the arms' first seed plus ``j`` times this (the shams take the seeds
+#: above the first, at most 100 of them: no arm's seed is a sham's)
+ARM_SEED_STEP = 1000
+
+
+def arm_run(arm: str, seed: int) -> str:
+    """The run of an arm trained with its ``seed``-th training seed: ``plus`` (the first), ``plus1``, ``plus2``..."""
+    return arm if seed == 0 else f"{arm}{seed}"
+
+
+def arm_of(run: str) -> tuple[str, int] | None:
+    """(arm, seed index) of an arm's run (``minus1``: ("minus", 1)), None for a sham or another name."""
+    for arm in ARMS:
+        if run == arm or (run.startswith(arm) and run[len(arm):].isdigit() and run[len(arm)] != "0"):
+            return arm, int(run[len(arm):] or 0)
+    return None
+
+
+def material_run(run: str) -> str:
+    """The run whose texts a run trains on: an arm's for every seed of it (the seeds of an arm train one corpus in
+    orders of their own), a sham's own."""
+    arm = arm_of(run)
+    return arm[0] if arm else run
+
+
+def arm_seeds(config: dict) -> int:
+    """How many training seeds each arm is trained with (``arm_seeds``): their spread is the arms' own run-to-run
+    variance, which the false-alarm check reads (:mod:`qclm.calibration.analysis`)."""
+    return int(section(config)["arm_seeds"])
+
+
 def runs(config: dict) -> list[str]:
-    """The runs of every plant: its two arms and its shams (``sham0``, ``sham1``...)."""
-    return [*ARMS, *(f"{SHAM}{i}" for i in range(int(section(config)["shams"])))]
+    """The runs of every plant: its two arms with each of their training seeds (``plus``, ``minus``, ``plus1``,
+    ``minus1``...) and its shams (``sham0``, ``sham1``...)."""
+    arms = [arm_run(arm, j) for j in range(arm_seeds(config)) for arm in ARMS]
+    return [*arms, *(f"{SHAM}{i}" for i in range(int(section(config)["shams"])))]
 
 
 def intervention_name(plant: str, run: str) -> str:
@@ -166,7 +204,7 @@ def intervention_name(plant: str, run: str) -> str:
 def parse_name(name: str) -> tuple[str, str] | None:
     """(plant, run) of a calibration intervention name, None for another name."""
     head, _, run = name.rpartition("_")
-    if not head.startswith(f"{PREFIX}_") or not (run in ARMS or (run.startswith(SHAM) and run[len(SHAM):].isdigit())):
+    if not head.startswith(f"{PREFIX}_") or not (arm_of(run) or (run.startswith(SHAM) and run[len(SHAM):].isdigit())):
         return None
     return head[len(PREFIX) + 1:], run
 
@@ -183,9 +221,9 @@ def check_path(results: str | Path, name: str) -> Path:
 
 @dataclass(frozen=True)
 class Job:
-    """One calibration run: its group and plants (one plant unless plants share their runs), the run (an arm or a
-    sham), and the intervention the fine-tuning runs (its corpus the generated file; its checkpoints the dose
-    ladder's epochs; its training seed the calibration's for both arms, another for every sham)."""
+    """One calibration run: its group and plants (one plant unless plants share their runs), the run (an arm with
+    one of its training seeds, or a sham), and the intervention the fine-tuning runs (its corpus the generated file;
+    its checkpoints the dose ladder's epochs; its training seed: :func:`training_seed`)."""
 
     group: str
     plants: tuple[Plant, ...]
@@ -201,14 +239,23 @@ class Job:
     def sham(self) -> int | None:
         return sham_index(self.run)
 
+    @property
+    def texts_of(self) -> str:
+        """The run whose planted texts it trains on (:func:`material_run`)."""
+        return material_run(self.run)
+
 
 def training_seed(config: dict, run: str) -> int:
-    """The training seed of a run: the arms share the calibration's (``training.seed`` + ``seed``), every sham has
-    one of its own."""
+    """The training seed of a run: the two arms' ``j``-th runs share one (the calibration's, ``training.seed`` +
+    ``seed``, plus ``j`` x :data:`ARM_SEED_STEP`: the arms of one seed differ in their texts alone), every sham has
+    one of its own (the first plus one plus its index)."""
     cal = section(config)
     base = int(cal["training"]["seed"]) + int(cal["seed"])
     index = sham_index(run)
-    return base if index is None else base + 1 + index
+    if index is not None:
+        return base + 1 + index
+    arm = arm_of(run)
+    return base + ARM_SEED_STEP * (arm[1] if arm else 0)
 
 
 def jobs(config: dict, results: str | Path) -> dict[str, Job]:
@@ -285,7 +332,7 @@ def readers(plant: Plant, instances: dict) -> tuple[str, ...]:
 
 #: the section's keys one calibration corpus depends on (another key, such as alpha, neither writes it again nor
 #: fine-tunes again)
-CORPUS_KEYS = ("texts", "repeats", "check_texts", "filler", "heldout_neutral", "sham_statements", "seed", "shams")
+CORPUS_KEYS = ("texts", "repeats", "check_texts", "filler", "heldout_neutral", "sham_statements", "seed")
 
 
 def corpus_config(config: dict, name: str) -> dict:
@@ -297,7 +344,13 @@ def corpus_config(config: dict, name: str) -> dict:
     cal = config[SECTION]
     job = jobs(config, "")[name]
     out: dict[str, Any] = {SECTION: {k: cal[k] for k in CORPUS_KEYS if k in cal}}
-    out[SECTION]["plants"] = {plant.name: cal["plants"][plant.name] for plant in job.plants}
+    # as many runs as make this one (a sham's index, an arm's seed), not the config's count: more shams or seeds
+    # later neither write this corpus again nor fine-tune it again
+    arm = arm_of(job.run)
+    out[SECTION]["shams"] = 0 if job.sham is None else job.sham + 1
+    out[SECTION]["arm_seeds"] = arm[1] + 1 if arm else 1
+    out[SECTION]["plants"] = {plant.name: {k: v for k, v in cal["plants"][plant.name].items() if k not in READING_KEYS}
+                              for plant in job.plants}
     if config.get("limit_items"):
         out["limit_items"] = config["limit_items"]  # the items the prompts material plants: those scored
     named = {p for plant in job.plants for p in plant.probes}
