@@ -46,7 +46,7 @@ def _config(tmp_path: Path, plants: dict, **calibration) -> dict:
             "memorization": {"kind": "memorization", "instruments": [str(Q / "gad7.yaml"), str(Q / "phq9.yaml")],
                              "decoy": str(ROOT / "resources/memorization/decoy.yaml")}},
         "calibration": {"epochs": [1, 2], "texts": 100, "repeats": 2, "filler": str(FILLER), "plants": plants,
-                        **calibration},
+                        "shams": 3, "arm_seeds": 1, **calibration},
     }
 
 
@@ -69,21 +69,32 @@ def _lines(config: dict, tmp_path: Path) -> list[str]:
 
 def test_a_calibration_config_validates_and_names_its_runs(tmp_path):
     config = _config(tmp_path, PLANTS)
+    del config["calibration"]["shams"], config["calibration"]["arm_seeds"]  # the defaults
     assert _lines(config, tmp_path) == []
     jobs = cal.jobs(config, "res")
-    # two arms and three shams (the default) per plant, one run each
-    assert sorted(jobs) == sorted(f"cal_{p}_{r}" for p in PLANTS for r in ("plus", "minus", "sham0", "sham1", "sham2"))
+    # two arms of two training seeds each and five shams (the defaults) per plant, one run each
+    runs = ("plus", "minus", "plus1", "minus1", *(f"sham{i}" for i in range(5)))
+    assert sorted(jobs) == sorted(f"cal_{p}_{r}" for p in PLANTS for r in runs)
     job = jobs["cal_anxious_plus"]
     assert job.intervention.corpus == "res/calibration_corpora/cal_anxious_plus.yaml"
     assert job.check == "res/calibration_corpora/cal_anxious_plus.check.yaml"
-    # the dose ladder is the checkpoints of one run; the arms share the training seed, every sham has its own
+    # the dose ladder is the checkpoints of one run; the arms of one seed share it, the second seed of an arm trains
+    # the same texts in another order, every sham has a seed of its own
     assert job.intervention.epochs == 2 and job.intervention.checkpoints == [1, 2]
-    seeds = [jobs[f"cal_anxious_{r}"].intervention.settings["seed"] for r in ("plus", "minus", "sham0", "sham1")]
-    assert seeds[0] == seeds[1] and len(set(seeds)) == 3
+    seeds = {r: jobs[f"cal_anxious_{r}"].intervention.settings["seed"] for r in runs}
+    assert seeds["plus"] == seeds["minus"] and seeds["plus1"] == seeds["minus1"] != seeds["plus"]
+    assert len(set(seeds.values())) == 2 + 5
+    assert jobs["cal_anxious_plus1"].texts_of == "plus" and jobs["cal_anxious_sham1"].texts_of == "sham1"
+    assert corpus_texts(jobs["cal_anxious_minus1"], config) == corpus_texts(jobs["cal_anxious_minus"], config)
+    # a later rise in shams or seeds neither writes an earlier run's corpus again nor fine-tunes it again
+    assert cal.corpus_config(config, "cal_anxious_sham1") == cal.corpus_config(
+        {**config, "calibration": {**config["calibration"], "shams": 9, "arm_seeds": 3}}, "cal_anxious_sham1")
     assert job.intervention.settings["lr"] == 1e-4  # the calibration's default
     assert cal.exposures(cal.plants(config)["anxious"], 2) == 4
     assert cal.parse_name("cal_anxious_sham1") == ("anxious", "sham1")
+    assert cal.parse_name("cal_anxious_minus1") == ("anxious", "minus1")
     assert cal.parse_name("depressive") is None and cal.parse_name("cal_x_d4") is None
+    assert cal.parse_name("cal_x_plus0") is None and cal.parse_name("cal_x_plusx") is None
 
 
 def test_plants_that_share_their_runs_are_trained_together_and_read_apart(tmp_path):
@@ -136,10 +147,13 @@ def test_plants_that_share_their_runs_are_trained_together_and_read_apart(tmp_pa
     # a plant's models: the models it is fine-tuned into, the same for plants that share their runs
     elsewhere = {name: {**entry, "models": ["other*"]} for name, entry in shared.items()}
     config = _config(tmp_path, {**elsewhere, "anxious": PLANTS["anxious"]}, texts=180)
-    assert _lines(config, tmp_path) == []
+    # (a pattern that matches no row of the table is refused: the plants would be fine-tuned into no model)
+    assert _lines(config, tmp_path) == [
+        f"{tmp_path / 'config.yaml'}: field calibration.plants.{name}.models, entry 1: 'other*' matches no row of the "
+        "model table (m): the plant would be fine-tuned into no model" for name in shared]
     assert {d.intervention for d in cal.derived_models(models, config, "res", instances).values()} == {
         f"cal_anxious_{r}" for r in cal.runs(config)}
-    mixed = _config(tmp_path, {**shared, "own": elsewhere["own"]}, texts=180)
+    mixed = _config(tmp_path, {**shared, "own": {**shared["own"], "models": ["m*"]}}, texts=180)
     assert any("runs one: own, pairs, answers" in line and "give them the same models" in line
                for line in _lines(mixed, tmp_path))
 
@@ -226,6 +240,45 @@ def test_plants_and_their_material_are_checked_by_field(tmp_path):
     lines = _lines(_config(tmp_path, PLANTS, doses=[0, 4]), tmp_path)
     assert any("field calibration" in line and "doses" in line for line in lines), lines
 
+
+
+def test_the_calibrations_inputs_that_would_make_a_run_silently_wrong_are_refused(tmp_path):
+    """What a careless user could give and `qclm validate` once accepted, before any fine-tuning: both arms the
+    same file, a held-out file holding a trained text, the held-out neutral texts being the filler (or the sham
+    statements), a plant whose models match no row of the model table; each one line naming the field or the text."""
+    anxious = PLANTS["anxious"]
+    cf = tmp_path / "config.yaml"
+    lines = _lines(_config(tmp_path, {"anxious": {**anxious, "opposite": anxious["statements"]}}), tmp_path)
+    assert lines == [f"{cf}: field calibration.plants.anxious.opposite: {STATEMENTS} is also its statements: the "
+                     "arms (or a held-out set and the texts it holds out) would be the same texts"]
+    leaky = tmp_path / "leaky.yaml"
+    trained = load_corpus(STATEMENTS).texts[2]
+    leaky.write_text(yaml.safe_dump({"name": "leaky", "licence": "MIT", "texts": [
+        "My palms turn damp before I open an email from my boss.", trained]}))
+    lines = _lines(_config(tmp_path, {"anxious": {**anxious, "heldout": str(leaky)}}), tmp_path)
+    assert lines == [f"{cf}: field calibration.plants.anxious: a held-out text of the plus arm is a planted text of "
+                     f"the plus arm ({trained!r}): the manipulation check's held-out sets must hold texts no run "
+                     "trains on"]
+    lines = _lines(_config(tmp_path, {"anxious": anxious}, heldout_neutral=str(FILLER)), tmp_path)
+    assert lines == [f"{cf}: field calibration.heldout_neutral: {FILLER} is also the filler: the held-out neutral "
+                     "texts (the cost of the fine-tuning) must be texts no run trains on"]
+    copied = tmp_path / "copied.yaml"
+    copied.write_text(FILLER.read_text())
+    lines = _lines(_config(tmp_path, {"anxious": anxious}, heldout_neutral=str(copied)), tmp_path)
+    assert lines == [f"{copied}: text #1: is also a text of the filler or the sham statements: the held-out neutral "
+                     "texts (the cost of the fine-tuning) must be texts no run trains on"]
+    lines = _lines(_config(tmp_path, {"anxious": {**anxious, "models": ["m", "gemma*"]}}), tmp_path)
+    assert lines == [f"{cf}: field calibration.plants.anxious.models, entry 2: 'gemma*' matches no row of the model "
+                     "table (m): the plant would be fine-tuned into no model"]
+    # an unrelated instrument: a probe of the config, of a kind the material plants, not one of the plant's own
+    lines = _lines(_config(tmp_path, {"own": {**PLANTS["own"], "unrelated": ["phq9", "gad7", "csi", "x"]}}), tmp_path)
+    assert lines == [
+        f"{cf}: field calibration.plants.own.unrelated, entry 2: 'gad7' is one of the plant's own probes: an "
+        "unrelated instrument is one the plant must not move",
+        f"{cf}: field calibration.plants.own.unrelated, entry 3: 'csi' is a csi probe; material prompts plants a "
+        "signal for likert probes",
+        f"{cf}: field calibration.plants.own.unrelated, entry 4: 'x' is not a probe instance of this config (gad7, "
+        "phq9, gad7_ent, csi, survey, memorization)"]
 
 
 def test_the_shams_of_a_listing_refuse_sham_statements_that_are_chat_exchanges(tmp_path):
@@ -600,30 +653,39 @@ def test_the_check_reads_at_most_check_texts_of_a_set_and_one_run_reads_the_base
 # -- the statistics --------------------------------------------------------------------------------------------------
 
 def _units(effect: float, n: int = 12, reference: bool = False, seed: int = 0, common: float = 0.0,
-           shams: int = 3, run_sd: float = 0.05) -> pd.DataFrame:
+           shams: int = 3, run_sd: float = 0.05, arm_seeds: int = 1, arm_sd: float | None = None,
+           unrelated: float | None = None) -> pd.DataFrame:
     """Units of one base model and its plant's runs at epochs 1 and 2: each run shifts every unit by a run effect
-    (SD ``run_sd``) plus ``common`` (what fine-tuning does to every text); the plus arm adds ``effect`` and the minus
-    arm takes it away at epoch 2 (none at epoch 1)."""
+    (SD ``run_sd``; an arm's run ``arm_sd`` where given) plus ``common`` (what fine-tuning does to every text); the
+    plus arm adds ``effect`` and the minus arm takes it away at epoch 2 (none at epoch 1), each arm with
+    ``arm_seeds`` runs; ``unrelated``: a second, unplanted probe ``u`` that the arms move by that much at epoch 2."""
     rng = np.random.default_rng(seed)
     rows = []
     noise = rng.normal(0, 0.1, size=n)
-    runs = ["plus", "minus", *(f"sham{i}" for i in range(shams))]
-    models = [("m", 0.0, 0.0)] + [(f"m@cal_p_{r}-e{e}", (effect if e == 2 else 0.0) * {"plus": 1, "minus": -1}.get(
-        r, 0), rng.normal(0, run_sd) + common) for r in runs for e in (1, 2)]
-    for model, shift, run_shift in models:
+    runs = [cal.arm_run(a, j) for j in range(arm_seeds) for a in cal.ARMS] + [f"sham{i}" for i in range(shams)]
+    sign = {r: {"plus": 1, "minus": -1}[cal.arm_of(r)[0]] if cal.arm_of(r) else 0 for r in runs}
+    spread = {r: run_sd if arm_sd is None or not sign[r] else arm_sd for r in runs}
+    models = [("m", 0.0, 0.0, 0.0)] + [(f"m@cal_p_{r}-e{e}", (effect if e == 2 else 0.0) * sign[r],
+                                        rng.normal(0, spread[r]) + common,
+                                        (unrelated or 0.0) * (e == 2) * sign[r]) for r in runs for e in (1, 2)]
+    for model, shift, run_shift, other in models:
         for u in range(n):
             planted = not reference or u < n // 2
             value = noise[u] + rng.normal(0, 0.02) + (shift if planted else 0.0) + (run_shift if planted else 0.0)
             rows.append({"model": model, "probe": "q", "instrument": "q", "role": "planted", "metric": "shift",
                          "unit": f"u{u}", "group": "planted" if planted else "reference", "value": value,
                          "baseline": 0.0, "direction": 1, "plant": "p", "kind": "likert"})
+            if unrelated is not None:
+                rows.append({**rows[-1], "probe": "u", "instrument": "u", "role": "unplanted", "group": "planted",
+                             "value": noise[u] + rng.normal(0, 0.02) + other + run_shift})
     return pd.DataFrame(rows)
 
 
-def _cal_config(shams: int = 3) -> dict:
+def _cal_config(shams: int = 3, arm_seeds: int = 1, **plant) -> dict:
     return {"calibration": {"epochs": [1, 2], "repeats": 4, "permutations": 2000, "shams": shams,
+                            "arm_seeds": arm_seeds,
                             "plants": {"p": {"material": "statements", "probes": ["q"], "statements": "x",
-                                             "opposite": "y"}}},
+                                             "opposite": "y", **plant}}},
             "analysis": {"bootstrap": 500}}
 
 
@@ -637,8 +699,15 @@ def test_half_the_arms_difference_is_detected_beyond_the_shams_and_none_where_th
     assert by_dose.loc[8, "n_shams"] == 3 and by_dose.loc[8, "run_sd"] == pytest.approx(
         by_dose.loc[8, "sham_sd"] / np.sqrt(2))
     config = _cal_config()
-    floor = A.floor_table(table, A.check_table(pd.DataFrame(columns=["base_model"]), config), config).iloc[0]
+    # no manipulation check: the plant is not taken, so the detection is shown marked, not as a floor
+    unchecked = A.floor_table(table, A.check_table(pd.DataFrame(columns=["base_model"]), config), config).iloc[0]
+    assert np.isnan(unchecked["floor_dose"]) and unchecked["dose"] == 8
+    assert unchecked["status"] == "detected: before the plant took" and unchecked["took_doses"] == ""
+    floor = A.floor_table(table, A.check_table(_checks(True), config), config).iloc[0]
+    assert floor["status"] == "floor" and floor["took_doses"] == "4,8"
     assert floor["floor_dose"] == 8 and floor["detected_doses"] == "8"
+    assert floor["effect"] == by_dose.loc[8, "effect"] and floor["p"] == by_dose.loc[8, "p"]
+    assert floor["specificity"] == "not checked: the plant names no unrelated instrument"
     assert floor["training"] == ("full fine-tuning (LoRA r 16 above 1B parameters), lr 0.0001, batch 8, "
                                  "checkpoints after epochs 1, 2")
     assert floor["shared_with"] == ""
@@ -671,13 +740,23 @@ def test_the_ladder_is_tested_from_the_largest_dose_down():
     assert table.loc[1, "p"] < 0.05 and not table.loc[1, "detected"] and not table.loc[2, "detected"]
 
 
-def test_the_smallest_attainable_p_and_the_shams_false_alarms():
+def test_the_smallest_attainable_p_and_the_false_alarm_nulls():
     assert A.min_permutation_p(np.ones(7, bool), 10000) == pytest.approx(1 / 128)
     assert A.min_permutation_p(np.arange(6) < 3, 10000) == pytest.approx(1 / 20)
     assert A.min_permutation_p(np.ones(30, bool), 999) == pytest.approx(1 / 1000)
-    assert A.sham_false_alarms(np.array([0.0, 0.1, -0.1]), 1, 0.05) == 0
-    assert A.sham_false_alarms(np.array([0.0, 0.01, -0.01, 5.0]), 1, 0.05) == 1
-    assert np.isnan(A.sham_false_alarms(np.array([0.0, 1.0]), 1, 0.05))
+    # two seeds of an arm read as the two arms: half their difference over the runs' SD, over the critical t
+    from scipy import stats as sps
+
+    ratios = A.seed_nulls({"plus": [0.3, 0.1], "minus": [0.0, 0.0]}, 1, 0.1, 5, 0.05)
+    assert ratios == pytest.approx([1.0 / sps.t.isf(0.05, 4), 0.0])
+    assert A.seed_nulls({"plus": [0.3]}, 1, 0.1, 5, 0.05) == []  # one seed: no null
+    assert A.seed_nulls({"plus": [0.3, 0.1]}, 1, 0.0, 5, 0.05) == []  # no spread: no test
+    # the binomial's bound, and the widening: none within it, else the factor that leaves alpha of them
+    assert A.false_alarm_bound(100, 0.05) == 9 and A.false_alarm_bound(0, 0.05) == 0
+    assert A.spread_widening([0.5] * 95 + [1.5] * 5, 0.05) == 1.0
+    assert A.spread_widening([0.5] * 80 + [2.0] * 20, 0.05) == 2.0
+    widened = A.spread_widening(list(np.linspace(0.1, 3.0, 40)), 0.05)
+    assert sum(r > widened for r in np.linspace(0.1, 3.0, 40)) <= 0.05 * 40
 
 
 def test_the_permutation_p_is_uniform_under_the_null():
@@ -701,9 +780,37 @@ def test_the_run_test_rejects_at_its_level_under_the_null():
     # two arms and three shams of one run-to-run distribution: half the arms' difference against the shams
     ps = [A.run_test((rng.normal() - rng.normal()) / 2, rng.normal(size=3))[1] for _ in range(4000)]
     assert 0.035 < np.mean(np.array(ps) < 0.05) < 0.065
-    # each of three shams held against the other two as one more run: 5% of the holds beyond, not 5% of the rows
-    hits = [A.sham_false_alarms(rng.normal(size=3), 1, 0.05) for _ in range(4000)]
-    assert 0.04 < np.sum(hits) / (3 * len(hits)) < 0.06
+    # two seeds an arm, averaged, against five shams: the same level
+    ps = [A.run_test(np.mean(rng.normal(size=2) - rng.normal(size=2)) / 2, rng.normal(size=5), seeds=2)[1]
+          for _ in range(4000)]
+    assert 0.035 < np.mean(np.array(ps) < 0.05) < 0.065
+    # the false-alarm nulls of a spread that holds: alpha of them, within the binomial's bound
+    ratios = [r for _ in range(2000) for r in A.seed_nulls({"plus": list(rng.normal(size=2)),
+                                                           "minus": list(rng.normal(size=2))}, 1,
+                                                          float(np.std(rng.normal(size=5), ddof=1) / np.sqrt(2)), 5,
+                                                          0.05)]
+    assert 0.04 < np.mean(np.array(ratios) > 1) < 0.06
+
+
+def test_arms_that_vary_more_than_the_shams_widen_the_spread_and_the_run_says_so():
+    """Where the arms' own seeds differ by more than the shams' spread allows (a plant that amplifies the seed),
+    the nulls of the false-alarm check pass it more often than alpha's binomial bound: the spread is widened for
+    every test of the run, and a null plant is then not detected; where the arms vary as the shams do, it is left
+    as measured."""
+    wide = _units(0.0, seed=7, shams=5, arm_seeds=2, run_sd=0.05, arm_sd=0.5, unrelated=0.0)
+    table = A.calibration_table(wide, _cal_config(shams=5, arm_seeds=2))
+    # 2 series x 2 doses x 2 arms: 8 nulls, 6 past the shams' spread where the binomial allows 2
+    assert (table["n_arm_seeds"] == 2).all() and table["seed_nulls"].sum() == 8
+    assert table["seed_false_alarms"].sum() == 6 > A.false_alarm_bound(8, 0.05) == 2
+    assert (table["spread_widening"] > 1).all() and not table["detected"].any()
+    narrow = A.calibration_table(_units(0.5, seed=11, shams=5, arm_seeds=2), _cal_config(shams=5, arm_seeds=2))
+    assert (narrow["spread_widening"] == 1).all() and narrow.set_index("dose").loc[8, "detected"]
+    # the effect is averaged over the seeds, its SE the runs' SD over sqrt(seeds)
+    row = narrow.set_index("dose").loc[8]
+    assert row["effect_se"] == pytest.approx(row["run_sd"] / np.sqrt(2))
+    text = A.overview({"calibration_floor": A.floor_table(table, A.check_table(pd.DataFrame(), _cal_config()),
+                                                          _cal_config(shams=5, arm_seeds=2)), "calibration": table})
+    assert "False alarms: two training seeds of one arm" in text and "**Past it: the shams' spread is widened" in text
 
 
 def _checks(took: bool) -> pd.DataFrame:
@@ -734,7 +841,9 @@ def test_the_check_says_whether_a_plant_took_and_what_it_cost():
     assert not untaken["took_plus"] and "did not take" in untaken["note"]
     text = A.overview({"calibration_floor": A.floor_table(table, check, config), "calibration": table,
                        "calibration_check": check})
-    assert "| m | p (2) | q: q | shift | yes / yes | -4.00 nats/token |" in text and "| none up to 8 |" in text
+    assert "| m | p (2) | q: q | shift | none detected | - | - | - | not checked: the plant names no unrelated " \
+        "instrument | 4,8 | -4.00 nats/token |" in text
+    assert "False alarms: not measured (one training seed an arm" in text
 
 
 def test_a_plant_that_teaches_answers_took_where_its_arms_prefer_their_own_answers():
@@ -908,30 +1017,134 @@ def test_a_kinds_materials_that_do_not_load_are_named():
         cal.kind_materials(Wrong)
 
 
-def test_a_floor_says_what_the_calibration_found_for_each_kind_of_series(tmp_path):
-    """qclm.analysis.floors.floor_of, each case of a series as calibration_floor.csv gives it: detected (its effect at
-    the floor dose; marked where the plant never took), not detected where the plant took (its upper bound), the
-    shams without spread (not testable), the plant not taken (no floor), and a model the file does not cover."""
+def _floor_rows(tmp_path: Path, rows: list[dict]) -> Path:
+    """A floors file of ``rows`` (each the columns it sets over a default series of config c.yaml)."""
     from qclm.analysis import floors
 
-    head = ",".join(floors.COLUMNS)
-    rows = ["m,k,q,seen,1,p,4,0.25,0.05,0.44,0.03,16,19,True,c.yaml",
-            "m,k,q,seen_untaken,1,p,2,0.01,0.005,0.015,0.003,2,0.02,False,c.yaml",
-            "m,k,q,bounded,1,p,,,,,,16,0.3,True,c.yaml",
-            "m,k,q,flat,1,p,,,,,,16,,True,c.yaml",
-            "m,k,q,untaken,1,p,,,,,,2,0.7,False,c.yaml"]
+    base = {"base_model": "m", "kind": "k", "instrument": "q", "tier": "1", "plant": "p", "max_dose": "16",
+            "n_shams": "5", "arm_seeds": "2", "nulls": "48", "false_alarms": "2", "false_alarm_bound": "5",
+            "alpha": "0.05", "spread_widening": "1", "specificity": "checked: u", "corpus_digest": "abc",
+            "config_digest": "def", "qclm_version": "0.1.0", "source": "c.yaml"}
     path = tmp_path / "floors.csv"
-    path.write_text("# a comment\n" + head + "\n" + "\n".join(rows) + "\n")
+    frame = pd.DataFrame([{**base, **r} for r in rows]).reindex(columns=list(floors.COLUMNS))
+    path.write_text("# a comment\n" + frame.to_csv(index=False))
+    return path
+
+
+def test_a_floor_says_what_the_calibration_found_for_each_kind_of_series_and_never_flatters(tmp_path):
+    """qclm.analysis.floors.floor_of, each status of a series as calibration_floor.csv gives it: a floor (its effect,
+    CI, p, the smallest attainable p, the probe's own null, specificity), a detection before the plant took or not
+    specific (shown marked, never as a floor), none detected where the plant took (its upper bound), the shams
+    without spread (not testable), the plant not taken (no floor), and a model the file does not cover; tier 1 and
+    tier 2 apart, every config's line, not the smallest."""
+    from qclm.analysis import floors
+
+    seen = {"status": "floor", "dose": "4", "effect": "0.25", "effect_ci_low": "0.05", "effect_ci_high": "0.44",
+            "run_sd": "0.03", "p": "0.001", "min_p_units": "1e-06", "beyond_reading_floor": "True",
+            "bound_at_max_dose": "", "took_at_max_dose": "True"}
+    path = _floor_rows(tmp_path, [
+        {**seen, "metric": "seen"},
+        {**seen, "metric": "seen", "source": "d.yaml", "effect": "0.1", "dose": "2"},
+        {**seen, "metric": "seen", "tier": "2", "plant": "t", "effect": "0.003", "dose": "16",
+         "status": "detected: not specific"},
+        {**seen, "metric": "early", "status": "detected: before the plant took", "dose": "1"},
+        {"metric": "bounded", "status": "none detected", "bound_at_max_dose": "0.3", "took_at_max_dose": "True"},
+        {"metric": "flat", "status": "not testable", "took_at_max_dose": "True"},
+        {"metric": "untaken", "status": "not taken", "max_dose": "2", "bound_at_max_dose": "0.7",
+         "took_at_max_dose": "False"}])
     read = floors.read(path)
-    assert floors.floor_of(read, "k", "m", "seen") == "+0.25 [+0.05, +0.44] at 4 exposures (tier 1, q; c.yaml)"
-    assert floors.floor_of(read, "k", "m", "seen_untaken").endswith(
-        "at 2 exposures (tier 1, q; c.yaml, the plant not taken up to the largest dose)")
-    assert floors.floor_of(read, "k", "m", "bounded") == (
-        "none detected up to 16 exposures: below +0.3 (upper 95% bound; tier 1, q; c.yaml)")
-    assert floors.floor_of(read, "k", "m", "flat") == (
-        "not testable up to 16 exposures: the plant took, but the shams did not vary, so no spread to test against "
-        "and no bound (tier 1, q; c.yaml)")
-    assert floors.floor_of(read, "k", "m", "untaken") == (
-        "no floor: the plant did not take up to 2 exposures (tier 1, q; c.yaml)")
-    assert floors.floor_of(read, "k", "other", "seen") == floors.NOT_CALIBRATED
+    assert floors.floor_of(read, "k", "m", "seen", "1") == (
+        "floor +0.25 [+0.05, +0.44] at 4 exposures (p 0.001, smallest attainable p over units 1e-06; beyond the "
+        "probe's own null; q; specificity checked: u) (c.yaml); floor +0.1 [+0.05, +0.44] at 2 exposures (p 0.001, "
+        "smallest attainable p over units 1e-06; beyond the probe's own null; q; specificity checked: u) (d.yaml)")
+    assert floors.floor_of(read, "k", "m", "seen", "2").startswith(
+        "no floor: detected: not specific at 16 exposures, +0.003 ")
+    assert floors.floor_of(read, "k", "m", "early", "1").startswith(
+        "no floor: detected: before the plant took at 1 exposure, +0.25 ")
+    assert floors.floor_of(read, "k", "m", "early", "2") == "not calibrated in this tier"
+    assert floors.floor_of(read, "k", "m", "bounded", "1") == (
+        "none detected up to 16 exposures: below +0.3 (upper 95% bound; the plant took; q) (c.yaml)")
+    assert floors.floor_of(read, "k", "m", "flat", "1") == (
+        "not testable up to 16 exposures: the shams did not vary, so no spread to test against and no bound (q) "
+        "(c.yaml)")
+    assert floors.floor_of(read, "k", "m", "untaken", "1") == (
+        "no floor: the plant did not take up to 2 exposures (q) (c.yaml)")
+    assert floors.floor_of(read, "k", "other", "seen", "1") == floors.NOT_CALIBRATED
     assert floors.section(read, "nothing", ["m"], path)[0].startswith("No calibrated floor of this probe kind in")
+    page = "\n".join(floors.section(read, "k", ["m"], path))
+    assert f"| model | readout | {floors.TIERS['1']} | {floors.TIERS['2']} |" in page
+    assert "| m | seen | floor +0.25 [+0.05, +0.44] at 4 exposures" in page and "[1]; floor +0.1 " in page
+    assert ("Sources: [1] c.yaml: 5 shams, 2 seed(s) an arm; false alarms 2 of 48 nulls (4.2%; two seeds of an arm "
+            "read as the two arms) at alpha 0.05, at most 5 by chance: the spread as measured; corpora abc, config "
+            "def, qclm 0.1.0.") in page
+    # the documents' account: every row, its status, and each source's line
+    text = floors.markdown(read)
+    assert "| m | k: q, seen | 1 | floor | 4 | +0.25 [+0.05, +0.44] | 0.03 | 0.001 (1e-06) | beyond | checked: u | - " \
+        "| [1] |" in text
+    assert "| m | k: q, untaken | 1 | not taken | - | - | - | - | - | checked: u | +0.7 at 2 | [1] |" in text
+    assert "[2] d.yaml: 5 shams" in text
+
+
+@pytest.mark.parametrize("case, content, where", [
+    ("missing column", lambda head, row: head.replace(",effect,", ",") + "\n", "column effect: missing"),
+    ("empty", lambda head, row: "", "header: the file is empty"),
+    ("dose not a number", lambda head, row: head + "\n" + row.replace(",4,0.25,", ",four,0.25,") + "\n",
+     "data line 1, column dose: 'four' is not a number"),
+    ("effect not a number", lambda head, row: head + "\n" + row.replace(",4,0.25,", ",4,big,") + "\n",
+     "data line 1, column effect: 'big' is not a number"),
+    ("column twice", lambda head, row: head + ",dose\n" + row + ",4\n", "column dose: given twice in the header"),
+    ("binary", None, "file: is not a text file"),
+    ("directory", None, "file: is a directory, not a floors table"),
+])
+def test_a_bad_floors_table_is_one_line_naming_the_file_and_the_column(tmp_path, case, content, where, capsys):
+    """qclm.analysis.floors.read, and `qclm floors --markdown` and `qclm validate` on a config naming the file, on
+    a bad floors table: one line naming the file and the column (or line), exit 2, never an internal error."""
+    from qclm.analysis import floors
+    from qclm.commands.cli import main
+    from qclm.errors import InputError
+
+    good = _floor_rows(tmp_path, [{"metric": "seen", "status": "floor", "dose": "4", "effect": "0.25"}])
+    head, row = [line for line in good.read_text().splitlines() if not line.startswith("#")]
+    bad = tmp_path / "bad.csv"
+    if case == "binary":
+        bad.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    elif case == "directory":
+        bad.mkdir()
+    else:
+        bad.write_text(content(head, row))
+    with pytest.raises(InputError) as err:
+        floors.read(bad)
+    assert str(err.value).startswith(f"{bad}: {where}") and len(str(err.value).splitlines()) == 1
+    assert main(["floors", "--markdown", str(bad)]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"{bad}: {where}")
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / "config/config.yaml").read_text()),
+                                      "analysis": {"floors": str(bad)}}))
+    assert main(["validate", "--config", str(config)]) == 2
+    assert f"{bad}: {where}" in capsys.readouterr().out
+
+
+def test_the_documents_hold_the_floors_the_command_writes():
+    """One account of each floor: the README's and docs/calibration.md's tables are `qclm floors --markdown` on the
+    shipped floors and ladders (`--into README.md docs/calibration.md` writes them), nothing kept beside them."""
+    from qclm.analysis import floors
+
+    table = floors.markdown(floors.read(ROOT / floors.SHIPPED))
+    doses = floors.markdown_doses(floors.read(ROOT / floors.SHIPPED_DOSES, floors.DOSE_COLUMNS))
+    readme, docs = (ROOT / "README.md").read_text(), (ROOT / "docs/calibration.md").read_text()
+    assert floors.block(readme, "floors") == table and floors.block(docs, "floors") == table
+    assert floors.block(docs, "doses") == doses
+    # written into a document, the block is what the command prints, and the rest of the document is kept
+    text = "head\n<!-- floors: begin -->\nold\n<!-- floors: end -->\ntail\n"
+    assert floors.with_block(text, "floors", table) == f"head\n<!-- floors: begin -->\n{table}<!-- floors: end -->\ntail\n"
+
+
+def test_the_shipped_floors_are_what_the_current_code_measures(monkeypatch, capsys):
+    """`qclm floors --check` on the shipped floors (make test runs it here): every floor's source config rebuilds,
+    with the current code and no training, the corpora its runs were fine-tuned on, and its config is unchanged; a
+    change to a plant's corpora cannot land without new floors."""
+    from qclm.commands.cli import main
+
+    monkeypatch.chdir(ROOT)
+    assert main(["floors", "--check"]) == 0, capsys.readouterr().err
+    assert "the current code writes the corpora of every one" in capsys.readouterr().err

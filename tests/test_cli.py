@@ -207,3 +207,25 @@ def test_qclm_floors_names_a_config_that_is_not_a_calibration_or_whose_run_has_n
         f"{unrun}: results: {tmp_path / 'r2' / 'analysis' / 'calibration_floor.csv'} does not exist: run the "
         f"calibration first (make run CONFIG={unrun})"]
     assert not (tmp_path / "f.csv").exists()
+
+
+def test_qclm_floors_names_a_bad_run_table_and_an_output_that_is_a_directory(tmp_path, capsys):
+    """`qclm floors CONFIG` on a run whose floor table lacks a column (an older qclm's), or is not a table, and with
+    --out a directory: one line naming the file and the column, exit 2; --check and --markdown read one file."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"results: {tmp_path / 'r'}\ncalibration: {{}}\n")
+    analysis = tmp_path / "r" / "analysis"
+    analysis.mkdir(parents=True)
+    (analysis / "calibration_floor.csv").write_text("base_model,plant\nm,p\n")
+    (analysis / "calibration.csv").write_text("base_model\nm\n")
+    assert main(["floors", str(config), "--out", str(tmp_path / "f.csv")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{analysis / 'calibration_floor.csv'}: column tier: missing: the table of an older qclm? run the "
+        "calibration's analysis again (make run CONFIG=...)"]
+    (analysis / "calibration_floor.csv").write_bytes(b"\xff\xfe\x00binary")
+    assert main(["floors", str(config)]) == 2
+    assert capsys.readouterr().err.startswith(f"{analysis / 'calibration_floor.csv'}: file: cannot be read as a CSV")
+    assert main(["floors", str(config), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"{tmp_path}: --out: is a directory: give the CSV file to write"]
+    assert main(["floors", "--check", "a.csv", "b.csv"]) == 2
+    assert "--check and --markdown read one floors file" in capsys.readouterr().err

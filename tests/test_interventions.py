@@ -409,10 +409,11 @@ def test_the_run_schedules_the_finetuning_and_the_checkpoints_scoring(interventi
     # the job stats Snakemake prints before it starts (what a dry run prints)
     counts = dict(line.split() for line in log.splitlines()
                   if len(line.split()) == 2 and line.split()[1].isdigit())
-    # 1 model x (2 interventions + 1 plant x (2 arms + 2 shams)); the base model and 3 intervention checkpoints
-    # (depressive e1, e2; control e2) scored by every probe, the plant's checkpoints by its kind's probes only
-    assert counts["finetune"] == "6" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
-    assert counts["score_memorization"] == "4" and counts["calibration_corpus"] == "4"
+    # 1 model x (2 interventions + 1 plant x (2 arms x 2 seeds + 2 shams)); the base model and 3 intervention
+    # checkpoints (depressive e1, e2; control e2) scored by every probe, the plant's checkpoints by its kind's
+    # probes only
+    assert counts["finetune"] == "8" and counts["score"] == "4" and counts["analyze_interventions"] == "1"
+    assert counts["score_memorization"] == "6" and counts["calibration_corpus"] == "6"
     assert "score_gad7" not in counts
     assert counts["analyze_calibration"] == "1"
 
@@ -468,7 +469,10 @@ def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulatio
     res = workdir / "results"
     corpora = {p.stem: load_corpus(p) for p in (res / "calibration_corpora").glob("*.yaml")
                if not p.name.endswith(".check.yaml")}
-    assert sorted(corpora) == sorted(f"cal_listing_{r}" for r in ("plus", "minus", "sham0", "sham1"))
+    assert sorted(corpora) == sorted(f"cal_listing_{r}" for r in ("plus", "minus", "plus1", "minus1", "sham0",
+                                                                   "sham1"))
+    # an arm's second seed trains its texts in an order of its own
+    assert corpora["cal_listing_plus1"].texts == corpora["cal_listing_plus"].texts
     assert {len(c.texts) for c in corpora.values()} == {40}
     assert not (res / "logprobs/tiny-llama@cal_listing_plus-e3/gad7").exists()  # scored by its kind only
     check = json.loads((res / "checkpoints/tiny-llama@cal_listing_plus" / iv.CHECK_FILE).read_text())
@@ -477,8 +481,8 @@ def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulatio
     sham = json.loads((res / "checkpoints/tiny-llama@cal_listing_sham0" / iv.CHECK_FILE).read_text())
     assert sorted({r["epoch"] for r in sham["rows"]}) == [3]
     checks = pd.read_csv(res / "analysis/calibration_check.csv")
-    own = checks[(checks["plant"] == "listing") & (checks["set"] == "planted_" + checks["run"])]
-    assert own["took"].astype(bool).all() and (own["vs_shams"] < -1).all(), own
+    own = checks[(checks["plant"] == "listing") & (checks["set"] == "planted_" + checks["run"].str.rstrip("1"))]
+    assert len(own) == 4 and own["took"].astype(bool).all() and (own["vs_shams"] < -1).all(), own
     assert (own["nll"] < own["base_nll"]).all()
     table = pd.read_csv(res / "analysis/calibration.csv")
     exposure = table[(table["plant"] == "listing") & (table["metric"] == "exposure_min_k")
@@ -486,10 +490,16 @@ def test_the_calibration_reads_its_arms_against_its_shams_beside_the_manipulatio
     # GAD-7's items more likely on the arm that listed them than on PHQ-9's, beyond the runs' SD (with two shams,
     # one degree of freedom: detection needs a t beyond 6.3, which a tiny model's one dose need not reach)
     assert exposure["dose"] == 24 and exposure["n_shams"] == 2 and exposure["effect_ci_low"] > 0
+    assert exposure["n_arm_seeds"] == 2 and exposure["seed_nulls"] == 2  # each arm's two seeds, read as the arms
     assert exposure["value_plus"] > exposure["value_minus"] and exposure["effect_runs"] > 1
     floors = pd.read_csv(res / "analysis/calibration_floor.csv")
     assert list(floors["plant"].unique()) == ["listing"]
-    assert floors[["took_plus", "took_minus"]].astype(bool).all().all()
+    assert floors[["took_plus", "took_minus"]].astype(bool).all().all() and (floors["took_doses"] == 24).all()
+    # where it came from: its corpora's and config's digests, qclm's version, the false-alarm check of the run
+    assert floors["corpus_digest"].str.fullmatch("[0-9a-f]{16}").all() and floors["corpus_digest"].nunique() == 1
+    assert floors["config_digest"].str.fullmatch("[0-9a-f]{16}").all() and floors["qclm_version"].str.startswith(
+        "0.").all()
+    assert (floors["nulls"] == table["seed_nulls"].sum()).all() and (floors["arm_seeds"] == 2).all()
     for name in ("calibration", "calibration_check"):
         assert (res / f"analysis/figures/{name}.png").stat().st_size > 0
     assert "Calibration: the smallest planted signal" in (res / "analysis/overview.md").read_text()
@@ -516,18 +526,44 @@ def test_qclm_floors_gathers_the_calibration_and_the_first_page_sets_each_kinds_
     rows = floors.read(out)
     planted = pd.read_csv(analysis / "calibration_floor.csv")
     assert len(rows) == len(planted) and {r["source"] for r in rows} == {str(cfg)}
+    assert {r["corpus_digest"] for r in rows} == set(planted["corpus_digest"])
     series = pd.read_csv(analysis / "calibration.csv")
     series = series[series["role"] == "planted"]
-    texts = {r["metric"]: floors.floor_of(rows, "memorization", "tiny-llama", r["metric"]) for r in rows}
+    texts = {r["metric"]: floors.floor_of(rows, "memorization", "tiny-llama", r["metric"], "2") for r in rows}
     for r in planted.itertuples():
-        if pd.notna(r.floor_dose):
-            at = series[(series["metric"] == r.metric) & (series["dose"] == r.floor_dose)].iloc[0]
-            assert texts[r.metric].startswith(f"{at['effect']:+.3g} [{at['effect_ci_low']:+.3g}, ")
-            assert f"at {int(r.floor_dose)} exposures (tier 2, gad7; {cfg})" in texts[r.metric]
-        else:
+        assert floors.floor_of(rows, "memorization", "tiny-llama", r.metric, "1") == "not calibrated in this tier"
+        if pd.notna(r.dose):  # a floor, or a detection marked by what it lacks: the effect at its dose
+            at = series[(series["metric"] == r.metric) & (series["dose"] == r.dose)].iloc[0]
+            assert f"{at['effect']:+.3g} [{at['effect_ci_low']:+.3g}, " in texts[r.metric]
+            assert f"at {int(r.dose)} exposures (p " in texts[r.metric] and texts[r.metric].endswith(f"({cfg})")
+            assert texts[r.metric].startswith("floor " if r.status == "floor" else f"no floor: {r.status} ")
+        elif r.status == "none detected":
             assert texts[r.metric] == (f"none detected up to {r.max_dose} exposures: below "
-                                       f"{r.bound_at_max_dose:+.3g} (upper 95% bound; tier 2, gad7; {cfg})")
-    assert floors.floor_of(rows, "memorization", "other-model", "exposure_gap") == floors.NOT_CALIBRATED
+                                       f"{r.bound_at_max_dose:+.3g} (upper 95% bound; the plant took; gad7) ({cfg})")
+    assert floors.floor_of(rows, "memorization", "other-model", "exposure_gap", "2") == floors.NOT_CALIBRATED
+    # the provenance holds: the current code writes the corpora the floors were measured on
+    check = subprocess.run([sys.executable, "-m", "qclm.commands", "floors", "--check", str(out)], cwd=workdir,
+                           capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert check.returncode == 0, check.stderr
+    assert f"{out}: {len(rows)} floor(s) of 1 config(s)" in check.stderr
+    # a config whose plant now lists another instrument: its corpora are not those of the floors, which are refused
+    moved = tmp_path / "moved.yaml"
+    config = yaml.safe_load(cfg.read_text())
+    config["calibration"]["plants"]["listing"]["opposite"] = str(GAD7)
+    moved.write_text(yaml.safe_dump(config))
+    stale = tmp_path / "stale.csv"
+    stale.write_text(out.read_text().replace(str(cfg), str(moved)))
+    check = subprocess.run([sys.executable, "-m", "qclm.commands", "floors", "--check", str(stale)], cwd=workdir,
+                           capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert check.returncode == 2 and f"{stale}: data line 1 (tiny-llama, listing, " in check.stderr
+    assert f"{moved} has changed since this floor was measured" in check.stderr
+    # floors whose corpora the code no longer writes (their digest is another's): refused, naming the runs
+    digest = rows[0]["corpus_digest"]
+    stale.write_text(out.read_text().replace(digest, "0" * len(digest)))
+    check = subprocess.run([sys.executable, "-m", "qclm.commands", "floors", "--check", str(stale)], cwd=workdir,
+                           capture_output=True, text=True, env=workflow_env(), timeout=300)
+    assert check.returncode == 2 and (f"the current code writes other corpora for {cfg}'s runs listing (digest "
+                                      f"{digest}, the floor's {'0' * len(digest)})") in check.stderr
     # the first page composed with these floors, from a copy of the run's sections
     for fragment in analysis.glob("overview.*.md"):
         (tmp_path / fragment.name).write_text(fragment.read_text())
@@ -535,13 +571,20 @@ def test_qclm_floors_gathers_the_calibration_and_the_first_page_sets_each_kinds_
                              kinds=["likert", "memorization"])
     sections = dict(re.findall(r"^## (.*?)\n(.*?)(?=^## |\Z)", md.read_text(), re.M | re.S))
     memorization = next(v for k, v in sections.items() if k.startswith("Memorization"))
-    assert all(f"| tiny-llama | {metric} | {text} |" in memorization for metric, text in texts.items())
+    numbered = {r["metric"]: floors.floor_of(rows, "memorization", "tiny-llama", r["metric"], "2", [str(cfg)])
+                for r in rows}
+    assert all(f"| tiny-llama | {metric} | not calibrated in this tier | {text} |" in memorization
+               for metric, text in numbered.items())
+    assert all(text.replace(f"({cfg})", "[1]") == numbered[metric] for metric, text in texts.items())
+    assert f"Sources: [1] {cfg}: 2 shams, 2 seed(s) an arm; false alarms " in memorization
     likert = sections["Likert questionnaires"]
     assert "No calibrated floor of this probe kind in" in likert and "null (CI covers 0)" in likert
     assert not any("Calibrated floors" in v or "No calibrated floor" in v for k, v in sections.items()
                    if k.startswith(("Interventions", "Calibration")))
     # the run's own page: the shipped floors, which do not cover a tiny model
     page = (analysis / "overview.md").read_text()
-    assert f"(`{floors.SHIPPED}`; docs/calibration.md)" in page
-    assert f"| tiny-llama | score_shift | {floors.NOT_CALIBRATED} |" in page
-    assert f"| tiny-llama | exposure_gap | {floors.NOT_CALIBRATED} |" in page
+    shipped = {r["kind"] for r in floors.read(ROOT / floors.SHIPPED)}
+    for kind, metric in (("likert", "score_shift"), ("memorization", "exposure_gap")):
+        assert (f"| tiny-llama | {metric} | {floors.NOT_CALIBRATED} | {floors.NOT_CALIBRATED} |" in page) == (
+            kind in shipped)
+    assert f"`{floors.SHIPPED}`" in page

@@ -46,6 +46,7 @@ ANALYSIS_CALIBRATION_KINDS = sorted(
 )
 if ANALYSIS_CALIBRATION_KINDS:
     from qclm.calibration import outputs as _calibration
+    from qclm.calibration import provenance as _calibration_provenance
 
     ANALYSIS_OUTPUTS[_calibration.PROBE] = _calibration.OUTPUTS
 ANALYSIS_PROBES = list(ANALYSIS_OUTPUTS)
@@ -181,15 +182,12 @@ if ANALYSIS_CALIBRATION_KINDS:
             },
             material=sorted({f for i in INSTANCES.values() for f in probes.probe(i).files()}),
             runs=calibration_runs,
+            corpora=calibration_corpora,
         output:
             ANALYSIS_OUTPUT_FILES[_calibration.PROBE],
             fragment=ANALYSIS_FRAGMENTS[_calibration.PROBE],
         params:
-            config={
-                key: config[key]
-                for key in ("calibration", *probes.shorthands(), "probes", "analysis", "conditions", "equations")
-                if key in config
-            },
+            config=_calibration_provenance.analysis_config(config),
             out=lambda wildcards, output: os.path.dirname(output.fragment),
         log:
             f"{ANALYSIS_LOGS}/analyze_calibration.log",

@@ -128,6 +128,11 @@ def calibration_runs(wildcards):
     return sorted({d.marker for d in DERIVED.values() if d.intervention in CALIBRATION})
 
 
+def calibration_corpora(wildcards):
+    """Every calibration run's corpus and check files: the analysis records their digest (qclm.calibration.provenance)."""
+    return sorted(path for job in CALIBRATION.values() for path in (job.intervention.corpus, job.check))
+
+
 def finetune_check(wildcards):
     """The manipulation check's text sets a fine-tuning measures (a calibration run's; an intervention: none)."""
     job = CALIBRATION.get(wildcards.intervention)

@@ -14,4 +14,4 @@ for key, path in snakemake.input.items():
         kind, name = key.split("__", 1)
         tables.setdefault(kind, {})[name] = path
 analyze(tables, snakemake.params.out, snakemake.params.config,
-        checks=[Path(marker).parent / CHECK_FILE for marker in snakemake.input.runs])
+        checks=[Path(marker).parent / CHECK_FILE for marker in snakemake.input.runs], corpora=snakemake.input.corpora)

@@ -13,23 +13,28 @@ the untouched reference (the CSI's other half of the word list), the planted uni
 Per model x plant x probe x instrument x metric x dose (``calibration.csv``):
 
 - ``value_plus`` (with its percentile bootstrap CI over units) and ``value_minus``: the statistic on the two arms'
-  checkpoints of the dose; ``base_value`` the base model's; ``baseline`` what the metric gives without a signal;
+  checkpoints of the dose, each averaged over the arm's training seeds (``n_arm_seeds``); ``base_value`` the base
+  model's; ``baseline`` what the metric gives without a signal;
 - ``effect``: half the arms' difference in the planted direction, unit by unit (what fine-tuning does to every
-  text cancels), with its bootstrap CI over units;
+  text cancels), averaged over the seeds, with its bootstrap CI over units;
 - ``sham_sd``: the SD of the statistic over the shams of the dose (``n_shams`` runs of the same structure with
   seeds of their own), ``run_sd`` = ``sham_sd``/sqrt(2), the SD of half the difference of two runs without a signal,
-  ``effect_runs`` = ``effect``/``run_sd``; ``p``: one-sided, of a t with ``n_shams`` - 1 degrees of freedom;
-  ``bound``: the effect's upper 95% bound against the runs' spread (what a dose that is not detected may hide);
+  ``effect_se`` = ``spread_widening`` x ``run_sd``/sqrt(``n_arm_seeds``), ``effect_runs`` = ``effect``/``run_sd``;
+  ``p``: one-sided, of ``effect``/``effect_se`` as a t with ``n_shams`` - 1 degrees of freedom; ``bound``: the
+  effect's upper 95% bound (what a dose that is not detected may hide);
 - ``detected``: tested from the largest dose down, each at ``alpha``, until one is not (a fixed sequence: the
-  family-wise error stays at alpha with no correction, as the ladder's order is known); the floor is the effect
-  against the shams, nothing else;
+  family-wise error stays at alpha with no correction, as the ladder's order is known); a detection rests on the
+  shams' spread and nothing else (whether it is a floor: :func:`floor_table`);
 - ``beyond_reading_floor``: the plus arm's CI lies beyond the metric's baseline in the planted direction (the
   probe's own null; a second column, not a condition of detection);
 - ``p_units`` and ``min_p_units``: the unit-level test of the arms (the signs of the units' half-differences
   flipped, or the groups shuffled) and the smallest p it can reach with these units; every unit of a checkpoint
   moves together when a checkpoint shifts as a whole, so it is read beside the run-level test, never alone;
-- ``sham_false_alarms``: shams that, held against the others' spread, would have been detected (a check of the
-  spread itself; it needs 3 shams).
+- ``seed_nulls`` and ``seed_false_alarms``: the false-alarm check, on nulls that share no run with the test: two
+  training seeds of one arm read as if they were the two arms (:func:`seed_nulls`), and how many of them the shams'
+  spread would have called detected. Over the whole run, more than alpha's binomial bound (:func:`false_alarm_bound`)
+  says the spread is too narrow: it is widened for every test of the run by the smallest factor that leaves no more
+  than alpha of the nulls detected (``spread_widening``; :func:`spread_widening`), and the overview says so.
 
 ``calibration_check.csv``: per model x plant x run x epoch x text set, the per-token NLL (the sets of
 :data:`qclm.calibration.corpora.CHECK_SETS`), beside the shams' mean and SD of the same set and dose, ``vs_shams``
@@ -37,14 +42,23 @@ Per model x plant x probe x instrument x metric x dose (``calibration.csv``):
 bound for one more run) and ``perplexity_change`` (of the neutral held-out texts against the shams': the cost). Two
 sets more per run: ``prefers_plus`` and ``prefers_minus``, the NLL of that arm's planted texts less the other arm's
 (a sham that answers the same prompts at random learns their answer format as the arms do; what an arm learned that
-the other did not is this difference), whose ``took`` is read the same way; a plant took where either did (two
-one-sided tests at 5%: at most 10% of runs without a plant would be said to have taken).
-``calibration_floor.csv``, per planted series: the floor dose, the effect at the largest dose beside the runs'
-spread, its bound where no dose is detected, and whether each arm's plant took at the largest dose.
+the other did not is this difference), whose ``took`` is read the same way; a run took where either did (two
+one-sided tests at 5%: at most 10% of runs without a plant would be said to have taken), and a plant took at a dose
+where every run of both arms did (a missing check: not taken).
+
+``calibration_floor.csv``, per planted series, the floor under a rule that cannot flatter: the smallest detected
+dose at which the plant took and no unrelated instrument of the plant (``unrelated``) was detected; where there is
+none, the smallest detected dose shown with its ``status`` saying what it lacks (``detected: before the plant took``,
+``detected: not specific``), else ``none detected`` (the bound at the largest dose), ``not taken`` or ``not
+testable``; the effect there with its CI, p, smallest attainable p and the probe's own null; the doses detected,
+taken and not specific; the effect at the largest dose beside the runs' spread; the false-alarm check of the run;
+and the provenance (:mod:`qclm.calibration.provenance`: the digest of the runs' corpora, of the config, qclm's
+version).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Sequence
@@ -69,16 +83,19 @@ UNIT_COLUMNS = ["model", "probe", "instrument", "role", "metric", "unit", "group
 KEYS = ["base_model", "plant", "tier", "kind", "probe", "instrument", "metric"]
 COLUMNS = KEYS + ["role", "direction", "epoch", "dose", "n_units", "value_plus", "value_plus_ci_low",
                   "value_plus_ci_high", "value_minus", "baseline", "base_value", "effect", "effect_ci_low",
-                  "effect_ci_high", "n_shams", "sham_mean", "sham_sd", "run_sd", "effect_runs", "p", "bound",
-                  "detected", "beyond_reading_floor", "p_units", "min_p_units", "sham_false_alarms", "underpowered",
-                  "note"]
+                  "effect_ci_high", "n_arm_seeds", "n_shams", "sham_mean", "sham_sd", "run_sd", "spread_widening",
+                  "effect_se", "effect_runs", "p", "bound", "detected", "beyond_reading_floor", "p_units",
+                  "min_p_units", "seed_nulls", "seed_false_alarms", "underpowered", "note"]
 CHECK_COLUMNS = ["base_model", "plant", "run", "epoch", "dose", "set", "n_texts", "tokens", "nll", "base_nll",
                  "n_shams", "sham_mean", "sham_sd", "vs_shams", "vs_shams_bound", "took", "perplexity_change",
                  "underpowered"]
-FLOOR_COLUMNS = KEYS + ["floor_dose", "max_dose", "detected_doses", "effect_at_max_dose",
-                        "effect_at_max_dose_ci_low", "effect_at_max_dose_ci_high", "run_sd_at_max_dose",
-                        "bound_at_max_dose", "min_p_units", "took_plus", "took_minus", "planted_nll_change",
-                        "preference_change", "perplexity_change", "shared_with", "training", "note"]
+FLOOR_COLUMNS = KEYS + ["status", "floor_dose", "dose", "effect", "effect_ci_low", "effect_ci_high", "run_sd", "p",
+                        "min_p_units", "beyond_reading_floor", "detected_doses", "took_doses", "unspecific_doses",
+                        "specificity", "max_dose", "effect_at_max_dose", "effect_at_max_dose_ci_low",
+                        "effect_at_max_dose_ci_high", "run_sd_at_max_dose", "bound_at_max_dose", "took_plus",
+                        "took_minus", "planted_nll_change", "preference_change", "perplexity_change", "n_shams",
+                        "arm_seeds", "nulls", "false_alarms", "false_alarm_bound", "alpha", "spread_widening",
+                        "shared_with", "training", "corpus_digest", "config_digest", "qclm_version", "note"]
 #: a metric over fewer units than this has no CI to read: the row is marked underpowered
 MIN_UNITS = 5
 #: the one-sided level of the shams' prediction bound that an arm's planted NLL must pass to have "taken"
@@ -144,12 +161,15 @@ def min_permutation_p(planted: np.ndarray, n_perm: int) -> float:
     return float(max(1.0 / patterns, 1.0 / (n_perm + 1)))
 
 
-def run_test(effect: float, shams: np.ndarray) -> tuple[float, float, float]:
+def run_test(effect: float, shams: np.ndarray, seeds: int = 1, widening: float = 1.0
+             ) -> tuple[float, float, float]:
     """(run SD, one-sided p, upper 95% bound) of half the arms' difference against the shams' spread: without a
     signal, half the difference of two runs has the SD of one run over sqrt(2), estimated from the shams with
-    len(shams) - 1 degrees of freedom (a t); fewer than two shams: no spread, all NaN; shams that agree exactly (a
-    coarse metric, such as top-1 over a few items): the spread is below the metric's resolution, not zero, so
-    nothing is tested (p and bound NaN, run SD 0)."""
+    len(shams) - 1 degrees of freedom (a t); averaged over ``seeds`` pairs of arms, its SD is that over
+    sqrt(seeds); ``widening`` multiplies the spread (where the false-alarm check found it too narrow:
+    :func:`spread_widening`). Fewer than two shams: no spread, all NaN; shams that agree exactly (a coarse metric,
+    such as top-1 over a few items): the spread is below the metric's resolution, not zero, so nothing is tested (p
+    and bound NaN, run SD 0)."""
     from scipy import stats as sps
 
     shams = shams[np.isfinite(shams)]
@@ -159,25 +179,47 @@ def run_test(effect: float, shams: np.ndarray) -> tuple[float, float, float]:
     if np.ptp(shams) <= 1e-12 * max(1.0, float(np.abs(shams).max())):  # equal, up to floating-point noise
         return 0.0, np.nan, np.nan
     run_sd = float(np.std(shams, ddof=1) / sqrt(2))
-    return run_sd, float(sps.t.sf(effect / run_sd, df)), float(effect + sps.t.ppf(0.95, df) * run_sd)
+    se = widening * run_sd / sqrt(max(seeds, 1))
+    return run_sd, float(sps.t.sf(effect / se, df)), float(effect + sps.t.ppf(0.95, df) * se)
 
 
-def sham_false_alarms(shams: np.ndarray, direction: int, alpha: float) -> float:
-    """How many shams, each held against the others' spread as one more run, lie beyond it in the planted
-    direction at ``alpha`` (one-sided prediction bound of a t); NaN with fewer than 3 shams."""
+def seed_nulls(arm_values: dict[str, list[float]], direction: int, run_sd: float, n_shams: int,
+               alpha: float) -> list[float]:
+    """The nulls of the false-alarm check: two training seeds of one arm read as if they were the two arms (half
+    their difference, in the planted direction: the seeds are exchangeable, so the sign is a coin), each as the
+    ratio of its t against the shams' spread to the t a detection needs at ``alpha`` (above 1: it would have
+    been detected). The seeds of an arm pair up in order (0 with 1, 2 with 3...); none where the spread cannot
+    be read."""
     from scipy import stats as sps
 
-    shams = shams[np.isfinite(shams)]
-    k = len(shams)
-    if k < 3:
-        return np.nan
-    hits = 0
-    for i in range(k):
-        others = np.delete(shams, i)
-        sd = np.std(others, ddof=1) * sqrt(1 + 1 / (k - 1))
-        if sd > 0:
-            hits += sps.t.sf(direction * (shams[i] - others.mean()) / sd, k - 2) < alpha
-    return float(hits)
+    if not (np.isfinite(run_sd) and run_sd > 0) or n_shams < 2:
+        return []
+    critical = float(sps.t.isf(alpha, n_shams - 1))
+    out = []
+    for values in arm_values.values():
+        for a, b in zip(values[0::2], values[1::2]):
+            if np.isfinite(a) and np.isfinite(b):
+                out.append(direction * (a - b) / 2 / run_sd / critical)
+    return out
+
+
+def false_alarm_bound(n: int, alpha: float) -> int:
+    """The most false alarms of ``n`` nulls a spread that holds gives by chance: the binomial(n, alpha)'s one-sided
+    95% bound (more than it: the spread is too narrow)."""
+    from scipy import stats as sps
+
+    return int(sps.binom.ppf(0.95, n, alpha)) if n else 0
+
+
+def spread_widening(ratios: Sequence[float], alpha: float) -> float:
+    """The factor the shams' spread is widened by: 1 where the nulls' false alarms (``ratios`` above 1:
+    :func:`seed_nulls`) stay within :func:`false_alarm_bound`, else the smallest factor that leaves no more than
+    alpha of them detected (the widened spread then holds on these nulls by construction: the run says so)."""
+    ratios = sorted((r for r in ratios if np.isfinite(r)), reverse=True)
+    hits = sum(r > 1 for r in ratios)
+    if hits <= false_alarm_bound(len(ratios), alpha):
+        return 1.0
+    return float(ratios[int(np.floor(alpha * len(ratios)))])
 
 
 def _beyond(lo: float, hi: float, baseline: float, direction: int) -> bool:
@@ -237,6 +279,16 @@ def _checkpoint(base: str, plant: cal.Plant, run: str, epoch: int) -> str:
     return f"{base}@{cal.intervention_name(plant.runs, run)}-e{epoch}"
 
 
+def _arm_mean(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """An arm's units averaged over its seeds' checkpoints, unit by unit (the units every seed scored)."""
+    if len(frames) == 1:
+        return frames[0]
+    values = pd.concat([f.set_index("unit")["value"] for f in frames], axis=1, join="inner")
+    out = frames[0][frames[0]["unit"].isin(values.index)].copy()
+    out["value"] = values.mean(axis=1).reindex(out["unit"]).to_numpy()
+    return out
+
+
 def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
     """``calibration.csv`` (module docstring)."""
     section = cal.section(config)
@@ -245,7 +297,8 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
     n_perm, alpha = int(section["permutations"]), float(section["alpha"])
     epochs = sorted(int(e) for e in section["epochs"])
     plants = cal.plants(config)
-    shams = [r for r in cal.runs(config) if r not in cal.ARMS]
+    shams = [r for r in cal.runs(config) if cal.sham_index(r) is not None]
+    seeds = cal.arm_seeds(config)
     if units.empty:
         return pd.DataFrame(columns=COLUMNS)
     units = units.copy()
@@ -254,6 +307,7 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
     series = units[["base_model", "plant", "kind", "probe", "instrument", "metric", "role",
                     "direction"]].drop_duplicates(["base_model", "plant", "probe", "instrument", "metric"])
     rows: list[dict[str, Any]] = []
+    nulls: list[float] = []
     for s in series.itertuples(index=False):
         plant, direction = plants[s.plant], int(s.direction)
         key = (s.plant, s.probe, s.instrument, s.metric)
@@ -263,21 +317,23 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             return np.nan if g is None else statistic(g["value"].to_numpy(float), (g["group"] == "planted").to_numpy())
 
         base_value = stat_of(s.base_model)
-        first = len(rows)
         for epoch in epochs:
-            plus = by_model.get((_checkpoint(s.base_model, plant, "plus", epoch), *key))
-            minus = by_model.get((_checkpoint(s.base_model, plant, "minus", epoch), *key))
-            if plus is None or minus is None:
+            arms = {arm: [by_model.get((_checkpoint(s.base_model, plant, cal.arm_run(arm, j), epoch), *key))
+                          for j in range(seeds)] for arm in cal.ARMS}
+            pairs = [j for j in range(seeds) if all(arms[arm][j] is not None for arm in cal.ARMS)]
+            if not pairs:
                 continue
+            plus, minus = (_arm_mean([arms[arm][j] for j in pairs]) for arm in cal.ARMS)
             row = {"base_model": s.base_model, "plant": s.plant, "tier": plant.tier, "kind": s.kind, "probe": s.probe,
                    "instrument": s.instrument, "metric": s.metric, "role": s.role, "direction": direction,
                    "epoch": epoch, "dose": cal.exposures(plant, epoch), "n_units": len(plus),
-                   "baseline": float(plus["baseline"].iloc[0]), "base_value": base_value, "note": ""}
+                   "baseline": float(plus["baseline"].iloc[0]), "base_value": base_value, "note": "",
+                   "n_arm_seeds": len(pairs)}
             rng = stats.rng_for(seed, PROBE, s.base_model, *key, epoch)
             v, g = plus["value"].to_numpy(float), (plus["group"] == "planted").to_numpy()
             row["value_plus"] = statistic(v, g)
             row["value_plus_ci_low"], row["value_plus_ci_high"] = bootstrap_ci(v, g, n_boot, rng)
-            row["value_minus"] = stat_of(_checkpoint(s.base_model, plant, "minus", epoch))
+            row["value_minus"] = statistic(minus["value"].to_numpy(float), (minus["group"] == "planted").to_numpy())
             paired = plus[["unit", "group", "value"]].merge(minus[["unit", "value"]], on="unit",
                                                             suffixes=("", "_minus"))
             half = ((paired["value"] - paired["value_minus"]) / 2).to_numpy(float)
@@ -287,35 +343,38 @@ def calibration_table(units: pd.DataFrame, config: dict) -> pd.DataFrame:
             row["effect_ci_low"], row["effect_ci_high"] = lo, hi
             row["p_units"] = permutation_p(half, hg, direction, n_perm, rng)
             row["min_p_units"] = min_permutation_p(hg, n_perm)
-            sham_values = np.array([stat_of(_checkpoint(s.base_model, plant, r, epoch)) for r in shams], float)
-            found = _against_shams(row, sham_values, direction, alpha)
+            found = np.array([stat_of(_checkpoint(s.base_model, plant, r, epoch)) for r in shams], float)
+            found = found[np.isfinite(found)]
+            row["n_shams"] = len(found)
+            row["sham_mean"] = float(found.mean()) if len(found) else np.nan
+            row["sham_sd"] = float(found.std(ddof=1)) if len(found) > 1 else np.nan
+            row["run_sd"] = run_test(row["effect"], found)[0]
+            row["_shams"] = found
+            ratios = seed_nulls({arm: [stat_of(_checkpoint(s.base_model, plant, cal.arm_run(arm, j), epoch))
+                                       for j in pairs] for arm in cal.ARMS}, direction, row["run_sd"], len(found),
+                                alpha)
+            row["seed_nulls"], row["seed_false_alarms"] = len(ratios), sum(r > 1 for r in ratios)
+            nulls.extend(ratios)
             row["beyond_reading_floor"] = _beyond(row["value_plus_ci_low"], row["value_plus_ci_high"],
                                                   row["baseline"], direction)
             row["note"] = _power_note(found, row["run_sd"], g)
             row["underpowered"] = bool(row["note"])
             rows.append(row)
-        # the fixed sequence: the largest dose first, each at alpha, until one is not detected
+    widening = spread_widening(nulls, alpha)
+    for row in rows:
+        found = row.pop("_shams")
+        row["spread_widening"] = widening
+        row["run_sd"], row["p"], row["bound"] = run_test(row["effect"], found, row["n_arm_seeds"], widening)
+        row["effect_se"] = (widening * row["run_sd"] / sqrt(row["n_arm_seeds"])
+                            if np.isfinite(row["run_sd"]) and row["run_sd"] > 0 else np.nan)
+        row["effect_runs"] = row["effect"] / row["run_sd"] if row["run_sd"] and np.isfinite(row["run_sd"]) else np.nan
+    # the fixed sequence: per series, the largest dose first, each at alpha, until one is not detected
+    for _, group in itertools.groupby(rows, key=lambda r: tuple(r[k] for k in KEYS)):
         going = True
-        for r in sorted(rows[first:], key=lambda r: -r["epoch"]):
+        for r in sorted(group, key=lambda r: -r["epoch"]):
             going = going and bool(np.isfinite(r["p"]) and r["p"] < alpha)
             r["detected"] = going
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def _against_shams(row: dict[str, Any], sham_values: np.ndarray, direction: int, alpha: float) -> np.ndarray:
-    """The effect against the runs' spread, into ``row``: the shams scored, their mean and SD, the run test's SD,
-    p and bound, the effect in run SDs, and the shams' own false alarms; the shams' finite values."""
-    found = sham_values[np.isfinite(sham_values)]
-    row["n_shams"] = len(found)
-    row["sham_mean"] = float(found.mean()) if len(found) else np.nan
-    row["sham_sd"] = float(found.std(ddof=1)) if len(found) > 1 else np.nan
-    row["run_sd"], row["p"], row["bound"] = run_test(row["effect"], found)
-    if np.isfinite(row["run_sd"]) and row["run_sd"] > 0:
-        row["effect_runs"] = row["effect"] / row["run_sd"]
-    else:
-        row["effect_runs"] = np.nan
-    row["sham_false_alarms"] = sham_false_alarms(direction * found, 1, alpha)
-    return found
 
 
 def _power_note(found: np.ndarray, run_sd: float, planted: np.ndarray) -> str:
@@ -392,7 +451,8 @@ def check_table(checks: pd.DataFrame, config: dict) -> pd.DataFrame:
     k = out["n_shams"]
     t = np.where(k >= 2, sps.t.ppf(TOOK_LEVEL, np.maximum(k - 1, 1)), np.nan)
     out["vs_shams_bound"] = -t * out["sham_sd"] * np.sqrt(1 + 1 / k.where(k > 0))
-    own = (out["set"] == "planted_" + out["run"]) | (out["set"] == PREFERS + out["run"])
+    arm = out["run"].map(cal.material_run)  # an arm's every seed reads its arm's texts as its own
+    own = (out["set"] == "planted_" + arm) | (out["set"] == PREFERS + arm)
     out["took"] = np.where(own, (out["vs_shams"] < out["vs_shams_bound"]), pd.NA)
     out["perplexity_change"] = np.where(out["set"] == "neutral", np.exp(out["vs_shams"]) - 1, np.nan)
     out["underpowered"] = out["n_shams"] < 2  # no shams' spread: "took" cannot be read
@@ -411,45 +471,121 @@ def training_summary(config: dict) -> str:
     return f"{method}, lr {t['lr']:g}, batch {t['batch_size']}, checkpoints after epochs {epochs}"
 
 
-def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict) -> pd.DataFrame:
-    """``calibration_floor.csv`` (module docstring): per planted series, the smallest detected dose, the effect at
-    the largest dose beside the runs' spread and its bound, whether each arm's plant took there, the plants trained
-    in the same runs (``shared_with``) and the fine-tuning."""
+def _arms(check: pd.DataFrame) -> np.ndarray:
+    """Which rows of a check table are an arm's runs (any seed)."""
+    return np.array([cal.arm_of(str(r)) is not None for r in check["run"]], dtype=bool)
+
+
+def _took_at(check: pd.DataFrame, model: str, plant: str, epoch: int) -> bool:
+    """Whether a plant took at a dose: every run of both arms (each of their seeds) on its planted texts or its
+    preference for them beyond the shams' bound; a run whose check is missing did not (a missing check is "not
+    taken")."""
+    c = check[(check["base_model"] == model) & (check["plant"] == plant) & (check["epoch"] == epoch)]
+    arm = c["run"].map(cal.material_run)
+    runs = c[_arms(c)]["run"].unique()
+    if not set(cal.ARMS) <= {cal.material_run(r) for r in runs}:
+        return False
+    own = c[(c["set"] == "planted_" + arm) | (c["set"] == PREFERS + arm)]
+    return all(bool(own.loc[own["run"] == r, "took"].dropna().astype(bool).any()) for r in runs)
+
+
+def _status(detected: bool, took: bool, specific: bool | None) -> str:
+    """What a detection at a dose is (:mod:`qclm.analysis.floors`' statuses): a floor where the plant took there
+    and no unrelated instrument was detected, else marked by what it lacks."""
+    from qclm.analysis import floors
+
+    if not detected:
+        return floors.NONE
+    marks = [m for m, lacking in ((floors.BEFORE_TOOK, not took), (floors.NOT_SPECIFIC, specific is False))
+             if lacking]
+    return floors.FLOOR if not marks else f"{floors.DETECTED}: {', '.join(marks)}"
+
+
+def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict,
+                provenance: dict[str, Any] | None = None) -> pd.DataFrame:
+    """``calibration_floor.csv`` (module docstring): per planted series, its floor under the rule that cannot
+    flatter (the smallest detected dose at which the plant took and no unrelated instrument of the plant was
+    detected; where none, the smallest detected dose marked by what it lacks), the effect there and at the largest
+    dose beside the runs' spread and its bound, whether each arm's plant took there, the false-alarm check of the
+    run, the plants trained in the same runs (``shared_with``), the fine-tuning and the provenance (``provenance``:
+    the groups' corpus digests, the config's digest and qclm's version)."""
+    from qclm.analysis import floors
+
     plants, groups, training = cal.plants(config), cal.run_groups(config), training_summary(config)
+    provenance = provenance or {}
+    alpha = float(cal.section(config)["alpha"])
+    nulls = int(table["seed_nulls"].sum()) if len(table) else 0
+    alarms = int(table["seed_false_alarms"].sum()) if len(table) else 0
+    widening = float(table["spread_widening"].iloc[0]) if len(table) else np.nan
     rows = []
     for key, g in table[table["role"] == "planted"].groupby(KEYS, sort=False):
         g = g.sort_values("dose")
+        plant = plants[key[1]]
         detected = g.loc[g["detected"].astype(bool), "dose"].tolist()
+        took = {int(r.dose): _took_at(check, key[0], key[1], int(r.epoch)) for r in g.itertuples(index=False)}
+        other = table[(table["base_model"] == key[0]) & (table["plant"] == key[1])
+                      & table["probe"].isin(plant.unrelated)]
+        same = other[other["metric"] == key[6]]
+        other = same if len(same) else other
+        specific: dict[int, bool | None] = {
+            int(d): (None if other.empty else not bool(other.loc[other["dose"] == d, "detected"].astype(bool).any()))
+            for d in g["dose"]}
+        status = {int(d): _status(d in detected, took[int(d)], specific[int(d)]) for d in g["dose"]}
+        floor = [d for d in detected if status[int(d)] == floors.FLOOR]
+        shown = min(floor) if floor else (min(detected) if detected else None)
         last = g.iloc[-1]
+        at = g[g["dose"] == shown].iloc[0] if shown is not None else None
+        if shown is not None:
+            state = status[int(shown)]
+        elif last["run_sd"] == 0:
+            state = floors.NOT_TESTABLE
+        else:
+            state = floors.NONE if took[int(last["dose"])] else floors.NOT_TAKEN
         c = check[(check["base_model"] == key[0]) & (check["plant"] == key[1]) & (check["epoch"] == last["epoch"])]
+        armed = c[_arms(c)]
+        arm = armed["run"].map(cal.material_run)
+        planted = armed[armed["set"] == "planted_" + arm]["vs_shams"]
+        prefers = armed[armed["set"] == PREFERS + arm]["vs_shams"]
+        neutral = armed[armed["set"] == "neutral"]["perplexity_change"]
 
-        def took(arm: str) -> Any:
-            # its planted texts or its preference for them over the other arm's beyond the shams' bound
-            hit = c[(c["run"] == arm) & c["set"].isin([f"planted_{arm}", PREFERS + arm])]["took"].dropna()
-            return bool(hit.astype(bool).any()) if len(hit) else pd.NA
+        def took_arm(name: str) -> bool:
+            own = armed[(arm == name) & ((armed["set"] == "planted_" + name) | (armed["set"] == PREFERS + name))]
+            return bool(len(own)) and all(bool(x["took"].dropna().astype(bool).any()) for _, x in own.groupby("run"))
 
-        planted = c[(c["run"].isin(cal.ARMS)) & (c["set"] == "planted_" + c["run"])]["vs_shams"]
-        prefers = c[(c["run"].isin(cal.ARMS)) & (c["set"] == PREFERS + c["run"])]["vs_shams"]
-        neutral = c[(c["run"].isin(cal.ARMS)) & (c["set"] == "neutral")]["perplexity_change"]
         notes = [] if detected else [f"not detected at any dose up to {int(g['dose'].max())}: the effect there is "
                                      "below its bound"]
-        plant_took = [took(a) for a in cal.ARMS]
-        if any(t is False for t in plant_took):
-            notes.append("a plant did not take at the largest dose (calibration_check.csv): the null says nothing "
-                         "of the probe")
+        if not took[int(last["dose"])]:
+            notes.append("the plant did not take at the largest dose (calibration_check.csv): a null there says "
+                         "nothing of the probe")
         if last["underpowered"]:
             notes.append(str(last["note"]))
-        rows.append({**dict(zip(KEYS, key)), "floor_dose": min(detected) if detected else np.nan,
-                     "max_dose": int(g["dose"].max()), "detected_doses": _doses(detected),
+        group = plant.runs
+        rows.append({**dict(zip(KEYS, key)), "status": state, "floor_dose": min(floor) if floor else np.nan,
+                     "dose": shown if shown is not None else np.nan,
+                     **{f: (at[f] if at is not None else np.nan) for f in
+                        ("effect", "effect_ci_low", "effect_ci_high", "run_sd", "p", "min_p_units")},
+                     "beyond_reading_floor": bool(at["beyond_reading_floor"]) if at is not None else pd.NA,
+                     "detected_doses": _doses(detected), "took_doses": _doses([d for d in took if took[d]]),
+                     "unspecific_doses": _doses([d for d, ok in specific.items() if ok is False]),
+                     "specificity": (f"checked: {', '.join(plant.unrelated)}" if not other.empty else
+                                     "not checked: " + ("its unrelated instrument was not scored" if plant.unrelated
+                                                        else "the plant names no unrelated instrument")),
+                     "max_dose": int(g["dose"].max()),
                      "effect_at_max_dose": last["effect"], "effect_at_max_dose_ci_low": last["effect_ci_low"],
                      "effect_at_max_dose_ci_high": last["effect_ci_high"], "run_sd_at_max_dose": last["run_sd"],
-                     "bound_at_max_dose": last["bound"], "min_p_units": last["min_p_units"],
-                     "took_plus": plant_took[0], "took_minus": plant_took[1],
+                     "bound_at_max_dose": last["bound"],
+                     "took_plus": took_arm("plus"), "took_minus": took_arm("minus"),
                      "planted_nll_change": float(planted.mean()) if len(planted) else np.nan,
                      "preference_change": float(prefers.mean()) if len(prefers) else np.nan,
                      "perplexity_change": float(neutral.mean()) if len(neutral) else np.nan,
-                     "shared_with": ", ".join(p.name for p in groups[plants[key[1]].runs] if p.name != key[1]),
-                     "training": training, "note": "; ".join(notes)})
+                     "n_shams": int(last["n_shams"]), "arm_seeds": int(last["n_arm_seeds"]), "nulls": nulls,
+                     "false_alarms": alarms, "false_alarm_bound": false_alarm_bound(nulls, alpha), "alpha": alpha,
+                     "spread_widening": widening,
+                     "shared_with": ", ".join(p.name for p in groups[group] if p.name != key[1]),
+                     "training": training,
+                     "corpus_digest": provenance.get("corpora", {}).get(group, ""),
+                     "config_digest": provenance.get("config", ""), "qclm_version": provenance.get("version", ""),
+                     "note": "; ".join(notes)})
     return pd.DataFrame(rows, columns=FLOOR_COLUMNS)
 
 
@@ -458,13 +594,19 @@ def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict) -> pd.Da
 class CalibrationContext:
     """The registry's context: the plants' units, the runs' manipulation checks and the config."""
 
-    def __init__(self, tables: dict[str, dict[str, Any]], config: dict, checks: Sequence[str | Path] = ()):
+    def __init__(self, tables: dict[str, dict[str, Any]], config: dict, checks: Sequence[str | Path] = (),
+                 corpora: Sequence[str | Path] = ()):
         from qclm import probes
+        from qclm.calibration import provenance
 
         self.config = config
         self.instances = {i.id: i for i in probes.instances(config)}
         self.units = units_of(tables, config, self.instances)
         self.checks = read_checks(list(checks))
+        paths = {Path(p).name.removesuffix(".yaml"): Path(p) for p in corpora if not str(p).endswith(".check.yaml")}
+        self.provenance = {"corpora": provenance.files_digest(config, {
+            name: (path, path.with_name(f"{name}.check.yaml")) for name, path in paths.items()}),
+            "config": provenance.config_digest(config), "version": provenance.version()}
 
 
 def calibration_output(context: CalibrationContext) -> pd.DataFrame:
@@ -476,7 +618,7 @@ def check_output(context: CalibrationContext) -> pd.DataFrame:
 
 
 def floor_output(context: CalibrationContext, table: pd.DataFrame, check: pd.DataFrame) -> pd.DataFrame:
-    return floor_table(table, check, context.config)
+    return floor_table(table, check, context.config, context.provenance)
 
 
 def _panels(n: int):
@@ -579,62 +721,74 @@ def _took(value) -> str:
 
 
 def overview(results: dict[str, pd.DataFrame]) -> str:
-    """The overview's section: each probe's detection floor per model, beside the manipulation check."""
+    """The overview's section: each probe's floor per model under the rule that cannot flatter, beside the
+    manipulation check, the specificity and the false-alarm rate measured on the arms' seeds."""
     floors = results.get("calibration_floor", pd.DataFrame())
     table = results.get("calibration", pd.DataFrame())
     lines = ["## Calibration: the smallest planted signal each probe detects", ""]
     if floors is None or floors.empty:
         return "\n".join(lines + ["No planted checkpoint was scored in this run.", ""])
-    lines += ["Each plant was fine-tuned into every model in two opposite arms beside shams of the same structure "
-              "with seeds of their own, checkpointed along a ladder of epochs (dose: exposures of every planted "
-              "text). The effect is half the arms' difference in the metric's own units; a dose is detected where "
-              "it exceeds the shams' spread (a t over the shams, tested from the largest dose down). The plant "
-              "*took* where an arm's planted texts, or its preference for them over the other arm's (own less "
-              "opposite NLL: the answer format a sham learns too cancels), lie beyond the shams' 95% bound "
-              "(`calibration_check.csv`). "
-              "Tier 1 plants the probe's own format (can the readout see?), tier 2 a transfer (does the model "
-              "generalize to what the probe reads?). A null of a probe on a model is a signal below its floor, "
-              "bounded by the effect's upper bound at the largest dose; where the plant did not take, it says "
-              "nothing of the probe.", "",
-              "| model | plant (tier) | probe: instrument | metric | plant took (plus / minus) | planted NLL vs "
-              "shams | preference vs shams | held-out perplexity vs shams | floor (dose) | effect at the largest "
-              "dose [CI] | runs' SD | "
-              "upper bound | smallest unit p |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["Each plant was fine-tuned into every model in two opposite arms, each with its own training seeds, "
+              "beside shams of the same structure with seeds of their own, checkpointed along a ladder of epochs "
+              "(dose: exposures of every planted text). The effect is half the arms' difference in the metric's own "
+              "units, averaged over the arms' seeds; a dose is detected where it exceeds the shams' spread (a t over "
+              "the shams, tested from the largest dose down). The plant *took* at a dose where every run of both "
+              "arms has its planted texts, or its preference for them over the other arm's (own less opposite NLL: "
+              "the answer format a sham learns too cancels), beyond the shams' 95% bound (`calibration_check.csv`; "
+              "a missing check is not taken). A detection is the **floor** only at a dose where the plant took and "
+              "no unrelated instrument the plant names was detected; otherwise it is shown marked. Tier 1 plants the "
+              "probe's own format (can the readout see?), tier 2 a transfer (does the model generalize to what the "
+              "probe reads?). A null of a probe on a model is a signal below its floor, bounded by the effect's "
+              "upper bound at the largest dose; where the plant did not take, it says nothing of the probe.", "",
+              "| model | plant (tier) | probe: instrument | metric | status | floor or detection shown [CI] | p "
+              "(smallest attainable) | probe's own null | specificity | plant took at doses | planted NLL vs shams | "
+              "preference vs shams | held-out perplexity vs shams | effect at the largest dose [CI] | runs' SD | "
+              "upper bound |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in floors.itertuples(index=False):
-        floor = f"none up to {r.max_dose}" if pd.isna(r.floor_dose) else str(int(r.floor_dose))
+        shown = "-" if pd.isna(r.dose) else (f"{_fmt(r.effect)} [{_fmt(r.effect_ci_low)}, {_fmt(r.effect_ci_high)}] "
+                                             f"at {int(r.dose)}")
         effect = (f"{_fmt(r.effect_at_max_dose)} [{_fmt(r.effect_at_max_dose_ci_low)}, "
-                  f"{_fmt(r.effect_at_max_dose_ci_high)}]")
+                  f"{_fmt(r.effect_at_max_dose_ci_high)}] at {int(r.max_dose)}")
         ppl = "n/a" if pd.isna(r.perplexity_change) else f"{100 * r.perplexity_change:+.1f}%"
-        min_p = "n/a" if pd.isna(r.min_p_units) else f"{r.min_p_units:.2g}"
+        p = "-" if pd.isna(r.p) else f"{r.p:.2g} ({r.min_p_units:.2g})"
+        null = "-" if pd.isna(r.beyond_reading_floor) else ("beyond" if bool(r.beyond_reading_floor) else "within")
         lines.append(f"| {r.base_model} | {r.plant} ({int(r.tier)}) | {r.probe}: {r.instrument} | {r.metric} | "
-                     f"{_took(r.took_plus)} / {_took(r.took_minus)} | {_fmt(r.planted_nll_change, 2)} nats/token | "
-                     f"{_fmt(r.preference_change, 2)} nats/token | {ppl} | {floor} | {effect} | "
-                     f"{_fmt(r.run_sd_at_max_dose, sign=False)} | "
-                     f"{_fmt(r.bound_at_max_dose) if pd.isna(r.floor_dose) else '-'} | {min_p} |")
+                     f"{r.status} | {shown} | {p} | {null} | {r.specificity} | {r.took_doses or 'none'} | "
+                     f"{_fmt(r.planted_nll_change, 2)} nats/token | {_fmt(r.preference_change, 2)} nats/token | "
+                     f"{ppl} | {effect} | {_fmt(r.run_sd_at_max_dose, sign=False)} | "
+                     f"{_fmt(r.bound_at_max_dose) if pd.isna(r.floor_dose) else '-'} |")
     if len(table):
         unplanted = table[table["role"] == "unplanted"]
         off = unplanted[unplanted["detected"].astype(bool)]
-        held = table.dropna(subset=["sham_false_alarms"])
-        alarms, holds = held["sham_false_alarms"], int(held["n_shams"].sum())
+        first = floors.iloc[0]
+        nulls, alarms, bound = int(first["nulls"]), int(first["false_alarms"]), int(first["false_alarm_bound"])
         lines += ["", f"Specificity: {len(off)} of {len(unplanted)} series-doses on instruments the plant did not "
                   "target were detected." + ("" if off.empty else " They are: " + "; ".join(
                       f"{r.base_model} {r.plant} -> {r.probe}: {r.instrument} {r.metric} at dose {int(r.dose)}"
-                      for r in off.itertuples(index=False))),
-                  f"Shams: each held against the others' spread as one more run, {int(alarms.sum())} of {holds} "
-                  f"({100 * alarms.sum() / max(holds, 1):.1f}%) lie beyond it in the planted direction at the "
-                  "detection's level alpha, over "
-                  f"{len(held)} series-doses: a spread that holds gives alpha of them by chance, and many more "
-                  "would say the shams' spread is too narrow to test against."]
+                      for r in off.itertuples(index=False)))]
+        if nulls:
+            widening = float(first["spread_widening"])
+            lines.append(
+                f"False alarms: two training seeds of one arm, read as if they were the two arms (nulls that share "
+                f"no run with the test), are detected in {alarms} of {nulls} ({100 * alarms / nulls:.1f}%) series, "
+                f"doses and arms at alpha {float(first['alpha']):g}; a spread that holds gives at most {bound} by "
+                "chance (the binomial's 95% bound). " + (
+                    f"**Past it: the shams' spread is widened x{widening:.2f} for every test of this run**, the "
+                    "smallest factor that leaves no more than alpha of the nulls detected." if widening > 1 else
+                    "Within it: the shams' spread is used as measured."))
+        else:
+            lines.append("False alarms: not measured (one training seed an arm: `calibration.arm_seeds`); the "
+                         "shams' spread is used as measured, unchecked.")
     return "\n".join(lines + [""])
 
 
 def analyze(tables: dict[str, dict[str, Any]], out: str | Path, config: dict,
-            checks: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
+            checks: Sequence[str | Path] = (), corpora: Sequence[str | Path] = ()) -> dict[str, pd.DataFrame]:
     """Every registered table and figure of the calibration in ``out`` and its overview section (``tables``: probe
     kind -> its score tables, name -> file; ``checks``: the runs' manipulation-check files)."""
     from qclm.analysis.overview import write_fragment
     from qclm.analysis.runner import run_outputs
 
-    results = run_outputs(OUTPUTS, CalibrationContext(tables, config, checks), out)
+    results = run_outputs(OUTPUTS, CalibrationContext(tables, config, checks, corpora), out)
     write_fragment(out, PROBE, overview(results))
     return results
