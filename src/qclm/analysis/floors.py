@@ -264,13 +264,14 @@ def markdown(rows: Sequence[dict[str, str]]) -> str:
         return "No calibrated floor: no calibration run of the current code has been gathered.\n"
     sources = list(dict.fromkeys(r["source"] for r in rows))
     out = ["| model | kind: instrument, readout | tier | status | dose | effect [95% CI] | runs' SD | p (smallest "
-           "attainable) | probe's own null | specificity | upper bound at the largest dose | source |",
+           "attainable) | probe's own null | specificity | nothing detected: upper bound at the largest dose | source |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         shown = bool(r["dose"])
         effect = f"{_g(r['effect'])} [{_g(r['effect_ci_low'])}, {_g(r['effect_ci_high'])}]" if shown else "-"
         null = {"True": "beyond", "False": "within"}.get(r["beyond_reading_floor"], "-")
-        bound = f"{_g(r['bound_at_max_dose'])} at {_number(r['max_dose']):g}" if r["bound_at_max_dose"] else "-"
+        bound = (f"{_g(r['bound_at_max_dose'])} at {_number(r['max_dose']):g}" if r["bound_at_max_dose"] and not shown
+                 else "-")
         dose, run_sd = (f"{_number(r['dose']):g}", _g(r["run_sd"], 2, False)) if shown else ("-", "-")
         out.append(f"| {r['base_model']} | {r['kind']}: {r['instrument']}, {r['metric']} | {r['tier']} | "
                    f"{r['status']} | {dose} | {effect} | {run_sd} | {_p(r) if shown else '-'} | {null} | "
