@@ -264,7 +264,8 @@ def markdown(rows: Sequence[dict[str, str]]) -> str:
         return "No calibrated floor: no calibration run of the current code has been gathered.\n"
     sources = list(dict.fromkeys(r["source"] for r in rows))
     out = ["| model | kind: instrument, readout | tier | status | dose | effect [95% CI] | runs' SD | p (smallest "
-           "attainable) | probe's own null | specificity | nothing detected: upper bound at the largest dose | source |",
+           "attainable) | probe's own null | specificity | nothing detected: upper bound at the largest dose | "
+           "source |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         shown = bool(r["dose"])
