@@ -201,7 +201,13 @@ def test_the_reports_open_in_a_browser_with_every_figure_and_no_error(browser, w
     assert "A probe written in the tests" in report["text"] and "Implicit sentiment" in report["text"]
     first = report["rendered"]
     assert "What this run measured" in first and "null (CI covers 0)" in first, first[:3000]
-    assert first.count("Calibrated floors of this probe on the run's models") >= 3  # Likert, entailment, CSI
+    # each kind's section (Likert, entailment, CSI) ends with its floors, or says the shipped file has none of it
+    from qclm.analysis import floors
+
+    shipped = {r["kind"] for r in floors.read(ROOT / floors.SHIPPED)}
+    tables = first.count("Calibrated floors of this probe on the run's models")
+    assert tables == len(shipped & {"likert", "entailment", "csi"}) >= 1  # the Likert floors ship
+    assert tables + first.count("No calibrated floor of this probe kind in") >= 3
     assert "not calibrated on this model" in first
 
 
