@@ -476,17 +476,22 @@ def _arms(check: pd.DataFrame) -> np.ndarray:
     return np.array([cal.arm_of(str(r)) is not None for r in check["run"]], dtype=bool)
 
 
+def _arms_took(c: pd.DataFrame) -> dict[str, bool]:
+    """For the check rows of one plant at one dose, whether each arm took: every run of it (each seed) has its
+    planted texts or its preference for them beyond the shams' bound; an arm with no run checked, or a run whose own
+    sets are missing, did not (a missing check is "not taken")."""
+    armed = c[_arms(c)]
+    arm = armed["run"].map(cal.material_run)
+    own = armed[(armed["set"] == "planted_" + arm) | (armed["set"] == PREFERS + arm)]
+    runs = {a: armed.loc[arm == a, "run"].unique() for a in cal.ARMS}
+    return {a: len(runs[a]) > 0 and all(bool(own.loc[own["run"] == r, "took"].dropna().astype(bool).any())
+                                        for r in runs[a]) for a in cal.ARMS}
+
+
 def _took_at(check: pd.DataFrame, model: str, plant: str, epoch: int) -> bool:
-    """Whether a plant took at a dose: every run of both arms (each of their seeds) on its planted texts or its
-    preference for them beyond the shams' bound; a run whose check is missing did not (a missing check is "not
-    taken")."""
+    """Whether a plant took at a dose: both arms did (:func:`_arms_took`)."""
     c = check[(check["base_model"] == model) & (check["plant"] == plant) & (check["epoch"] == epoch)]
-    arm = c["run"].map(cal.material_run)
-    runs = c[_arms(c)]["run"].unique()
-    if not set(cal.ARMS) <= {cal.material_run(r) for r in runs}:
-        return False
-    own = c[(c["set"] == "planted_" + arm) | (c["set"] == PREFERS + arm)]
-    return all(bool(own.loc[own["run"] == r, "took"].dropna().astype(bool).any()) for r in runs)
+    return all(_arms_took(c).values())
 
 
 def _status(detected: bool, took: bool, specific: bool | None) -> str:
@@ -547,10 +552,7 @@ def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict,
         planted = armed[armed["set"] == "planted_" + arm]["vs_shams"]
         prefers = armed[armed["set"] == PREFERS + arm]["vs_shams"]
         neutral = armed[armed["set"] == "neutral"]["perplexity_change"]
-
-        def took_arm(name: str) -> bool:
-            own = armed[(arm == name) & ((armed["set"] == "planted_" + name) | (armed["set"] == PREFERS + name))]
-            return bool(len(own)) and all(bool(x["took"].dropna().astype(bool).any()) for _, x in own.groupby("run"))
+        arms_took = _arms_took(c)
 
         notes = [] if detected else [f"not detected at any dose up to {int(g['dose'].max())}: the effect there is "
                                      "below its bound"]
@@ -574,7 +576,7 @@ def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict,
                      "effect_at_max_dose": last["effect"], "effect_at_max_dose_ci_low": last["effect_ci_low"],
                      "effect_at_max_dose_ci_high": last["effect_ci_high"], "run_sd_at_max_dose": last["run_sd"],
                      "bound_at_max_dose": last["bound"],
-                     "took_plus": took_arm("plus"), "took_minus": took_arm("minus"),
+                     "took_plus": arms_took["plus"], "took_minus": arms_took["minus"],
                      "planted_nll_change": float(planted.mean()) if len(planted) else np.nan,
                      "preference_change": float(prefers.mean()) if len(prefers) else np.nan,
                      "perplexity_change": float(neutral.mean()) if len(neutral) else np.nan,
