@@ -718,6 +718,33 @@ def test_half_the_arms_difference_is_detected_beyond_the_shams_and_none_where_th
     assert null_floor["note"].startswith("not detected at any dose up to 8")
 
 
+def test_the_figure_marks_each_dose_as_the_floor_rule_reads_it():
+    """A detection the rule counts is a filled point, one it does not (before the plant took) a cross, no detection
+    an open point: the same statuses as the floor table's, from its columns."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    config = _cal_config()
+    table = A.calibration_table(_units(0.5), config)
+    assert table.set_index("dose")["detected"].to_dict() == {4: False, 8: True}
+
+    def marks(check: pd.DataFrame) -> tuple[dict, list]:
+        floor = A.floor_table(table, A.check_table(check, config), config)
+        fig = A.figure_calibration(None, table, floor)
+        points = [(line.get_marker(), line.get_markerfacecolor() == "white", float(line.get_xdata()[0]))
+                  for line in fig.axes[0].get_lines() if line.get_marker() in ("o", "x")]
+        return A.dose_statuses(floor.iloc[0]), sorted(points, key=lambda p: p[2])
+
+    statuses, points = marks(_checks(True))
+    assert statuses == {4: "none detected", 8: "floor"}
+    assert points == [("o", True, 4.0), ("o", False, 8.0)]
+    statuses, points = marks(pd.DataFrame(columns=["base_model"]))  # no check: the plant never took
+    assert statuses == {8: "detected: before the plant took"}
+    assert points == [("o", True, 4.0), ("x", False, 8.0)]
+    unspecific = A.dose_statuses(pd.Series({"detected_doses": "4,8", "took_doses": "4,8", "unspecific_doses": "4"}))
+    assert unspecific == {4: "detected: not specific", 8: "floor"}
+
+
 def test_a_shift_common_to_both_arms_cancels_and_the_runs_spread_decides():
     # fine-tuning moves every unit of every run by 1.0: a planted-minus-base reading would call it a signal
     table = A.calibration_table(_units(0.0, common=1.0, seed=2), _cal_config())

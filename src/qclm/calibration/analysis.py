@@ -506,6 +506,18 @@ def _status(detected: bool, took: bool, specific: bool | None) -> str:
     return floors.FLOOR if not marks else f"{floors.DETECTED}: {', '.join(marks)}"
 
 
+def dose_statuses(floor_row: Any) -> dict[int, str]:
+    """Every dose of one planted series (a row of ``calibration_floor.csv``) and what a detection there is under the
+    floor rule (:func:`_status`), read from the row's ``detected_doses``, ``took_doses`` and ``unspecific_doses``."""
+    def doses(text: Any) -> set[int]:
+        return {int(d) for d in str(text or "").split(",") if d.strip()}
+
+    detected, took, unspecific = (doses(getattr(floor_row, f)) for f in
+                                  ("detected_doses", "took_doses", "unspecific_doses"))
+    return {d: _status(d in detected, d in took, False if d in unspecific else None)
+            for d in sorted(detected | took | unspecific)}
+
+
 def floor_table(table: pd.DataFrame, check: pd.DataFrame, config: dict,
                 provenance: dict[str, Any] | None = None) -> pd.DataFrame:
     """``calibration_floor.csv`` (module docstring): per planted series, its floor under the rule that cannot
@@ -643,13 +655,18 @@ def _finish(fig, axes, n: int, legend: str):
     return fig
 
 
-def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
+def figure_calibration(context: CalibrationContext, table: pd.DataFrame, floor: pd.DataFrame):
     """calibration.png/pdf: per planted series (a panel each), half the arms' difference (the effect, in the
-    metric's own units) against the dose, per model, filled where detected, with the shams' band (the one-sided 95%
-    bound of half the difference of two runs without a signal) shaded."""
+    metric's own units) against the dose, per model, with the shams' band (the one-sided 95% bound of half the
+    difference of two runs without a signal) shaded; each dose marked as the floor rule reads it (``floor``, the
+    floor table: :func:`dose_statuses`): filled where a detection counts, a cross where it is detected but not a floor
+    (before the plant took, or not specific), open where nothing is detected."""
     from scipy import stats as sps
 
+    from qclm.analysis import floors
     from qclm.analysis.plotting import EXTRA_COLORS, UNDERPOWERED_COLOR
+
+    marks = {tuple(getattr(r, k) for k in KEYS): dose_statuses(r) for r in floor.itertuples(index=False)}
 
     planted = table[table["role"] == "planted"]
     if planted.empty:
@@ -661,6 +678,7 @@ def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
     for ax, ((plant, probe, instrument, metric), g) in zip(axes.flat, panels):
         for model, sub in g.groupby("base_model", sort=False):
             sub = sub.sort_values("dose")
+            status = marks.get(tuple(sub.iloc[0][k] for k in KEYS), {})
             x, color = sub["dose"].to_numpy(float), colors[model]
             k = sub["n_shams"].to_numpy(float)
             band = np.where(k >= 2, sps.t.ppf(0.95, np.maximum(k - 1, 1)), np.nan) * sub["run_sd"].to_numpy(float)
@@ -670,7 +688,12 @@ def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
                 lo, hi = r.effect_ci_low, r.effect_ci_high
                 if np.isfinite(lo) and np.isfinite(hi):
                     ax.errorbar(xi, r.effect, yerr=[[r.effect - lo], [hi - r.effect]], fmt="none", color=color, lw=0.6)
-                ax.plot(xi, r.effect, "o", ms=3.5, color=color, mfc=color if r.detected else "white")
+                if not r.detected:
+                    ax.plot(xi, r.effect, "o", ms=3.5, color=color, mfc="white")
+                elif status.get(int(r.dose)) == floors.FLOOR:
+                    ax.plot(xi, r.effect, "o", ms=3.5, color=color)
+                else:  # detected, but the rule does not count it (or the floor table lacks the series)
+                    ax.plot(xi, r.effect, "x", ms=4.5, mew=1.2, color=color)
         ax.axhline(0, color="black", lw=0.6, ls="--")
         if g["underpowered"].astype(bool).any():
             ax.text(0.02, 0.98, "underpowered (calibration.csv, note)", transform=ax.transAxes, fontsize=5.5,
@@ -679,7 +702,8 @@ def figure_calibration(context: CalibrationContext, table: pd.DataFrame):
         ax.set_ylabel("effect (half the arms' difference)", fontsize=5.5)
         ax.set_title(f"{plant} (tier {int(g['tier'].iloc[0])}): {probe} {instrument}\n{metric}", fontsize=6.5)
         ax.tick_params(labelsize=6)
-    return _finish(fig, axes, len(panels), "filled: detected; band: shams' spread")
+    return _finish(fig, axes, len(panels), "filled: a floor; x: detected, not a floor\n(before the plant took, or "
+                   "not specific);\nopen: not detected; band: shams' spread")
 
 
 def figure_check(context: CalibrationContext, check: pd.DataFrame):

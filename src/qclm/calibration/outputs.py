@@ -13,6 +13,7 @@ OUTPUTS = declare(PROBE, (
     Output("calibration", TABLE, CATEGORY, f"{_A}:calibration_output"),
     Output("calibration_check", TABLE, CATEGORY, f"{_A}:check_output"),
     Output("calibration_floor", TABLE, CATEGORY, f"{_A}:floor_output", uses=("calibration", "calibration_check")),
-    Output("calibration", FIGURE, CATEGORY, f"{_A}:figure_calibration", table="calibration"),
+    Output("calibration", FIGURE, CATEGORY, f"{_A}:figure_calibration", table="calibration",
+           uses=("calibration_floor",)),
     Output("calibration_check", FIGURE, CATEGORY, f"{_A}:figure_check", table="calibration_check"),
 ), captions_beside(__file__))
