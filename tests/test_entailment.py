@@ -121,7 +121,7 @@ def _check_by_hand(raw, data, form, model, tok, rows=None):
 
 
 def test_the_shipped_instruments_load():
-    for name, n_items in (("gad7", 7), ("phq9", 9), ("soc", 9), ("stai_s", 20)):
+    for name, n_items in (("gad7", 7), ("phq9", 9), ("soc", 9), ("stai_s", 20), ("ipip_openness", 10)):
         inst = load_entailment(ROOT / "resources" / "entailment" / f"{name}.yaml")
         assert len(inst.items) == n_items and inst.id == name
         items = {item.id: item for item in inst.items}
