@@ -62,6 +62,21 @@ def test_qclm_help_is_written_for_users_and_probe_help_lists_the_kinds():
         assert f"  {name}: {probes.kind_class(name).summary}" in run.stdout
 
 
+def test_qclm_version_names_the_release_and_the_commit_it_runs_from():
+    """``qclm --version`` (lm-eval's and inspect's convention) prints the package's version and, run from a
+    checkout, the commit (``+g`` and its first ten hex digits, ``.dirty`` where src/ or workflow/ differ): the same
+    string every calibration floor records (qclm.version); exit 0 with no command."""
+    import qclm
+
+    run = subprocess.run([sys.executable, "-m", "qclm.commands", "--version"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    assert run.stdout.startswith(f"qclm {qclm.__version__}+g{commit}")
+    assert run.stdout.strip() == f"qclm {qclm.version()}"
+
+
 # -- the instance id -----------------------------------------------------------------------------------------------
 
 def _args(cls, argv):

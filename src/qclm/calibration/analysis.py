@@ -69,6 +69,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import qclm
 from qclm import calibration as cal
 from qclm import settings
 from qclm.analysis import stats
@@ -620,7 +621,7 @@ class CalibrationContext:
         paths = {Path(p).name.removesuffix(".yaml"): Path(p) for p in corpora if not str(p).endswith(".check.yaml")}
         self.provenance = {"corpora": provenance.files_digest(config, {
             name: (path, path.with_name(f"{name}.check.yaml")) for name, path in paths.items()}),
-            "config": provenance.config_digest(config), "version": provenance.version()}
+            "config": provenance.config_digest(config), "version": qclm.version()}
 
 
 def calibration_output(context: CalibrationContext) -> pd.DataFrame:

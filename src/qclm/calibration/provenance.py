@@ -1,7 +1,7 @@
 """Where a calibration's floors come from, in a form that can be checked (docs/calibration.md, "Provenance"; no
 torch): every row of ``calibration_floor.csv`` and of a floors file records the digest of its runs' training corpora
 (:func:`group_digest`: every run's texts and manipulation-check sets, as the fine-tuning read them), the digest of
-the part of the config the analysis reads (:func:`config_digest`) and qclm's version (:func:`version`).
+the part of the config the analysis reads (:func:`config_digest`) and qclm's version (:func:`qclm.version`).
 ``qclm floors --check`` rebuilds the corpora of each source config with the current code (no training:
 :func:`rebuilt_digest`) and refuses a floor whose corpora the code no longer writes, or whose config has changed.
 """
@@ -71,24 +71,3 @@ def rebuilt_digest(config: dict, group: str) -> str:
         own = corpus_config(config, name)
         out[name] = record(jobs(own, "")[name], own)
     return group_digest(out)
-
-
-def version() -> str:
-    """qclm's version, with the commit where qclm runs from a git checkout (``0.1.0+g1a2b3c4``; ``.dirty`` where its
-    package or workflow differ from that commit)."""
-    import subprocess
-
-    import qclm
-
-    here = Path(qclm.__file__).resolve().parent
-    if not (here.parent.parent / "pyproject.toml").is_file():  # installed, not a checkout
-        return qclm.__version__
-    try:
-        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=10", "HEAD"], capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", str(here.parent.parent / "src"),
-                                str(here.parent.parent / "workflow")], capture_output=True, text=True, timeout=10,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return qclm.__version__
-    return f"{qclm.__version__}+g{commit}{'.dirty' if dirty else ''}" if commit else qclm.__version__

@@ -28,8 +28,23 @@ other failure in one line, with the full traceback written to a file for a bug r
 itself runs with snakemake (README.md)."""
 
 
+class _Version(argparse.Action):
+    """``qclm --version``: qclm's version with its commit where it runs from a checkout (:func:`qclm.version`, asked
+    of git only when the option is given)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print qclm's version and exit", **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import qclm
+
+        print(f"qclm {qclm.version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qclm", description=DESCRIPTION)
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         COMMANDS.load(name)(sub)
