@@ -5,6 +5,7 @@ several survey instruments in one run, and the memorization decoy's one default.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 
@@ -62,7 +63,27 @@ def test_qclm_help_is_written_for_users_and_probe_help_lists_the_kinds():
         assert f"  {name}: {probes.kind_class(name).summary}" in run.stdout
 
 
-def test_qclm_version_names_the_release_and_the_commit_it_runs_from():
+def _help_pages():
+    from qclm.commands import cli
+
+    pages = [[name] for name in cli.COMMANDS] + [[name] for name in cli.kind_commands()]
+    return pages + [[command, kind] for command in ("probe", "render") for kind in probes.KINDS]
+
+
+@pytest.mark.parametrize("argv", _help_pages(), ids=" ".join)
+def test_every_help_page_is_a_usage_page_in_plain_text(argv, capsys):
+    """Every command's --help (the shared ones, the kinds' own, ``qclm probe KIND`` and ``qclm render KIND`` of
+    every kind, and ``qclm probe`` itself, which lists the kinds) opens with its usage line and shows its text as a
+    user reads it: no reST markup from the module docstrings it is written from (``x``, :func:`x`)."""
+    from qclm.commands import cli
+
+    try:
+        code = cli.main([*argv, "--help"])
+    except SystemExit as stop:
+        code = stop.code
+    page = capsys.readouterr().out
+    assert code == 0 and page.startswith(f"usage: qclm {argv[0]}"), page[:300]
+    assert "``" not in page and not re.search(r":[a-z]+:`", page), page
     """``qclm --version`` (lm-eval's and inspect's convention) prints the package's version and, run from a
     checkout, the commit (``+g`` and its first ten hex digits, ``.dirty`` where src/ or workflow/ differ): the same
     string every calibration floor records (qclm.version); exit 0 with no command."""

@@ -1,5 +1,5 @@
 """Argument types shared by the commands (qclm.commands, and the kinds' own commands): a bad value is argparse's
-one-line error (exit 2) before any work."""
+one-line error (exit 2) before any work; and their help text as a user reads it (:func:`plain`)."""
 
 from __future__ import annotations
 
@@ -128,3 +128,10 @@ def output_dir(text: str) -> str:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text} cannot be written: {existing} is not writable")
     return text
+
+
+def plain(doc: str | None) -> str:
+    """A command module's docstring as its ``--help`` shows it to a user: reST's double backquotes and roles
+    (:func:`x` and the like) as plain text."""
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc or "").replace("``", "")
+

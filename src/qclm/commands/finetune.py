@@ -15,7 +15,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from qclm.argtypes import device, output_dir, threads
+from qclm.argtypes import device, output_dir, plain, threads
 from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, usable_device
 
 
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     defaults = iv.defaults()
     p = sub.add_parser("finetune", help="fine-tune one model on one corpus (an intervention by hand)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True,
                    help="a name in --models, embedded:NAME, a .gguf file, a directory, a hub id")
     p.add_argument("--corpus", required=True, help="a YAML corpus (name, texts) or a text file, one text per line")

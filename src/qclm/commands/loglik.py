@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from qclm.argtypes import check_output, device as device_arg, sized, threads
+from qclm.argtypes import check_output, device as device_arg, plain, sized, threads
 from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, usable_device
 from qclm.errors import InputError
 from qclm.inputs import file_lines, read_text, surrogate_problem
@@ -275,7 +275,7 @@ def _pack_tokens(value: str) -> int | str:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("loglik", help="score a JSONL file of context/continuation requests (lm-eval loglikelihood)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True,
                    help="a name in --models, embedded:NAME, a .gguf file, a checkpoint directory or a hub id")
     p.add_argument("--requests", required=True, help="JSON Lines: {\"context\": ..., \"continuation\": ...} per line")

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from qclm import probes, settings
-from qclm.argtypes import conditions as conditions_arg, device, output_dir, threads
+from qclm.argtypes import conditions as conditions_arg, device, output_dir, plain, threads
 from qclm.commands.args import (
     COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
     usable_device,
@@ -37,6 +37,8 @@ from qclm.errors import InputError
 from qclm.logs import configure_logging
 from qclm.models.table import DTYPES
 
+#: the usage line of ``qclm probe --help`` (its parser takes the kind's options as they come: kind_parser's)
+USAGE = "usage: qclm probe [-h] KIND --model MODEL --out DIR [options of qclm probe KIND --help]"
 #: the page of the run's analysis, in DIR
 PAGE = "report.html"
 
@@ -44,7 +46,7 @@ log = logging.getLogger("qclm.probe")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("probe", help="run one probe kind on one model (the workflow's tables for that model)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                       description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     p.add_argument("-h", "--help", action="store_true", dest="show_help", help="the kinds, each in one line")
     p.add_argument("kind", nargs="?", help="a probe kind (the built-in ones, those installed packages register; "
                    "--help lists them) or an importable module defining KIND")
@@ -55,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def kind_parser(cls) -> argparse.ArgumentParser:
     """The options of ``qclm probe KIND``: the model's and the instance's (shared with ``qclm render KIND``:
     commands/args.py) around the run's own."""
-    p = argparse.ArgumentParser(prog=f"qclm probe {cls.name}", description=f"{cls.summary}. " + (__doc__ or ""),
+    p = argparse.ArgumentParser(prog=f"qclm probe {cls.name}", description=f"{cls.summary}. " + plain(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(p)
     p.add_argument("--out", required=True, type=output_dir, help="output directory (the workflow's results layout)")
@@ -78,7 +80,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
 
     if kind_name in ("-h", "--help"):
         kinds = [f"  {name}: {probes.kind_class(name).summary}" for name in probes.registered()]
-        print(__doc__ + "\nkinds:\n" + "\n".join(kinds))
+        print(f"{USAGE}\n\n{plain(__doc__)}\nkinds:\n" + "\n".join(kinds))
         return 0
     cls = command_kind(kind_name)
     args = kind_parser(cls).parse_args(argv)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from qclm import settings
-from qclm.argtypes import non_negative_int
+from qclm.argtypes import non_negative_int, plain
 from qclm.commands.args import (
     COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
 )
@@ -190,7 +190,7 @@ def _show(target: Target, condition: str, item: str | None, stimulus: str | None
 def kind_targets(kind_name: str, argv: list[str]) -> tuple[list[Target], argparse.Namespace]:
     """The instances ``qclm render KIND OPTIONS`` gives (the options of ``qclm probe KIND``), with the model."""
     cls = command_kind(kind_name)
-    p = argparse.ArgumentParser(prog=f"qclm render {cls.name}", description=f"{cls.summary}. " + (__doc__ or ""),
+    p = argparse.ArgumentParser(prog=f"qclm render {cls.name}", description=f"{cls.summary}. " + plain(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(p)
     _add_selection(p, condition_default=VANILLA)
@@ -215,7 +215,7 @@ def _add_selection(p: argparse.ArgumentParser, condition_default: str | None) ->
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("render", help="print exactly what a model scores (prompt, continuation, its tokens)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kind", nargs="?", help="a probe kind, then the options of qclm probe KIND (qclm render KIND "
                    "--help); without it, --config, --model, --probe and --condition name what to show")
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qclm.argtypes import positive_int
+from qclm.argtypes import plain, positive_int
 
 #: what ``build`` writes unless told
 DEFAULT_OUT = "resources/csi/words.tsv"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("words", help="check a CSI word list, or build the shipped ones", description=__doc__,
+    p = sub.add_parser("words", help="check a CSI word list, or build the shipped ones", description=plain(__doc__),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     steps = p.add_subparsers(dest="step", required=True)
     b = steps.add_parser("build", help="build the word list (and the valence control list) from wordfreq, "
