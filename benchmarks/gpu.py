@@ -61,7 +61,7 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is a package besid
 
 from benchmarks.engine import engine_flops, non_embedding_parameters  # noqa: E402
 from benchmarks.generation import QUESTIONS, hf_generate  # noqa: E402
-from qclm import argtypes, bench  # noqa: E402
+from qclm import argtypes, bench, cache  # noqa: E402
 from qclm.models.loading import resolve_device  # noqa: E402
 from qclm.models.table import DTYPES  # noqa: E402
 
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", type=argtypes.device, default="auto", help="default: cuda where there is one")
     ap.add_argument("--dtype", choices=[d for d in DTYPES if d != "auto"], default=None,
                     help="default: bfloat16 on a GPU, float32 on the CPU")
-    ap.add_argument("--tokenizer", default=str(ROOT / "resources/models/smollm2-135m-instruct"),
+    ap.add_argument("--tokenizer", default=str(cache.models_dir() / "smollm2-135m-instruct"),
                     help="a directory with a tokenizer (default: the prepared SmolLM2's)")
     ap.add_argument("--questionnaire", default="stai_s")
     ap.add_argument("--limit-stimuli", type=argtypes.positive_int, default=None,

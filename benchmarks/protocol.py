@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from qclm import bench
-from qclm import probes, settings
+from qclm import cache, probes, settings
 from qclm.contexts import ContextSettings
 from qclm.experiment import Experiment
 from qclm.inputs import read_yaml
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = settings.section(config, settings.ENGINE)
     torch.set_num_threads(args.threads or int(engine["threads"]))
     spec = load_model_table(path(config["models"]))[args.model]
-    prepared = ensure_prepared(spec, path(config["models_dir"]) / spec.name)
+    configured = config.get("models_dir")
+    prepared = ensure_prepared(spec, cache.models_dir(path(configured) if configured else None) / spec.name)
     t0 = time.perf_counter()
     loaded = load(spec, prepared, engine)
     load_s = time.perf_counter() - t0

@@ -54,6 +54,7 @@ def main() -> int:
 
     import torch
 
+    from qclm import cache
     from qclm.contexts import ContextSettings
     from qclm.engine.requests import ChoiceRequest
     from qclm.jobs.backends import load
@@ -63,7 +64,7 @@ def main() -> int:
 
     torch.set_num_threads(os.cpu_count() or 1)
     spec = replace(load_model_table(ROOT / "config/models.tsv")[args.model], dtype="float32")
-    prepared = ensure_prepared(spec, ROOT / "resources/models" / spec.name)
+    prepared = ensure_prepared(spec, cache.models_dir() / spec.name)
     questionnaire = ROOT / "resources/questionnaires" / f"{args.questionnaire}.yaml"
     stress = ROOT / "resources/stimuli/stress.yaml"
     cell = CellSpec(args.questionnaire, "likert", "stress", {"questionnaire": str(questionnaire)},

@@ -28,6 +28,23 @@ pytest_plugins = ("analysis_fixtures",)
 CACHE = Path(os.environ.get("QCLM_TEST_CACHE", ROOT / ".cache" / "tests"))
 
 
+def _session_qclm_cache() -> Path:
+    """qclm's cache (:mod:`qclm.cache`) for this session, never the user's own: prepared models persist in
+    .cache/tests/models like the other builds; the server backends' answers are the session's alone (a test that
+    counts the requests a server gets must not find them answered by an earlier session)."""
+    import atexit
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="qclm-test-cache-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    (CACHE / "models").mkdir(parents=True, exist_ok=True)
+    (root / "models").symlink_to(CACHE / "models", target_is_directory=True)
+    return root
+
+
+os.environ["QCLM_CACHE"] = str(_session_qclm_cache())
+
+
 def _cached(name: str, build) -> Path:
     """Build once into .cache/tests/NAME (atomic rename), reuse across test sessions."""
     out = CACHE / name

@@ -5,6 +5,7 @@ several survey instruments in one run, and the memorization decoy's one default.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -265,3 +266,59 @@ def test_qclm_floors_names_a_bad_run_table_and_an_output_that_is_a_directory(tmp
     assert capsys.readouterr().err.splitlines() == [f"{tmp_path}: --out: is a directory: give the CSV file to write"]
     assert main(["floors", "--check", "a.csv", "b.csv"]) == 2
     assert "--check and --markdown read one floors file" in capsys.readouterr().err
+
+
+# -- qclm's cache ---------------------------------------------------------------------------------------------------
+
+def test_the_cache_is_the_users_unless_qclm_cache_says_otherwise(tmp_path, monkeypatch, capsys):
+    """Prepared models and server answers go to the user cache directory (platformdirs' answer: XDG_CACHE_HOME's
+    qclm on Linux), never the current directory; QCLM_CACHE moves them; ``qclm cache dir`` prints where; a config's
+    models_dir and --models-dir still win for the models."""
+    from qclm import cache
+
+    monkeypatch.delenv("QCLM_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    assert cache.root() == tmp_path / "xdg" / "qclm"
+    assert cache.models_dir() == tmp_path / "xdg" / "qclm" / "models"
+    assert cache.responses_dir("m") == tmp_path / "xdg" / "qclm" / "responses" / "m"
+    assert str(cache.models_dir("~/elsewhere")) == os.path.expanduser("~/elsewhere")
+    assert main(["cache", "dir"]) == 0 and capsys.readouterr().out == f"{tmp_path / 'xdg' / 'qclm'}\n"
+    monkeypatch.setenv("QCLM_CACHE", str(tmp_path / "scratch"))
+    assert main(["cache", "dir"]) == 0 and capsys.readouterr().out == f"{tmp_path / 'scratch'}\n"
+    # the workflow's default is the same function's answer (common.smk), and validation reads the same place
+    from qclm.models.table import gguf_cache
+
+    assert gguf_cache(None) == tmp_path / "scratch" / "models" / "_gguf"
+    assert gguf_cache(tmp_path / "md" / "m") == tmp_path / "md" / "_gguf"
+
+
+def test_qclm_cache_lists_and_clears_its_entries(tmp_path, monkeypatch, capsys):
+    """``qclm cache`` lists each entry of each area with its size; ``clear`` deletes all, an area's, or those
+    named, saying each; a name that is not there is one line naming it, exit 2, after the others are cleared."""
+    monkeypatch.setenv("QCLM_CACHE", str(tmp_path / "c"))
+    assert main(["cache"]) == 0 and capsys.readouterr().out == f"{tmp_path / 'c'}: 0 entries, 0 B\n"
+    model = tmp_path / "c" / "models" / "m1"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"x" * 1500)
+    (model / "qclm_prepared.json").write_text("{}")
+    (tmp_path / "c" / "models" / "m2").mkdir()
+    answers = tmp_path / "c" / "responses" / "m1"
+    answers.mkdir(parents=True)
+    (answers / "responses.sqlite").write_bytes(b"y" * 10)
+    assert main(["cache", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{tmp_path / 'c'}: 3 entries, 1.5 kB"
+    assert [line.split()[:2] for line in lines[1:]] == [["models", "m1"], ["models", "m2"], ["responses", "m1"]]
+    assert lines[1].split()[2:] == ["1.5", "kB", "2", "files"]
+    assert main(["cache", "--area", "responses"]) == 0 and len(capsys.readouterr().out.splitlines()) == 2
+    assert main(["cache", "clear", "--area", "responses"]) == 0
+    assert capsys.readouterr().out == "deleted responses/m1 (10 B)\n"
+    assert model.is_dir() and not answers.exists()
+    assert main(["cache", "clear", "m2", "m9"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "deleted models/m2 (0 B)\n"
+    assert captured.err == "qclm cache: names: no entry named m9 in models, responses\n"
+    assert main(["cache", "dir", "m1"]) == 2 and "names are for clear, not dir" in capsys.readouterr().err
+    assert main(["cache", "clear"]) == 0 and capsys.readouterr().out == "deleted models/m1 (1.5 kB)\n"
+    assert main(["cache", "clear"]) == 0 and capsys.readouterr().out == f"nothing to clear in {tmp_path / 'c'}\n"

@@ -40,29 +40,36 @@ def wheel_site(tmp_path_factory) -> Path:
     return root / "site"
 
 
-def _run(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(site)}
+def _run(site: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site), **env}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
 
 
 def test_the_wheel_probes_a_shipped_instrument_by_its_name_outside_the_repository(wheel_site, smollm2_prepared_dir,
                                                                                   tmp_path):
-    where = _run(wheel_site, tmp_path, "-c", "import qclm.shipped as s; print(s.DATA)")
+    work = tmp_path / "work"
+    work.mkdir()
+    where = _run(wheel_site, work, "-c", "import qclm.shipped as s; print(s.DATA)")
     assert where.returncode == 0 and where.stdout.strip() == str(wheel_site / "qclm" / "data"), where.stdout
-    # the embedded model as this machine has prepared it (the test's cache), under the folder the command reads
-    models = tmp_path / "models"
-    models.mkdir()
-    (models / "smollm2-135m-instruct").symlink_to(smollm2_prepared_dir)
-    run = _run(wheel_site, tmp_path, "-m", "qclm.commands", "probe", "likert", "--model",
-               "embedded:smollm2-135m-instruct", "--questionnaire", "gad7", "--out", "out", "--models-dir", "models")
+    # the embedded model as this machine has prepared it (the test's build), in the user's cache where the command
+    # looks by default
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    (cache / "models" / "smollm2-135m-instruct").symlink_to(smollm2_prepared_dir)
+    run = _run(wheel_site, work, "-m", "qclm.commands", "probe", "likert", "--model",
+               "embedded:smollm2-135m-instruct", "--questionnaire", "gad7", "--out", "out", QCLM_CACHE=str(cache))
     assert run.returncode == 0, run.stderr[-3000:]
-    items = pd.read_parquet(tmp_path / "out" / "scores" / "item_scores.parquet")
+    assert sorted(p.name for p in work.iterdir()) == ["out"]  # nothing written where it ran but --out
+    items = pd.read_parquet(work / "out" / "scores" / "item_scores.parquet")
     assert set(items["questionnaire"]) == {"gad7"} and items["item_id"].nunique() == 7
     assert set(items["model"]) == {"smollm2-135m-instruct"} and items["score"].notna().all()
-    assert "<h1>qclm probe likert on smollm2-135m-instruct</h1>" in (tmp_path / "out" / "report.html").read_text()
+    assert "<h1>qclm probe likert on smollm2-135m-instruct</h1>" in (work / "out" / "report.html").read_text()
+    listing = _run(wheel_site, work, "-m", "qclm.commands", "cache", QCLM_CACHE=str(cache))
+    assert listing.returncode == 0 and listing.stdout.startswith(f"{cache}: 1 entry, "), listing.stdout
+    assert listing.stdout.splitlines()[1].split()[:2] == ["models", "smollm2-135m-instruct"], listing.stdout
     # a name that ships nothing is refused with the names that do
-    bad = _run(wheel_site, tmp_path, "-m", "qclm.commands", "probe", "likert", "--model",
-               "embedded:smollm2-135m-instruct", "--questionnaire", "gad8", "--out", "out2", "--models-dir", "models")
+    bad = _run(wheel_site, work, "-m", "qclm.commands", "probe", "likert", "--model",
+               "embedded:smollm2-135m-instruct", "--questionnaire", "gad8", "--out", "out2", QCLM_CACHE=str(cache))
     assert bad.returncode == 2
     assert "file gad8 does not exist (nor a shipped questionnaires file: brs, gad7, " in bad.stderr, bad.stderr
 

@@ -718,8 +718,8 @@ def test_snakemake_dry_run_prints_the_problems(tmp_path):
     write_yaml(tmp_path / "config.yaml", config)
     # a key given twice: Snakemake's reader keeps the last value; the workflow reads the file again and names it
     text = (tmp_path / "config.yaml").read_text()
-    (tmp_path / "config.yaml").write_text(text + f"models_dir: {config['models_dir']}\n")
-    first = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith("models_dir:"))
+    (tmp_path / "config.yaml").write_text(text + f"models: {config['models']}\n")
+    first = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith("models:"))
     run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), "--directory",
                           str(tmp_path), "--configfile", str(tmp_path / "config.yaml"), "--cores", "1"],
                          capture_output=True, text=True, timeout=120, env=workflow_env())
@@ -728,7 +728,7 @@ def test_snakemake_dry_run_prints_the_problems(tmp_path):
     assert "Traceback" not in out
     assert out.rstrip().splitlines()[-4:] == [
         "qclm: invalid input (run `qclm validate` to check again)",
-        f"{tmp_path / 'config.yaml'}: line {len(text.splitlines()) + 1}, column 1: key 'models_dir' is given twice "
+        f"{tmp_path / 'config.yaml'}: line {len(text.splitlines()) + 1}, column 1: key 'models' is given twice "
         f"in one mapping (first on line {first}); YAML keeps only the last value: give it once",
         "q/worry1.yaml: item W1: template has no {intensifier} slot at its end",
         f"{tmp_path / 'config.yaml'}: field conditions, entry 3: 'panic' names class 'panic', which has no stimulus "

@@ -418,7 +418,7 @@ def test_every_kind_an_api_row_can_answer_runs_on_it_end_to_end(server, proxy, t
     for row in ("api-chat", "api-raw"):
         assert list((out / row / "scores").glob("csi*")), row
         assert list((out / row / "scores").glob("entailment*")), row
-    # a rerun, its scored cells deleted, answers from the response cache (OUT/cache): nothing is sent
+    # a rerun, its scored cells deleted, answers from the response cache (qclm's cache): nothing is sent
     import shutil
 
     shutil.rmtree(out / "api-chat" / "logprobs")
@@ -428,8 +428,11 @@ def test_every_kind_an_api_row_can_answer_runs_on_it_end_to_end(server, proxy, t
     assert proxy.count == sent
     assert proxy.keys == {sentinel}
     assert not any(sentinel in text for text in terminal)
+    from qclm import cache
+
+    answers = [p for p in cache.area("responses").rglob("*") if p.is_file()]
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p != table]
-    assert len(written) > 20 and not [p for p in written if sentinel.encode() in p.read_bytes()]
+    assert answers and len(written) > 20 and not [p for p in written + answers if sentinel.encode() in p.read_bytes()]
 
 
 def test_an_api_row_that_cannot_be_answered_ends_with_one_line_and_its_exit_code(server, proxy, tmp_path):
@@ -487,5 +490,8 @@ def test_the_workflow_runs_every_kind_an_api_row_can_answer(mixed_run):
     assert set(pd.read_parquet(workdir / "results/scores/survey_choices.parquet").model) == {"api-chat"}
     assert set(pd.read_parquet(workdir / "results/scores/entailment_item_scores.parquet").model) == {
         "tiny", "api-chat", "api-raw"}
-    written = [p for p in workdir.rglob("*") if p.is_file()]
-    assert not [p for p in written if sentinel.encode() in p.read_bytes()]
+    from qclm import cache
+
+    assert (cache.responses_dir("api-chat") / "responses.sqlite").is_file()  # the answers, in qclm's cache
+    written = [p for p in workdir.rglob("*") if p.is_file()] + list(cache.area("responses").rglob("*"))
+    assert not [p for p in written if p.is_file() and sentinel.encode() in p.read_bytes()]

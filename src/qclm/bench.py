@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from qclm import cache
+
 
 def parser(doc: str | None, json_record: bool = True) -> argparse.ArgumentParser:
     """A benchmark's parser: ``doc`` (its module docstring) as the help, as written; ``--json FILE`` where the
@@ -25,7 +27,7 @@ def model_options(ap: argparse.ArgumentParser, root: Path, table: str = "config/
     prepared models are), paths under the repository ``root``."""
     ap.add_argument("--model", default="smollm2-135m-instruct", help=help)
     ap.add_argument("--models", default=str(root / table))
-    ap.add_argument("--models-dir", default=str(root / "resources/models"))
+    ap.add_argument("--models-dir", default=str(cache.models_dir()), help="prepared models (default: qclm's cache)")
 
 
 def best_seconds(fn, repeats: int) -> tuple[float, list[float]]:

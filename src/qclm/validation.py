@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from qclm import settings
+from qclm import cache, settings
 from qclm.analysis import floors
 from qclm.errors import InputError, Problem
 from qclm.experiment import (
@@ -129,9 +129,9 @@ def validate_config(config: Any, config_file: str | Path = DEFAULT_CONFIG,
     # the model table, and each chat-format row's tokenizer where it is on this machine
     table = _file_field(cf, "models", config.get("models"), problems)
     models = _collect(problems, load_model_table, table) if table else None
-    models_dir = typed_field(config, "models_dir", str, None)
+    models_dir = cache.models_dir(typed_field(config, "models_dir", str, None))
     for spec in (models or {}).values():
-        problem = chat_template_problem(spec, Path(models_dir) / spec.name if models_dir else None)
+        problem = chat_template_problem(spec, models_dir / spec.name)
         if problem and table is not None:  # models were loaded from it
             problems.append((table, f"line {spec.line} (model {spec.name}): column prompt_format", problem))
     problems.extend(_device_problems(config, cf, table, models or {}))

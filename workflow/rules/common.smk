@@ -5,7 +5,7 @@
 import re
 import sys
 
-from qclm import calibration, interventions, plan, probes, settings
+from qclm import cache, calibration, interventions, plan, probes, settings
 from qclm.validation import config_file_problems, validate_config
 from qclm.errors import format_problems
 from qclm.plan import Plan
@@ -26,7 +26,8 @@ if _PROBLEMS:
     sys.exit("qclm: invalid input (run `qclm validate` to check again)\n" + "\n".join(format_problems(_PROBLEMS)))
 # settings by stage (qclm.settings): the engine's reach the scoring jobs, the scoring math the CPU stages only
 ENGINE = settings.section(config, settings.ENGINE)
-MODELS_DIR = config["models_dir"]
+# prepared models: the config's models_dir, else the user's cache (qclm.cache), shared by every run
+MODELS_DIR = str(cache.models_dir(config.get("models_dir")))
 # what the run computes (qclm.plan, which `qclm status` reads too): the probe instances (questionnaires: the
 # Likert kind's shorthand) and the conditions each runs under; the model table, and every checkpoint of a
 # fine-tuning intervention as a model of its own (MODEL@INTERVENTION-eEPOCH; workflow/rules/interventions.smk):

@@ -36,9 +36,8 @@ def usable_device(requested: str) -> str:
 
 # -- a probe kind on the command line (``qclm probe KIND``, ``qclm render KIND``): one home for both -------------
 
-#: the model table and the prepared models a command reads without a config
+#: the model table a command reads without a config
 DEFAULT_MODELS = "config/models.tsv"
-DEFAULT_MODELS_DIR = "resources/models"
 #: where a problem of the command line's instance is said to be
 COMMAND_LINE = "command line"
 
@@ -54,6 +53,13 @@ def command_kind(kind_name: str):
         raise InputError.one(COMMAND_LINE, "kind", str(err)) from None
 
 
+def add_models_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--models-dir``: where GGUF models are prepared (default: the user cache's, :func:`qclm.cache.models_dir`,
+    which resolves it)."""
+    parser.add_argument("--models-dir", default=None,
+                        help="where embedded/GGUF models are prepared (default: the cache's, see qclm cache)")
+
+
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The model options ``qclm probe KIND`` and ``qclm render KIND`` share: a model-table name or any model
     ``qclm loglik`` takes, the table, where prepared models are, and the prompt format."""
@@ -62,8 +68,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="a name in --models, embedded:NAME, a .gguf file, a checkpoint directory or a hub id")
     parser.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
-    parser.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
-                        help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
+    add_models_dir_argument(parser)
     parser.add_argument("--prompt-format", default=None, choices=PROMPT_FORMATS,
                         help="the model's prompt format (default: the model table's, else raw)")
 

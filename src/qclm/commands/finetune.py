@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
+from qclm import cache
 from qclm.argtypes import device, output_dir, plain, threads
-from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, usable_device
+from qclm.commands.args import DEFAULT_MODELS, add_models_dir_argument, usable_device
 
 
 def _epochs(text: str) -> list[int]:
@@ -38,8 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=output_dir,
                    help="output directory: e{EPOCH}/ per checkpoint and qclm_intervention.json")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
-    p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
-                   help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
+    add_models_dir_argument(p)
     p.add_argument("--epochs", type=int, default=defaults["epochs"],
                    help="passes over the corpus (default %(default)s)")
     p.add_argument("--checkpoints", type=_epochs, default=None,
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from qclm.interventions.finetune import finetune
     from qclm.models.loading import ensure_prepared
 
-    prepared = ensure_prepared(spec, Path(args.models_dir) / spec.name)
+    prepared = ensure_prepared(spec, cache.models_dir(args.models_dir) / spec.name)
     for path in finetune(spec, prepared, corpus, item, args.out, args.device):
         print(path)
     logging.getLogger("qclm.finetune").info("checkpoints in %s", args.out)

@@ -39,8 +39,9 @@ import sys
 import time
 from pathlib import Path
 
+from qclm import cache
 from qclm.argtypes import check_output, device as device_arg, plain, sized, threads
-from qclm.commands.args import DEFAULT_MODELS, DEFAULT_MODELS_DIR, usable_device
+from qclm.commands.args import DEFAULT_MODELS, add_models_dir_argument, usable_device
 from qclm.errors import InputError
 from qclm.inputs import file_lines, read_text, surrogate_problem
 from qclm.logs import configure_logging
@@ -223,7 +224,7 @@ def loglik(args: argparse.Namespace) -> int:
                          f"--device is {device}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    prepared = ensure_prepared(spec, Path(args.models_dir) / spec.name)
+    prepared = ensure_prepared(spec, cache.models_dir(args.models_dir) / spec.name)
     tokenizer = load_tokenizer(spec, prepared)
     requests = tokenize(tokenizer, args.requests, lines, contexts, continuations, args.boundary)
     window = model_window(spec, prepared, tokenizer)
@@ -287,8 +288,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", type=device_arg,
                    help="auto (cuda if available, else cpu), cpu, mps, cuda, cuda:N")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"model table (default {DEFAULT_MODELS})")
-    p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR,
-                   help=f"prepared embedded/GGUF models (default {DEFAULT_MODELS_DIR})")
+    add_models_dir_argument(p)
     p.add_argument("--boundary", default=ENGINE_DEFAULTS["boundary"], choices=BOUNDARY_MODES,
                    help="a token merged across context and continuation: error (default), split (the continuation "
                    "tokenized alone) or first_divergence (scored from the first differing token)")

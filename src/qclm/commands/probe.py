@@ -74,8 +74,8 @@ def kind_parser(cls) -> argparse.ArgumentParser:
 def probe_run(kind_name: str, argv: list[str]) -> int:
     from qclm.contexts import ContextSettings
     from qclm.experiment import Experiment
+    from qclm import cache
     from qclm.jobs.backends import load
-    from qclm.jobs.score_model import RESPONSES
     from qclm.models.loading import ensure_prepared
 
     if kind_name in ("-h", "--help"):
@@ -113,8 +113,8 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
         torch.set_num_threads(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    loaded = load(spec, ensure_prepared(spec, Path(args.models_dir) / spec.name), engine,
-                  out / "cache" / spec.name / RESPONSES)
+    loaded = load(spec, ensure_prepared(spec, cache.models_dir(args.models_dir) / spec.name), engine,
+                  cache.responses_dir(spec.name))
     log.info("model %s loaded in %.1f s (%s, %s)", spec.name, time.perf_counter() - t0,
              loaded.provenance.get("dtype"), loaded.provenance.get("device", loaded.provenance.get("backend")))
     try:

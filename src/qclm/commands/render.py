@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from qclm import settings
+from qclm import cache, settings
 from qclm.argtypes import non_negative_int, plain
 from qclm.commands.args import (
     COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
@@ -76,7 +76,7 @@ def config_target(config_file: str, model: str, probe: str, prompt_format: str |
     if probe not in instances:
         raise _Refused(f"probe {probe!r} is not in {config_file} (probes: {', '.join(instances)})")
     spec = replace(models[model], prompt_format=prompt_format) if prompt_format else models[model]
-    return Target(config, str(config_file), spec, Path(config.get("models_dir", "resources/models")),
+    return Target(config, str(config_file), spec, cache.models_dir(config.get("models_dir")),
                   instances[probe])
 
 
@@ -199,7 +199,8 @@ def kind_targets(kind_name: str, argv: list[str]) -> tuple[list[Target], argpars
     config = kind_config(args.config)
     instances = kind_instances(cls, kind_name, args, config)
     spec = kind_model(cls, args, instances)
-    return [Target(config, args.config or COMMAND_LINE, spec, Path(args.models_dir), i) for i in instances], args
+    models_dir = cache.models_dir(args.models_dir)
+    return [Target(config, args.config or COMMAND_LINE, spec, models_dir, i) for i in instances], args
 
 
 def _add_selection(p: argparse.ArgumentParser, condition_default: str | None) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import qclm
+from qclm import cache
 from qclm.contexts import ContextSettings, condition_contexts
 from qclm.errors import InputError
 from qclm.experiment import classes_of
@@ -161,8 +162,6 @@ def _fail(line: str, code: int = 1) -> int:
 #: the exit code of a job whose API key is missing or rejected, or whose endpoint serves no model of the row's name
 #: (nothing else is wrong: fix the row or the key, run again)
 CREDENTIALS_EXIT = 2
-#: a server backend's response cache, under the job's cell cache (qclm.engine.remote.ResponseCache)
-RESPONSES = "_responses"
 
 
 def _place(cached: Path, output: Path) -> None:
@@ -217,7 +216,7 @@ def _score_cells(spec, cells, outputs, cell_logs, run, engine, prepared_dir, cac
             continue
         if loaded is None:
             try:
-                loaded = load(spec, prepared_dir, engine, cache_dir / spec.name / RESPONSES)
+                loaded = load(spec, prepared_dir, engine, cache.responses_dir(spec.name))
             except RowProblem as err:
                 return _fail(_one_line(err), CREDENTIALS_EXIT)
             except Exception as err:  # noqa: BLE001 - any cause: fail this model's job with one line

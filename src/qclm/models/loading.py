@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
+import tempfile
 from pathlib import Path
 
 from qclm.inputs import sha256_file
 from qclm.models.checkpoints import checkpoint_provenance
-from qclm.models.table import FOUR_BIT_TYPES, PREPARED_MARKER, ModelSpec, gguf_path
+from qclm.models.table import FOUR_BIT_TYPES, PREPARED_MARKER, ModelSpec, gguf_cache, gguf_path
 
 log = logging.getLogger("qclm.models")
 
@@ -22,7 +24,7 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out_dir = Path(out_dir)
-    gguf = gguf_path(spec, out_dir.parent / "_gguf")
+    gguf = gguf_path(spec, gguf_cache(out_dir))
     log.info("model %s: de-quantizing %s (%s)", spec.name, gguf, spec.source)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
@@ -31,18 +33,26 @@ def prepare_model(spec: ModelSpec, out_dir: str | Path) -> Path:
     model.is_quantized = False  # type: ignore[assignment]  # torch types Module.__setattr__ Tensor | Module: any works
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    # the models directory is the user's cache, shared by every run: each preparation writes a directory of its
+    # own and the first to finish is kept
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     (tmp / PREPARED_MARKER).write_text(json.dumps({
         "name": spec.name, "source": spec.source, "gguf_file": gguf.name, "gguf_sha256": sha256_file(gguf),
     }, indent=2))
-    if out_dir.exists():
-        import shutil
-
+    if (out_dir / PREPARED_MARKER).exists():  # another run prepared it meanwhile
+        shutil.rmtree(tmp)
+        return out_dir
+    if out_dir.exists():  # an unfinished one, or what a workflow job made for its output
         shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    try:
+        tmp.rename(out_dir)
+    except OSError:  # another run's came first
+        if not (out_dir / PREPARED_MARKER).exists():
+            raise
+        shutil.rmtree(tmp)
     return out_dir
 
 
@@ -149,8 +159,7 @@ def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, loca
     if spec.needs_preparation:
         if prepared_dir is not None and (Path(prepared_dir) / PREPARED_MARKER).exists():
             return AutoTokenizer.from_pretrained(str(prepared_dir))
-        cache = Path(prepared_dir).parent / "_gguf" if prepared_dir is not None else Path(".cache") / "_gguf"
-        gguf = gguf_path(spec, cache)
+        gguf = gguf_path(spec, gguf_cache(prepared_dir))
         return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     where = str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source
     return AutoTokenizer.from_pretrained(where, revision=None if spec.kind == "local" else (spec.revision or None),

@@ -427,7 +427,18 @@ def checkpoint_row(path: str | Path) -> ModelSpec | None:
                    params_b=0.0 if unknown else base.params_b)
 
 
+def gguf_cache(prepared_dir: str | Path | None) -> Path:
+    """Where an embedded model package assembles its GGUF file: beside the prepared models (``_gguf`` in the
+    directory that holds ``prepared_dir``), else in the user cache's models (:mod:`qclm.cache`), never the current
+    directory."""
+    from qclm import cache
+
+    return (Path(prepared_dir).parent if prepared_dir is not None else cache.models_dir()) / "_gguf"
+
+
 def gguf_path(spec: ModelSpec, cache_dir: Path) -> Path:
+    """The model's GGUF file: an embedded model's (assembled in ``cache_dir`` where its package needs to), or the
+    row's path."""
     if spec.kind == "embedded":
         return EMBEDDED[spec.source[len("embedded:"):]](cache_dir)
     return Path(spec.source).expanduser()
@@ -453,9 +464,8 @@ def chat_template_available(spec: ModelSpec, prepared_dir: str | Path | None = N
     if spec.needs_preparation:
         import gguf
 
-        cache = Path(prepared_dir).parent / "_gguf" if prepared_dir is not None else Path(".cache") / "_gguf"
         try:
-            reader = gguf.GGUFReader(str(gguf_path(spec, cache)))
+            reader = gguf.GGUFReader(str(gguf_path(spec, gguf_cache(prepared_dir))))
         except (OSError, ValueError):
             return None
         return reader.fields.get("tokenizer.chat_template") is not None
