@@ -120,3 +120,43 @@ def test_model_that_cannot_load_fails_alone(tmp_path, tiny_llama_dir):
         assert (results / "scores" / "good" / f"{cell}.items.parquet").exists()
         assert not (results / "logprobs" / "broken" / f"{cell}.parquet").exists()
     assert not (results / "scores" / "item_scores.parquet").exists()  # needs every model
+
+
+def _hub_env(tmp_path: Path) -> dict:
+    """The environment of a machine whose hub cannot be reached (a closed port: refused at once, as a DNS failure
+    is here) and whose local hub cache is HF_HOME under tmp_path."""
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9"}
+    env.pop("HF_HUB_OFFLINE", None)
+    return env
+
+
+def test_a_hub_id_the_hub_cannot_give_is_one_line_and_exit_2_and_a_cached_one_loads(tmp_path, tiny_llama_dir):
+    """A hub id neither in the local hub cache nor reachable: one line naming the model and saying what to do, exit
+    2, with no retry lines (transformers alone retries every file for a minute and ends with a traceback). The same
+    hub unreachable but the model in the local hub cache (HF_HOME): it loads from there and scores."""
+    import shutil
+
+    def probe(model, out):
+        return subprocess.run([sys.executable, "-m", "qclm.commands", "probe", "likert", "--model", model,
+                               "--questionnaire", "gad7", "--out", str(tmp_path / out)],
+                              capture_output=True, text=True, timeout=300, env=_hub_env(tmp_path), cwd=tmp_path)
+
+    run = probe("qclm-tests/no-such-model", "a")
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert run.stderr.splitlines() == [
+        "qclm probe: model qclm-tests--no-such-model: hub id qclm-tests/no-such-model: not in the local hub cache, "
+        "and the hub cannot be reached (ConnectError: [Errno 111] Connection refused): download it where the hub "
+        "is reachable (hf download qclm-tests/no-such-model) into the local hub cache "
+        f"({tmp_path / 'hf' / 'hub'}; HF_HOME moves it), or give a local checkpoint directory as the row's source"]
+    # the tiny model as `hf download` leaves it: a snapshot under its commit, the branch pointing at it
+    repo = tmp_path / "hf" / "hub" / "models--qclm-tests--tiny-llama"
+    commit = "0" * 40
+    shutil.copytree(tiny_llama_dir, repo / "snapshots" / commit, ignore=shutil.ignore_patterns("done"))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    run = probe("qclm-tests/tiny-llama", "b")
+    assert run.returncode == 0, run.stderr[-3000:]
+    import pandas as pd
+
+    items = pd.read_parquet(tmp_path / "b" / "scores" / "item_scores.parquet")
+    assert set(items["model"]) == {"qclm-tests--tiny-llama"} and items["score"].notna().all()

@@ -147,6 +147,51 @@ def ensure_prepared(spec: ModelSpec, prepared_dir: str | Path) -> Path:
     return prepared_dir
 
 
+#: seconds the hub may take to say whether it has a model that is not in the local hub cache
+HUB_TIMEOUT_S = 10
+
+
+def hub_local_only(spec: ModelSpec) -> bool:
+    """Whether a hub row loads from the local hub cache alone (``HF_HOME``): where ``HF_HUB_OFFLINE`` is set, or the
+    hub cannot be reached and the model is there (said in the log). Asked of the hub once, with no retries, before
+    transformers would retry every file for a minute: a model the hub does not have (or gates, or lacks the row's
+    revision of), or that is neither in the local cache nor reachable, is a :class:`~qclm.engine.remote.RowProblem`
+    (one line, exit 2) within seconds. Other rows: False."""
+    if spec.kind != "hub":
+        return False
+    from huggingface_hub import constants, model_info, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    from qclm.engine.remote import RowProblem
+
+    revision = spec.revision or None
+    cached = isinstance(try_to_load_from_cache(spec.source, "config.json", revision=revision), str)
+    fix = (f"download it where the hub is reachable (hf download {spec.source}) into the local hub cache "
+           f"({constants.HF_HUB_CACHE}; HF_HOME moves it), or give a local checkpoint directory as the row's source")
+    where = f"model {spec.name}: hub id {spec.source}" + (f" (revision {revision})" if revision else "")
+    if constants.HF_HUB_OFFLINE:
+        if cached:
+            return True
+        raise RowProblem(f"{where}: not in the local hub cache, and HF_HUB_OFFLINE is set: {fix}")
+    try:
+        model_info(spec.source, revision=revision, timeout=HUB_TIMEOUT_S)
+    except GatedRepoError:
+        raise RowProblem(f"{where}: gated on the hub: accept its terms there and set HF_TOKEN") from None
+    except RevisionNotFoundError:
+        raise RowProblem(f"{where}: the hub has no such revision (the row's revision column)") from None
+    except RepositoryNotFoundError:
+        raise RowProblem(f"{where}: the hub has no such model (a private one needs HF_TOKEN)") from None
+    except Exception as err:  # noqa: BLE001 - any failure to reach the hub (DNS, refused, timeout, a 5xx)
+        cause = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        if cached:
+            log.warning("model %s: the hub cannot be reached (%s): loading the copy in the local hub cache",
+                        spec.name, cause)
+            return True
+        raise RowProblem(f"{where}: not in the local hub cache, and the hub cannot be reached ({cause}): "
+                         f"{fix}") from None
+    return False
+
+
 def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, local_only: bool = False):
     """The model's tokenizer alone (``qclm render``, validation): from the prepared directory, else from the
     GGUF file, a local checkpoint or the hub (``local_only``: the local hub cache only, never a download)."""
@@ -162,6 +207,7 @@ def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, loca
         gguf = gguf_path(spec, gguf_cache(prepared_dir))
         return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     where = str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source
+    local_only = local_only or hub_local_only(spec)
     return AutoTokenizer.from_pretrained(where, revision=None if spec.kind == "local" else (spec.revision or None),
                                          trust_remote_code=spec.trust_remote_code, local_files_only=local_only)
 
@@ -208,8 +254,9 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
     if spec.allow_pickle:
         log.warning("model %s: allow_pickle is ON (set in the model table): a pickle checkpoint may be loaded, "
                     "and loading a pickle can run code", spec.name)
+    local_only = hub_local_only(spec)
     kwargs = {"dtype": dtype, "trust_remote_code": spec.trust_remote_code, "revision": revision,
-              "use_safetensors": None if spec.allow_pickle else True}
+              "use_safetensors": None if spec.allow_pickle else True, "local_files_only": local_only}
     if spec.trust_remote_code:
         log.warning("model %s: trust_remote_code is ON (set in the model table): its own code will run", spec.name)
     quantized = bnb_settings(spec, str(dtype).removeprefix("torch.")) if spec.quantization else {}
@@ -220,7 +267,8 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         kwargs["quantization_config"] = bnb_config(quantized)
     if device.startswith("cuda"):
         kwargs["device_map"] = {"": device}
-    tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code,
+                                              local_files_only=local_only)
     auto = AutoModelForSequenceClassification if spec.head == "nli" else AutoModelForCausalLM
     model = auto.from_pretrained(where, **kwargs)
     if not device.startswith("cuda"):
