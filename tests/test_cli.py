@@ -322,3 +322,38 @@ def test_qclm_cache_lists_and_clears_its_entries(tmp_path, monkeypatch, capsys):
     assert main(["cache", "dir", "m1"]) == 2 and "names are for clear, not dir" in capsys.readouterr().err
     assert main(["cache", "clear"]) == 0 and capsys.readouterr().out == "deleted models/m1 (1.5 kB)\n"
     assert main(["cache", "clear"]) == 0 and capsys.readouterr().out == f"nothing to clear in {tmp_path / 'c'}\n"
+
+
+# -- qclm list ------------------------------------------------------------------------------------------------------
+
+def test_qclm_list_shows_the_kinds_the_shipped_instruments_and_the_models(tmp_path, monkeypatch, capsys):
+    """``qclm list kinds|instruments|models`` (lm-eval's and inspect's listings): every registered kind with its
+    summary; each kind's shipped files by the name its options take, with their items; the embedded models and
+    the model table's rows; options given to the wrong listing, and a table that is not there, exit 2."""
+    assert main(["list", "kinds"]) == 0
+    kinds = capsys.readouterr().out.splitlines()
+    assert kinds[0].split() == ["KIND", "FROM", "SUMMARY"]
+    assert [line.split()[0] for line in kinds[1:]] == list(probes.registered())
+    assert any(line.split()[:3] == ["likert", "built", "in"] and probes.kind_class("likert").summary in line
+               for line in kinds)
+    assert main(["list", "instruments", "--kind", "entailment"]) == 0
+    rows = [line.split()[:4] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert ["entailment", "--instrument", "stai_s", "20"] in rows and ["entailment", "--instrument", "gad7", "7"] in rows
+    assert {r[0] for r in rows} == {"entailment"}
+    monkeypatch.setenv("QCLM_CACHE", str(tmp_path / "c"))
+    assert main(["list", "models", "--models", str(ROOT / "config" / "models.tsv")]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [r[0] for r in rows] == ["embedded:smollm2-135m-instruct", "embedded:gemma3-270m",
+                                    "smollm2-135m-instruct", "gemma3-270m"]
+    assert rows[1][-1] == "installed" and rows[2][:4] == ["smollm2-135m-instruct", "embedded:smollm2-135m-instruct",
+                                                          "local", "0.135"]
+    (tmp_path / "c" / "models" / "gemma3-270m").mkdir(parents=True)
+    (tmp_path / "c" / "models" / "gemma3-270m" / "qclm_prepared.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)  # outside a clone: no table by default, the embedded models alone
+    assert main(["list", "models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[2].endswith("prepared in the cache")
+    assert main(["list", "models", "--models", "nowhere.tsv"]) == 2
+    assert capsys.readouterr().err == "nowhere.tsv: file: does not exist\n"
+    assert main(["list", "kinds", "--kind", "likert"]) == 2
+    assert capsys.readouterr().err == "qclm list: --kind: is for instruments, not kinds\n"

