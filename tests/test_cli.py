@@ -357,3 +357,55 @@ def test_qclm_list_shows_the_kinds_the_shipped_instruments_and_the_models(tmp_pa
     assert capsys.readouterr().err == "nowhere.tsv: file: does not exist\n"
     assert main(["list", "kinds", "--kind", "likert"]) == 2
     assert capsys.readouterr().err == "qclm list: --kind: is for instruments, not kinds\n"
+
+
+# -- qclm probe's options (lm-eval's conventions) -------------------------------------------------------------------
+
+def test_probe_takes_the_seed_the_batch_size_a_system_prompt_and_the_rows_columns(tmp_path, monkeypatch, capsys):
+    """``--seed`` and ``--batch-size`` reach the engine the model loads with; ``--model-args`` gives the row's
+    columns without a table and ``--system-prompt`` its system message, each checked as a table's row is, one line
+    naming the option and the column where it is wrong (exit 2)."""
+    from qclm.commands import probe as probe_command
+    from qclm.jobs import backends
+
+    seen = {}
+
+    class Loaded(Exception):
+        pass
+
+    def load(spec, prepared, engine, responses=None):
+        seen.update(spec=spec, engine=engine)
+        raise Loaded
+
+    monkeypatch.setattr(backends, "load", load)
+    monkeypatch.setattr(probe_command, "_id_clashes", lambda *a: [])
+    monkeypatch.setattr("qclm.models.loading.ensure_prepared", lambda spec, d: d)
+    base = ["likert", "--model", "embedded:smollm2-135m-instruct", "--questionnaire", "gad7", "--out",
+            str(tmp_path / "o")]
+    with pytest.raises(Loaded):
+        probe_command.probe_run(base[0], base[1:] + [
+            "--seed", "7", "--batch-size", "3", "--model-args", "revision=abc, dtype=bfloat16,type=instruct",
+            "--prompt-format", "chat", "--system-prompt", "You are calm."])
+    spec, engine = seen["spec"], seen["engine"]
+    assert (engine["seed"], engine["batch_size"]) == (7, 3)
+    assert (spec.revision, spec.dtype, spec.type, spec.params_b) == ("abc", "bfloat16", "instruct", 0.0)
+    assert (spec.prompt_format, spec.system_prompt) == ("chat", "You are calm.")
+    for options, line in [
+        (["--model-args", "dtype=float8"],
+         "command line: --model-args dtype: must be one of auto, float32, bfloat16, float16; got 'float8'"),
+        (["--model-args", "colour=red,name=x"],
+         "command line: --model-args: unknown column(s) colour, name; the columns a command line may give: "
+         "revision, params_b, type, family, dtype, quantization, double_quant, compute_dtype, trust_remote_code, "
+         "allow_pickle, prompt_format, head, backend, server, api_key_env, gpus, logprobs, opening, system_prompt"),
+        (["--system-prompt", "You are calm."],
+         "command line: --system-prompt: a raw row's prompt is plain text, without chat messages to put a system "
+         "message in: set prompt_format to chat, or leave it empty"),
+    ]:
+        with pytest.raises(InputError) as err:
+            probe_command.probe_run(base[0], base[1:] + options)
+        assert err.value.lines == [line]
+    for options, said in [(["--model-args", "dtype"], "--model-args: must be COLUMN=VALUE pairs separated by "
+                           "commas, got 'dtype'"), (["--batch-size", "0"], "--batch-size: must be 1 or more, got 0")]:
+        with pytest.raises(SystemExit) as stop:
+            main(["probe", *base, *options])
+        assert stop.value.code == 2 and said in capsys.readouterr().err

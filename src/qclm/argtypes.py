@@ -53,6 +53,20 @@ def sized(name: str):
     return parse
 
 
+def columns(text: str) -> dict[str, str]:
+    """``COLUMN=VALUE,COLUMN=VALUE`` (lm-eval's ``--model_args``): the columns, in order, each given once."""
+    out: dict[str, str] = {}
+    for pair in text.split(","):
+        key, eq, value = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise argparse.ArgumentTypeError(f"must be COLUMN=VALUE pairs separated by commas, got {pair!r}")
+        if key in out:
+            raise argparse.ArgumentTypeError(f"column {key} is given twice")
+        out[key] = value.strip()
+    return out
+
+
 def safe_name(text: str) -> str:
     """A name that becomes part of file and directory names (``qclm probe --id``): the rule of every such name in a
     config (qclm.inputs.SAFE_NAME_PATTERN: no path separator, no ``..``, no control character, bounded length)."""

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from qclm import settings
+from qclm import argtypes
 from qclm.argtypes import safe_name
 from qclm.errors import InputError
 from qclm.experiment import VANILLA
@@ -71,6 +72,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     add_models_dir_argument(parser)
     parser.add_argument("--prompt-format", default=None, choices=PROMPT_FORMATS,
                         help="the model's prompt format (default: the model table's, else raw)")
+    parser.add_argument("--system-prompt", default=None, metavar="TEXT",
+                        help="a system message for a chat-format model (the table's system_prompt column)")
+    parser.add_argument("--model-args", default=None, type=argtypes.columns, metavar="COLUMN=VALUE,...",
+                        help="the model's row without writing a table: any column of config/README.md's model "
+                        "table but name and source (revision=...,dtype=bfloat16,quantization=nf4,head=nli)")
 
 
 def add_instance_arguments(parser: argparse.ArgumentParser, cls) -> None:
@@ -176,14 +182,19 @@ def model_problem(cls, spec, instances) -> str | None:
 
 def kind_model(cls, args: argparse.Namespace, instances, dtype: str | None = None):
     """The model spec of ``--model`` (qclm.models.table.resolve_model: a model-table row, embedded:NAME, a .gguf
-    file, a checkpoint directory, a hub id) with ``--prompt-format`` applied; a model the kind cannot ask for these
-    instances (:func:`model_problem`) is an InputError naming ``--model``."""
+    file, a checkpoint directory, a hub id) with ``--prompt-format``, ``--model-args`` and ``--system-prompt``
+    applied (the columns checked as a table's); a model the kind cannot ask for these instances
+    (:func:`model_problem`) is an InputError naming ``--model``."""
     from dataclasses import replace
 
-    from qclm.models.table import resolve_model
+    from qclm.models.table import resolve_model, with_columns
 
     spec = resolve_model(args.model, args.models, dtype)
     spec = replace(spec, prompt_format=args.prompt_format) if args.prompt_format else spec
+    if args.model_args:
+        spec = with_columns(spec, args.model_args, COMMAND_LINE, "--model-args {column}")
+    if args.system_prompt is not None:
+        spec = with_columns(spec, {"system_prompt": args.system_prompt}, COMMAND_LINE, "--system-prompt")
     problem = model_problem(cls, spec, instances)
     if problem:
         raise InputError.one(COMMAND_LINE, "--model", problem)

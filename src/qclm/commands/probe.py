@@ -3,14 +3,16 @@ writes (raw cells under DIR/logprobs/, per-cell and collected tables under DIR/s
 DIR/analysis/), and a page of that analysis, DIR/report.html: every table and figure under its caption.
 
     qclm probe KIND --model MODEL --out DIR [--config CONFIG] [--conditions vanilla,stress] [--id ID]
-                    [--device auto] [kind-specific options: qclm probe KIND --help]
+                    [--device auto] [--seed N] [--batch-size N] [--model-args COLUMN=VALUE,...]
+                    [--system-prompt TEXT] [kind-specific options: qclm probe KIND --help]
 
 MODEL is a model-table name (``--models``, default config/models.tsv), ``embedded:NAME``, a .gguf file, a local
-checkpoint directory or a hub id, as for ``qclm loglik``. With ``--config``, the experiment (stimuli, conditions,
-prompt-format and engine settings, limits) and, if the config has an instance with this id, its settings come
-from the config; the options given here override them. Without it, the probe runs under vanilla with the
-defaults. KIND is a built-in kind, one an installed package registers (``qclm probe --help`` lists them), or an
-importable module that defines ``KIND``.
+checkpoint directory or a hub id, as for ``qclm loglik``; ``--model-args`` gives its row's other columns
+(``revision=...,dtype=bfloat16``) without writing a table, checked as a table's. With ``--config``, the
+experiment (stimuli, conditions, prompt-format and engine settings, limits) and, if the config has an instance with
+this id, its settings come from the config; the options given here override them. Without it, the probe runs
+under vanilla with the defaults. KIND is a built-in kind, one an installed package registers (``qclm probe
+--help`` lists them), or an importable module that defines ``KIND``.
 
 The instance id (``--id``) names the tables' instrument (``probe``, ``questionnaire``) and DIR's subdirectories;
 without it, it is the name of the material file given (``--instrument my_scale.yaml``: ``my_scale``), else the
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 
 from qclm import probes, settings
-from qclm.argtypes import conditions as conditions_arg, device, output_dir, plain, threads
+from qclm.argtypes import conditions as conditions_arg, device, non_negative_int, output_dir, plain, sized, threads
 from qclm.commands.args import (
     COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
     usable_device,
@@ -67,6 +69,11 @@ def kind_parser(cls) -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, type=device,
                    help="auto, cpu, cuda, cuda:N (default: the config's engine.device)")
     p.add_argument("--threads", type=threads, default=0, help="CPU threads (default 0: torch's default)")
+    p.add_argument("--seed", type=non_negative_int, default=None,
+                   help="the run's seed, every sampled request's derives from it (default: the config's engine.seed)")
+    p.add_argument("--batch-size", type=sized("batch"), default=None,
+                   help="sequences per forward pass of the full-sequence scorer (default: the config's "
+                   "engine.batch_size)")
     add_instance_arguments(p, cls)
     return p
 
@@ -99,6 +106,9 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     engine = settings.section(config, settings.ENGINE)
     if args.device:
         engine["device"] = args.device
+    for key, value in (("seed", args.seed), ("batch_size", args.batch_size)):
+        if value is not None:
+            engine[key] = value
     run_settings = ContextSettings.from_config(config)
     out = Path(args.out)
 

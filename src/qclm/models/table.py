@@ -241,6 +241,38 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
                      opening=opening, system_prompt=system_prompt)
 
 
+#: the columns a command line may give anew for a model it names (``qclm probe --model-args``): every column but
+#: the name and the source, which ``--model`` gives
+ARG_COLUMNS = tuple(c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c not in ("name", "source", "notes"))
+
+
+def with_columns(spec: ModelSpec, columns: Mapping[str, str], file: str, location: str) -> ModelSpec:
+    """The model with some of its row's columns given anew (``qclm probe --model-args revision=...,dtype=...``),
+    checked as a table's row is (:func:`parse_row`); each problem is ``file: LOCATION: PROBLEM``, the column in
+    ``location``'s ``{column}``."""
+    unknown = [c for c in columns if c not in ARG_COLUMNS]
+    if unknown:
+        raise InputError.one(file, location.replace(" {column}", ""), f"unknown column(s) {', '.join(unknown)}; the "
+                             f"columns a command line may give: {', '.join(ARG_COLUMNS)}")
+    row: dict[str | None, Any] = {}
+    row.update(spec.as_row())
+    row.update(columns)
+    # a model named on the command line alone has no size (0: unknown), which a local row may not say: checked as
+    # if it had one, kept unknown
+    unsized = spec.params_b == 0 and "params_b" not in columns
+    if unsized:
+        row["params_b"] = "1"
+    try:
+        made = parse_row(row, file, 0)
+    except InputError as err:
+        def at(where: str) -> str:
+            column = re.search(r"column (\w+)$", where)
+            return location.replace("{column}", column.group(1)) if column else location.replace(" {column}", "")
+
+        raise InputError([(f, at(where), problem) for f, where, problem in err.problems]) from None
+    return replace(made, params_b=0.0, line=spec.line) if unsized else replace(made, line=spec.line)
+
+
 def _check_source(source: str, backend: str, file: str, where: str, problems: list) -> None:
     """The ``source`` column: an API row's model name at its endpoint, else an embedded model, a path that exists
     or a hub id."""
