@@ -451,3 +451,46 @@ def test_a_rows_system_prompt_reaches_local_templates_and_apis_and_the_cell_key(
 
     assert cell_key(rows["api"], cell, ContextSettings(), {}) != cell_key(replace(rows["api"], system_prompt=""), cell,
                                                                           ContextSettings(), {})
+
+
+@pytest.mark.parametrize("content_type, said", [
+    ("text/html", "(<html><body>Gateway login</body></html>)"),
+    ("application/json", "(JSONDecodeError: Expecting value: line 1 column 1 (char 0))")])
+def test_a_server_that_answers_with_a_page_is_one_line_naming_it(tmp_path, monkeypatch, capfd, content_type, said):
+    """A server whose answer is not the API's JSON (a proxy's error page, a login form behind a wrong base URL),
+    said to be HTML or said to be JSON: `qclm probe` ends with one line that names the server and says so, not the
+    decoder's bare message."""
+    import http.server
+    import threading
+
+    from qclm.commands import main
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            page = b"<html><body>Gateway login</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    try:
+        monkeypatch.setenv("QCLM_TEST_KEY", "sk-test")
+        table = _table(tmp_path, f"api\tgpt-x\t\t8\tinstruct\tgpt\tauto\tchat\topenai\t{url}\tQCLM_TEST_KEY\t")
+        code = main(["probe", "survey", "--model", "api", "--models", str(table), "--out", str(tmp_path / "o"),
+                     "--instrument", str(ROOT / "resources/questionnaires/gad7.yaml")])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    err = capfd.readouterr().err.strip().splitlines()
+    assert code == 1 and "Traceback" not in "\n".join(err), err
+    assert err[-1].startswith("qclm probe: ") and "internal error" not in err[-1], err
+    assert f"{url} answered with something that is not the API's JSON {said}: is the row's server the API's base " \
+           "URL (with /v1)?" in err[-1], err

@@ -294,6 +294,10 @@ class CompletionsClient:
             except openai.APIStatusError as err:
                 raise RemoteError(f"{what}: {self.base_url} refused the request ({err.status_code}: "
                                   f"{_message(err)})") from None
+            except (openai.APIResponseValidationError, json.JSONDecodeError) as err:
+                raise _not_json(what, self.base_url, f"{type(err).__name__}: {_message(err)}") from None
+        if not hasattr(response, "model_dump"):  # the client hands back a body it could not read as JSON as text
+            raise _not_json(what, self.base_url, " ".join(str(response).split())[:80])
         data = response.model_dump()
         choices = sorted(data.get("choices") or [], key=lambda c: c.get("index", 0))
         if len(choices) != n:
@@ -306,6 +310,12 @@ class CompletionsClient:
             self.usage.cached_tokens += int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
             self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
         return choices
+
+
+def _not_json(what: str, base_url: str, seen: str) -> RemoteError:
+    """A server's answer that is not the API's JSON (a proxy's error page, a login form behind a wrong base URL)."""
+    return RemoteError(f"{what}: {base_url} answered with something that is not the API's JSON ({seen}): is the "
+                       "row's server the API's base URL (with /v1)?")
 
 
 def _message(err: Exception) -> str:
