@@ -409,3 +409,25 @@ def test_probe_takes_the_seed_the_batch_size_a_system_prompt_and_the_rows_column
         with pytest.raises(SystemExit) as stop:
             main(["probe", *base, *options])
         assert stop.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_results_json_says_what_its_headline_is_and_when_it_has_none(tmp_path):
+    """results.json's headline: per model x instrument x condition, the items, the contexts and the mean item score
+    (each item over its contexts, then over items; a table with Likert's questionnaire column read as any kind's);
+    a kind without per-item scores gets none and a note saying so; NaN is written as null, never as bare NaN."""
+    import json
+
+    from qclm.analysis import results
+
+    items = pd.DataFrame({"model": "m", "questionnaire": "q", "condition": ["stress"] * 4 + ["vanilla"] * 2,
+                          "item_id": ["a", "a", "b", "b", "a", "b"], "stimulus_id": ["s1", "s2", "s1", "s2", None, None],
+                          "score": [1.0, 3.0, 2.0, 2.0, 0.5, 1.5]})
+    items.to_parquet(tmp_path / "items.parquet")
+    written = results.write(tmp_path / "r.json", {"kind": "k", "engine": {"x": float("nan")}}, tmp_path / "items.parquet")
+    body = json.loads(written.read_text())
+    assert body["schema"] == results.SCHEMA and body["engine"] == {"x": None} and body["kind"] == "k"
+    assert body["headline"] == [
+        {"model": "m", "instrument": "q", "condition": "stress", "n_items": 2, "n_contexts": 2, "mean_item_score": 2.0},
+        {"model": "m", "instrument": "q", "condition": "vanilla", "n_items": 2, "n_contexts": 1, "mean_item_score": 1.0}]
+    none = json.loads(results.write(tmp_path / "n.json", {}, None).read_text())
+    assert none["headline"] == [] and "no per-item table" in none["headline_note"]

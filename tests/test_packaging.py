@@ -8,6 +8,7 @@ test environment's (a clean environment would download them: torch alone is 200 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,6 +65,14 @@ def test_the_wheel_probes_a_shipped_instrument_by_its_name_outside_the_repositor
     assert set(items["questionnaire"]) == {"gad7"} and items["item_id"].nunique() == 7
     assert set(items["model"]) == {"smollm2-135m-instruct"} and items["score"].notna().all()
     assert "<h1>qclm probe likert on smollm2-135m-instruct</h1>" in (work / "out" / "report.html").read_text()
+    # results.json beside the page: the command, the versions, the tables, and the headline read from the items
+    results = json.loads((work / "out" / "results.json").read_text())
+    assert results["command"][:3] == ["qclm", "probe", "likert"] and results["versions"]["qclm"].startswith("0.")
+    assert results["model"]["source"] == "embedded:smollm2-135m-instruct" and results["conditions"] == ["vanilla"]
+    assert Path(results["tables"]["items"]) == Path("out") / "scores" / "item_scores.parquet"
+    assert results["headline"] == [{"model": "smollm2-135m-instruct", "instrument": "gad7", "condition": "vanilla",
+                                    "n_items": 7, "n_contexts": 1,
+                                    "mean_item_score": pytest.approx(items.groupby("item_id")["score"].mean().mean())}]
     listing = _run(wheel_site, work, "-m", "qclm.commands", "cache", QCLM_CACHE=str(cache))
     assert listing.returncode == 0 and listing.stdout.startswith(f"{cache}: 1 entry, "), listing.stdout
     assert listing.stdout.splitlines()[1].split()[:2] == ["models", "smollm2-135m-instruct"], listing.stdout

@@ -1,6 +1,7 @@
 """``qclm probe KIND``: run one probe kind on one model from the command line, writing the same tables the workflow
 writes (raw cells under DIR/logprobs/, per-cell and collected tables under DIR/scores/, the kind's analysis under
-DIR/analysis/), and a page of that analysis, DIR/report.html: every table and figure under its caption.
+DIR/analysis/), a page of that analysis, DIR/report.html: every table and figure under its caption, and beside it
+DIR/results.json: the command, settings, versions, tables and headline numbers in one file.
 
     qclm probe KIND --model MODEL --out DIR [--config CONFIG] [--conditions vanilla,stress] [--id ID]
                     [--device auto] [--seed N] [--batch-size N] [--model-args COLUMN=VALUE,...]
@@ -129,7 +130,7 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
              loaded.provenance.get("dtype"), loaded.provenance.get("device", loaded.provenance.get("backend")))
     try:
         return _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, run_settings, engine, spec,
-                                  loaded, out)
+                                  loaded, out, ["qclm", "probe", kind_name, *argv])
     finally:  # a vLLM server this command started stops with it
         loaded.close()
 
@@ -154,7 +155,8 @@ def _id_clashes(out: Path, model: str, kind_name: str, instances) -> list:
 
 
 def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, run_settings, engine, spec, loaded,
-                       out) -> int:
+                       out, command: list[str]) -> int:
+    from qclm.analysis import results
     from qclm.analysis.page import write_page
     from qclm.jobs import stages
     from qclm.jobs.score_model import CellSpec, score_cell
@@ -189,9 +191,14 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
                       f"Instances {', '.join(i.id for i in instances)}; conditions {', '.join(conditions)}; the "
                       f"tables' data in {out / 'scores'}, their CSV beside each table.",
                       settings.section(analysis_config, "analysis"))
-    log.info("%s on %s: %d condition(s) scored; tables in %s%s; the page: %s", ", ".join(i.id for i in instances),
-             spec.name, len(conditions), out / "scores",
-             f"; analysis: {', '.join(str(p) for p in written)}" if written else "", page)
+    summary = results.write(out / results.FILE, {
+        "command": command, "kind": kind_name, "model": spec.as_row(), "provenance": loaded.provenance,
+        "instances": [{"id": i.id, "settings": i.settings} for i in instances], "conditions": conditions,
+        "engine": engine, "report": str(page), "tables": {name: str(p) for name, p in score_files.items()},
+        "analysis": [str(p) for p in written]}, score_files.get(cls.intervention_items() or ""))
+    log.info("%s on %s: %d condition(s) scored; tables in %s%s; the page: %s; the results: %s",
+             ", ".join(i.id for i in instances), spec.name, len(conditions), out / "scores",
+             f"; analysis: {', '.join(str(p) for p in written)}" if written else "", page, summary)
     return 0
 
 
