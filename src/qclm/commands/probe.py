@@ -4,7 +4,7 @@ DIR/analysis/), a page of that analysis, DIR/report.html: every table and figure
 DIR/results.json: the command, settings, versions, tables and headline numbers in one file.
 
     qclm probe KIND --model MODEL --out DIR [--config CONFIG] [--conditions vanilla,stress] [--id ID]
-                    [--device auto] [--seed N] [--batch-size N] [--model-args COLUMN=VALUE,...]
+                    [--device auto] [--limit N] [--seed N] [--batch-size N] [--model-args COLUMN=VALUE,...]
                     [--system-prompt TEXT] [kind-specific options: qclm probe KIND --help]
 
 MODEL is a model-table name (``--models``, default config/models.tsv), ``embedded:NAME``, a .gguf file, a local
@@ -31,7 +31,9 @@ import time
 from pathlib import Path
 
 from qclm import probes, settings
-from qclm.argtypes import conditions as conditions_arg, device, non_negative_int, output_dir, plain, sized, threads
+from qclm.argtypes import (
+    conditions as conditions_arg, device, non_negative_int, output_dir, plain, positive_int, sized, threads,
+)
 from qclm.commands.args import (
     COMMAND_LINE, add_instance_arguments, add_model_arguments, command_kind, kind_config, kind_instances, kind_model,
     usable_device,
@@ -70,6 +72,9 @@ def kind_parser(cls) -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, type=device,
                    help="auto, cpu, cuda, cuda:N (default: the config's engine.device)")
     p.add_argument("--threads", type=threads, default=0, help="CPU threads (default 0: torch's default)")
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                   help="score only the first N items of each instrument (a quick look; default: the config's "
+                   "limit_items, else all)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="the run's seed, every sampled request's derives from it (default: the config's engine.seed)")
     p.add_argument("--batch-size", type=sized("batch"), default=None,
@@ -98,6 +103,9 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     unknown = [c for c in conditions if c not in experiment.conditions]
     problems = [(args.config or COMMAND_LINE, "--conditions", f"condition(s) {', '.join(unknown)} not in the "
                  f"experiment ({', '.join(experiment.conditions)})")] if unknown else []
+    if args.limit is not None and not cls.honours_limit_items:
+        problems.append((COMMAND_LINE, "--limit", f"the {kind_name} kind scores whole instruments (kinds that take "
+                         f"--limit: {', '.join(n for n, k in probes.loaded().items() if k.honours_limit_items)})"))
     try:
         instances = kind_instances(cls, kind_name, args, config)
     except InputError as err:  # every problem at once: the instance's, then the conditions'
@@ -110,6 +118,8 @@ def probe_run(kind_name: str, argv: list[str]) -> int:
     for key, value in (("seed", args.seed), ("batch_size", args.batch_size)):
         if value is not None:
             engine[key] = value
+    if args.limit is not None:
+        config = {**config, "limit_items": args.limit}
     run_settings = ContextSettings.from_config(config)
     out = Path(args.out)
 
@@ -194,6 +204,7 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
     summary = results.write(out / results.FILE, {
         "command": command, "kind": kind_name, "model": spec.as_row(), "provenance": loaded.provenance,
         "instances": [{"id": i.id, "settings": i.settings} for i in instances], "conditions": conditions,
+        "limit_items": run_settings.limit_items, "limit_stimuli": run_settings.limit_stimuli,
         "engine": engine, "report": str(page), "tables": {name: str(p) for name, p in score_files.items()},
         "analysis": [str(p) for p in written]}, score_files.get(cls.intervention_items() or ""))
     log.info("%s on %s: %d condition(s) scored; tables in %s%s; the page: %s; the results: %s",

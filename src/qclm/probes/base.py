@@ -272,6 +272,10 @@ class ProbeKind:
     optional_tables: ClassVar[dict[str, tuple[str, str]]] = {}
     #: the kind asks chat-format models only (``qclm validate`` and ``qclm probe`` name a raw row of the model table)
     chat_only: ClassVar[bool] = False
+    #: the kind scores only the first ``limit_items`` items of each instrument where the run says so (the config's
+    #: key, ``qclm probe --limit``; its requests read ``asking.run.limit_items``); ``qclm probe --limit`` refuses a
+    #: kind that does not, rather than run it whole under a limit it ignores
+    honours_limit_items: ClassVar[bool] = False
     #: the model heads (the model table's ``head`` column, qclm.models.table.HEADS) whose models the kind can ask:
     #: ``""`` a causal LM, ``nli`` a sequence classifier; ``qclm validate`` and ``qclm probe`` refuse an instance on
     #: a row whose head it cannot ask (the scoring job would fail on it)

@@ -83,6 +83,7 @@ class EntailmentProbe(ProbeKind):
                     "conditions": "entailment_condition_means.csv", "variants": "entailment_variant_probs.parquet",
                     "silhouette": "entailment_silhouette.csv"}
     item_table = "items"
+    honours_limit_items = True
 
     @cached_property
     def material(self) -> EntailmentInstrument:

@@ -147,6 +147,7 @@ class LikertProbe(ProbeKind):
     #: the item scores (in every wording; the analyses read the default one) are the weights axis of the
     #: interventions; the kind's own per-model state-trait tables stand for the item_table's generic one
     intervention_table = "items"
+    honours_limit_items = True
     report_rank = 0
     shorthand = "questionnaires"
     commands = {"analyze": "qclm.probes.likert.command"}

@@ -130,6 +130,7 @@ class SurveyProbe(ProbeKind):
     score_tables = {"responses": "survey_responses.parquet", "choices": "survey_choices.parquet",
                     "items": "survey_items.parquet"}
     item_table = "items"
+    honours_limit_items = True
     #: the Likert item scores of the same instrument, where the run has the Likert kind
     optional_tables = {"likert_items": ("likert", "items")}
 
