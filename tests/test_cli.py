@@ -340,6 +340,9 @@ def test_qclm_list_shows_the_kinds_the_shipped_instruments_and_the_models(tmp_pa
     rows = [line.split()[:4] for line in capsys.readouterr().out.splitlines()[1:]]
     assert ["entailment", "--instrument", "stai_s", "20"] in rows and ["entailment", "--instrument", "gad7", "7"] in rows
     assert {r[0] for r in rows} == {"entailment"}
+    assert main(["list", "instruments", "--kind", "memorization"]) == 0  # the option as `qclm probe KIND` takes it
+    assert ["memorization", "--instrument", "gad7", "7"] in [line.split()[:4] for line in capsys.readouterr().out
+                                                              .splitlines()]
     monkeypatch.setenv("QCLM_CACHE", str(tmp_path / "c"))
     assert main(["list", "models", "--models", str(ROOT / "config" / "models.tsv")]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
@@ -355,6 +358,13 @@ def test_qclm_list_shows_the_kinds_the_shipped_instruments_and_the_models(tmp_pa
     assert len(lines) == 3 and lines[2].endswith("prepared in the cache")
     assert main(["list", "models", "--models", "nowhere.tsv"]) == 2
     assert capsys.readouterr().err == "nowhere.tsv: file: does not exist\n"
+    # a reader that stops reading (| head): the listing ends quietly, exit 0, not with a broken pipe's traceback
+    piped = subprocess.Popen([sys.executable, "-m", "qclm.commands", "list", "instruments"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert piped.stdout is not None and piped.stderr is not None
+    piped.stdout.close()  # before the command has started to write
+    said = piped.stderr.read()
+    assert piped.wait(timeout=120) == 0 and said == "", said
     assert main(["list", "kinds", "--kind", "likert"]) == 2
     assert capsys.readouterr().err == "qclm list: --kind: is for instruments, not kinds\n"
 
@@ -431,3 +441,25 @@ def test_results_json_says_what_its_headline_is_and_when_it_has_none(tmp_path):
         {"model": "m", "instrument": "q", "condition": "vanilla", "n_items": 2, "n_contexts": 1, "mean_item_score": 1.0}]
     none = json.loads(results.write(tmp_path / "n.json", {}, None).read_text())
     assert none["headline"] == [] and "no per-item table" in none["headline_note"]
+
+
+def test_probe_limit_scores_the_first_items_and_is_refused_by_a_kind_that_scores_whole_instruments(
+        tmp_path, tiny_llama_dir, capsys):
+    """``qclm probe likert --limit 2`` scores the first two items of the instrument (and results.json says so); a
+    kind that scores whole instruments (memorization) refuses --limit in one line naming the kinds that take it,
+    rather than ignore it."""
+    import json
+
+    out = tmp_path / "o"
+    assert main(["probe", "likert", "--model", str(tiny_llama_dir), "--questionnaire", "gad7", "--limit", "2",
+                 "--out", str(out)]) == 0
+    items = pd.read_parquet(out / "scores" / "item_scores.parquet")
+    assert sorted(items["item_id"].unique()) == ["G01", "G02"]
+    results = json.loads((out / "results.json").read_text())
+    assert results["limit_items"] == 2 and results["headline"][0]["n_items"] == 2
+    capsys.readouterr()
+    assert main(["probe", "memorization", "--model", str(tiny_llama_dir), "--instrument", "gad7", "--limit", "2",
+                 "--out", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "command line: --limit: the memorization kind scores whole instruments (kinds that take --limit: likert, "
+        "entailment, survey)"]

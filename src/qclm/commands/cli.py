@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"qclm {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped reading (qclm list instruments | head): nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return 0
     except OSError as err:  # the machine, not the input: a full disk, a file that vanished, a permission
         where = _traceback_file(args.command)
         print(f"qclm {args.command}: {' '.join(str(err).split())}; the full traceback is in {where}", file=sys.stderr)

@@ -88,14 +88,19 @@ def _instruments(args: argparse.Namespace) -> list[list[str]]:
     from qclm import probes, shipped
     from qclm.commands.args import command_kind
 
+    from qclm.commands.probe import kind_parser
+
     kinds = {args.kind: command_kind(args.kind)} if args.kind else probes.loaded()
     rows = [["KIND", "OPTION", "NAME", "ITEMS", "TITLE"]]
     for kind, cls in kinds.items():
-        for option, folder in cls.shipped.items():
+        # the option of `qclm probe KIND` that sets the key: of its name, or of its singular where the option is
+        # given once per file (memorization's instruments: --instrument, repeated)
+        flags = {a.dest: a.option_strings[0] for a in kind_parser(cls)._actions if a.option_strings}
+        for key, folder in cls.shipped.items():
+            option = flags.get(key) or flags.get(key.removesuffix("s")) or "--" + key.replace("_", "-")
             for name in shipped.names(folder):
-                path = Path(shipped.resolve(name, folder))
-                items, title = _title(path)
-                rows.append([kind, "--" + option.replace("_", "-"), name, items, title])
+                items, title = _title(Path(shipped.resolve(name, folder)))
+                rows.append([kind, option, name, items, title])
     return rows
 
 
