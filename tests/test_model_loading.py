@@ -131,17 +131,17 @@ def _hub_env(tmp_path: Path) -> dict:
 
 
 def test_a_hub_id_the_hub_cannot_give_is_one_line_and_exit_2_and_a_cached_one_loads(tmp_path, tiny_llama_dir):
-    """A hub id neither in the local hub cache nor reachable: one line naming the model and saying what to do, exit
-    2, with no retry lines (transformers alone retries every file for a minute and ends with a traceback). The same
-    hub unreachable but the model in the local hub cache (HF_HOME): it loads from there and scores."""
+    """A hub id neither in the local hub cache nor reachable: `qclm probe` ends with one line naming the model and
+    saying what to do, exit 2, with no retry lines (transformers alone retries every file for a minute and ends
+    with a traceback). The same hub unreachable but the model in the local hub cache (HF_HOME): it loads from
+    there and scores (`qclm loglik`: the loader every command shares, without a kind's analysis)."""
     import shutil
 
-    def probe(model, out):
-        return subprocess.run([sys.executable, "-m", "qclm.commands", "probe", "likert", "--model", model,
-                               "--questionnaire", "gad7", "--out", str(tmp_path / out)],
-                              capture_output=True, text=True, timeout=300, env=_hub_env(tmp_path), cwd=tmp_path)
+    def qclm(*args):
+        return subprocess.run([sys.executable, "-m", "qclm.commands", *args], capture_output=True, text=True,
+                              timeout=300, env=_hub_env(tmp_path), cwd=tmp_path)
 
-    run = probe("qclm-tests/no-such-model", "a")
+    run = qclm("probe", "likert", "--model", "qclm-tests/no-such-model", "--questionnaire", "gad7", "--out", "a")
     assert run.returncode == 2, run.stderr[-2000:]
     assert run.stderr.splitlines() == [
         "qclm probe: model qclm-tests--no-such-model: hub id qclm-tests/no-such-model: not in the local hub cache, "
@@ -154,9 +154,9 @@ def test_a_hub_id_the_hub_cannot_give_is_one_line_and_exit_2_and_a_cached_one_lo
     shutil.copytree(tiny_llama_dir, repo / "snapshots" / commit, ignore=shutil.ignore_patterns("done"))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
-    run = probe("qclm-tests/tiny-llama", "b")
+    (tmp_path / "requests.jsonl").write_text(json.dumps({"context": "I feel", "continuation": " calm"}) + "\n")
+    run = qclm("loglik", "--model", "qclm-tests/tiny-llama", "--requests", "requests.jsonl", "--out", "out.jsonl")
     assert run.returncode == 0, run.stderr[-3000:]
-    import pandas as pd
-
-    items = pd.read_parquet(tmp_path / "b" / "scores" / "item_scores.parquet")
-    assert set(items["model"]) == {"qclm-tests--tiny-llama"} and items["score"].notna().all()
+    assert "loading the copy in the local hub cache" in run.stderr and "Retrying" not in run.stderr, run.stderr
+    answer = json.loads((tmp_path / "out.jsonl").read_text())
+    assert answer["line"] == 1 and answer["logprob"] < 0

@@ -151,15 +151,16 @@ def ensure_prepared(spec: ModelSpec, prepared_dir: str | Path) -> Path:
 HUB_TIMEOUT_S = 10
 
 
-def hub_local_only(spec: ModelSpec) -> bool:
-    """Whether a hub row loads from the local hub cache alone (``HF_HOME``): where ``HF_HUB_OFFLINE`` is set, or the
-    hub cannot be reached and the model is there (said in the log). Asked of the hub once, with no retries, before
-    transformers would retry every file for a minute: a model the hub does not have (or gates, or lacks the row's
-    revision of), or that is neither in the local cache nor reachable, is a :class:`~qclm.engine.remote.RowProblem`
-    (one line, exit 2) within seconds. Other rows: False."""
+def hub_snapshot(spec: ModelSpec) -> str | None:
+    """The directory of the local hub cache (``HF_HOME``) a hub row loads from, where ``HF_HUB_OFFLINE`` is set or
+    the hub cannot be reached and the model is there (said in the log): loaded from its files, nothing asks the
+    network again. None where the hub answered (transformers loads the row by its id) and for every other row.
+    Asked of the hub once, with no retries, before transformers would retry every file for a minute: a model the
+    hub does not have (or gates, or lacks the row's revision of), or that is neither in the local cache nor
+    reachable, is a :class:`~qclm.engine.remote.RowProblem` (one line, exit 2) within seconds."""
     if spec.kind != "hub":
-        return False
-    from huggingface_hub import constants, model_info, try_to_load_from_cache
+        return None
+    from huggingface_hub import constants, model_info, snapshot_download, try_to_load_from_cache
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
     from qclm.engine.remote import RowProblem
@@ -171,7 +172,7 @@ def hub_local_only(spec: ModelSpec) -> bool:
     where = f"model {spec.name}: hub id {spec.source}" + (f" (revision {revision})" if revision else "")
     if constants.HF_HUB_OFFLINE:
         if cached:
-            return True
+            return str(snapshot_download(spec.source, revision=revision, local_files_only=True))
         raise RowProblem(f"{where}: not in the local hub cache, and HF_HUB_OFFLINE is set: {fix}")
     try:
         model_info(spec.source, revision=revision, timeout=HUB_TIMEOUT_S)
@@ -186,10 +187,10 @@ def hub_local_only(spec: ModelSpec) -> bool:
         if cached:
             log.warning("model %s: the hub cannot be reached (%s): loading the copy in the local hub cache",
                         spec.name, cause)
-            return True
+            return str(snapshot_download(spec.source, revision=revision, local_files_only=True))
         raise RowProblem(f"{where}: not in the local hub cache, and the hub cannot be reached ({cause}): "
                          f"{fix}") from None
-    return False
+    return None
 
 
 def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, local_only: bool = False):
@@ -207,9 +208,12 @@ def load_tokenizer(spec: ModelSpec, prepared_dir: str | Path | None = None, loca
         gguf = gguf_path(spec, gguf_cache(prepared_dir))
         return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     where = str(Path(spec.source).expanduser()) if spec.kind == "local" else spec.source
-    local_only = local_only or hub_local_only(spec)
-    return AutoTokenizer.from_pretrained(where, revision=None if spec.kind == "local" else (spec.revision or None),
-                                         trust_remote_code=spec.trust_remote_code, local_files_only=local_only)
+    revision = None if spec.kind == "local" else (spec.revision or None)
+    snapshot = None if local_only else hub_snapshot(spec)
+    if snapshot:
+        where, revision = snapshot, None
+    return AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code,
+                                         local_files_only=local_only)
 
 
 def bnb_settings(spec: ModelSpec, dtype: str) -> dict:
@@ -248,15 +252,17 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         prepared = json.loads((Path(prepared_dir) / PREPARED_MARKER).read_text())
     else:
         where, revision, prepared = spec.source, spec.revision or None, {}
+        snapshot = hub_snapshot(spec)
         if spec.kind == "local":
             where = str(Path(spec.source).expanduser())
             _check_local_weights(spec, Path(where))
+        elif snapshot:  # the local hub cache's copy, by its path: nothing asks the hub again
+            where, revision, prepared = snapshot, None, {"commit": Path(snapshot).name}
     if spec.allow_pickle:
         log.warning("model %s: allow_pickle is ON (set in the model table): a pickle checkpoint may be loaded, "
                     "and loading a pickle can run code", spec.name)
-    local_only = hub_local_only(spec)
     kwargs = {"dtype": dtype, "trust_remote_code": spec.trust_remote_code, "revision": revision,
-              "use_safetensors": None if spec.allow_pickle else True, "local_files_only": local_only}
+              "use_safetensors": None if spec.allow_pickle else True}
     if spec.trust_remote_code:
         log.warning("model %s: trust_remote_code is ON (set in the model table): its own code will run", spec.name)
     quantized = bnb_settings(spec, str(dtype).removeprefix("torch.")) if spec.quantization else {}
@@ -267,8 +273,7 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         kwargs["quantization_config"] = bnb_config(quantized)
     if device.startswith("cuda"):
         kwargs["device_map"] = {"": device}
-    tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code,
-                                              local_files_only=local_only)
+    tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=spec.trust_remote_code)
     auto = AutoModelForSequenceClassification if spec.head == "nli" else AutoModelForCausalLM
     model = auto.from_pretrained(where, **kwargs)
     if not device.startswith("cuda"):
@@ -276,7 +281,8 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
     model.eval()
     provenance = {
         "model": spec.name, "source": spec.source, "revision": spec.revision, "loaded_from": where,
-        "gguf_sha256": prepared.get("gguf_sha256", ""), "commit": getattr(model.config, "_commit_hash", None) or "",
+        "gguf_sha256": prepared.get("gguf_sha256", ""),
+        "commit": getattr(model.config, "_commit_hash", None) or prepared.get("commit", ""),
         "dtype": str(dtype).replace("torch.", ""), "device": device, "quantization": spec.quantization or "none",
         "tokenizer": type(tokenizer).__name__, "tokenizer_bos": str(tokenizer.bos_token),
         "torch": torch.__version__, "transformers": transformers.__version__,
