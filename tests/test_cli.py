@@ -443,10 +443,10 @@ def test_results_json_says_what_its_headline_is_and_when_it_has_none(tmp_path):
     assert none["headline"] == [] and "no per-item table" in none["headline_note"]
 
 
-def test_probe_limit_scores_the_first_items_and_is_refused_by_a_kind_that_scores_whole_instruments(
-        tmp_path, tiny_llama_dir, capsys):
-    """``qclm probe likert --limit 2`` scores the first two items of the instrument (and results.json says so); a
-    kind that scores whole instruments (memorization) refuses --limit in one line naming the kinds that take it,
+def test_probe_limit_and_the_page_of_one_model_under_one_condition(tmp_path, tiny_llama_dir, capsys):
+    """``qclm probe likert --limit 2`` scores the first two items of the instrument (and results.json says so); its
+    page shows what one model under vanilla supports and lists the rest once, by what it needs (issue 55, item 4);
+    a kind that scores whole instruments (memorization) refuses --limit in one line naming the kinds that take it,
     rather than ignore it."""
     import json
 
@@ -457,6 +457,20 @@ def test_probe_limit_scores_the_first_items_and_is_refused_by_a_kind_that_scores
     assert sorted(items["item_id"].unique()) == ["G01", "G02"]
     results = json.loads((out / "results.json").read_text())
     assert results["limit_items"] == 2 and results["headline"][0]["n_items"] == 2
+    # the page of one model under one condition: what it supports, shown; what it cannot, listed once by why,
+    # not as empty tables and placeholder panels
+    from qclm.analysis.plotting import unavailable
+
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert re.findall(r"<h2>([^<]*)</h2>", page) == [
+        "Across-model results: zscores (table)", "Across-model results: condition_summary (table)",
+        "Validation: validation (table)", "Validation: item_heatmap (figure)",
+        "Instrument library: instrument_validation (table)", "Not computed for this run"]
+    assert "<li>z-scores need at least two models: fig3_condition_means (figure), fig4_model_scores (figure)</li>" \
+        in page and "<li>needs two conditions of a contrast: per_model_shifts (figure), per_model (table)</li>" in page
+    assert not [src for src in re.findall(r"<img src='([^']+)'", page) if unavailable(out / src)]
+    assert unavailable(out / "analysis" / "figures" / "fig3_condition_means.png") == \
+        "z-scores need at least two models"
     capsys.readouterr()
     assert main(["probe", "memorization", "--model", str(tiny_llama_dir), "--instrument", "gad7", "--limit", "2",
                  "--out", str(tmp_path / "m")]) == 2

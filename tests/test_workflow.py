@@ -180,6 +180,9 @@ def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, probe_out)
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<h1>qclm probe yesno_probe on tiny-llama</h1>" in page and "{{" not in page
     assert page.count("<section") == 3 and "not written" not in page
+    # its state-trait table has no contrast of these two conditions: listed once as not computed, not shown empty
+    assert "<h2>Not computed for this run</h2>" in page and "<li>nothing to compute on this run&#x27;s data (its " \
+        "caption says what it needs): yesno_state_trait (table)</li>" in page
     assert "<th>p_yes</th>" in page and "<th>baseline</th>" in page
     images = re.findall(r"<img src='([^']+)'", page)
     assert images == ["analysis/figures/yesno_rates.png"] and all((out / i).is_file() for i in images)
@@ -195,7 +198,7 @@ def test_the_reports_open_in_a_browser_with_every_figure_and_no_error(browser, w
     neither shows an error."""
     page = browser(probe_out / "report.html")
     assert page["images"] and all(width > 0 for _, width in page["images"]), page["images"]
-    assert page["tables"] == 2 and page["errors"] == [], page["errors"]
+    assert page["tables"] == 1 and page["errors"] == [], page["errors"]  # the empty one is listed, not shown
     report = browser(workflow_report, wait_for="A probe written in the tests")
     assert report["errors"] == [], report["errors"]
     assert "A probe written in the tests" in report["text"] and "Implicit sentiment" in report["text"]

@@ -52,15 +52,55 @@ def _table_body(path: Path) -> str:
     return text[start:end + len("</table>")] if start >= 0 and end >= 0 else f"<pre>{html.escape(text)}</pre>"
 
 
+#: why a table without rows was not computed, where no figure drawn from it says
+NO_ROWS = "nothing to compute on this run's data (its caption says what it needs)"
+
+
+def not_computed(outputs: Sequence[registry.Output], analysis_dir: Path) -> dict[tuple[str, str], str]:
+    """The outputs this run could not compute, (name, kind) -> why: a figure drawn as a placeholder panel (its own
+    sentence: ``needs at least two models``), a table without rows (the sentence of a figure drawn from it, else
+    :data:`NO_ROWS`). What one model, one condition or one instrument cannot support is listed once on the page,
+    not shown as empty tables and placeholder panels."""
+    import pandas as pd
+
+    from qclm.analysis.plotting import unavailable
+
+    why: dict[tuple[str, str], str] = {}
+    for output in outputs:
+        png = analysis_dir / output.shown
+        if output.kind == registry.FIGURE and png.is_file():
+            reason = unavailable(png)
+            if reason:
+                why[(output.name, output.kind)] = reason
+    for output in outputs:
+        csv = analysis_dir / output.files[0]
+        if output.kind != registry.TABLE or not csv.is_file():
+            continue
+        try:
+            empty = pd.read_csv(csv).empty
+        except pd.errors.EmptyDataError:
+            empty = True
+        if empty:
+            figures = [why.get((o.name, o.kind)) for o in outputs
+                       if o.kind == registry.FIGURE and output.name in o.reads]
+            why[(output.name, output.kind)] = next((r for r in figures if r), NO_ROWS)
+    return why
+
+
 def write_page(outputs: Sequence[registry.Output], analysis_dir: Path, page: Path, title: str, lead: str,
                analysis: dict[str, Any]) -> Path:
     """Write ``page``: ``title``, ``lead`` (a line of what was run) and every output of ``outputs`` whose file is
-    in ``analysis_dir`` (an output the run did not write is named as such); links relative to the page."""
+    in ``analysis_dir`` (an output the run did not write is named as such), each under its caption; what the run
+    could not compute (:func:`not_computed`) is listed once at the end, grouped by why, instead of as empty tables
+    and placeholder panels; links relative to the page."""
     analysis_dir, page = Path(analysis_dir), Path(page)
     rel = Path(os.path.relpath(analysis_dir.resolve(), page.parent.resolve()))
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{STYLE}</style></head><body>", f"<h1>{html.escape(title)}</h1>", f"<p>{html.escape(lead)}</p>"]
+    skipped = not_computed(outputs, analysis_dir)
     for output in outputs:
+        if (output.name, output.kind) in skipped:
+            continue
         shown = analysis_dir / output.shown
         caption = Path(output.caption)
         parts.append(f"<section id='{html.escape(output.name)}'><h2>{html.escape(output.category)}: "
@@ -76,6 +116,15 @@ def write_page(outputs: Sequence[registry.Output], analysis_dir: Path, page: Pat
         else:
             parts.append(f"<img src='{html.escape(str(rel / output.shown))}' alt='{html.escape(output.name)}'>")
         parts.append("</section>")
+    if skipped:
+        groups: dict[str, list[str]] = {}
+        for (name, kind), reason in skipped.items():
+            groups.setdefault(reason, []).append(f"{name} ({kind})")
+        parts.append("<section id='not-computed'><h2>Not computed for this run</h2><p>What this run's models, "
+                     "conditions and instruments cannot support, by what it needs:</p><ul>")
+        parts += [f"<li>{html.escape(reason)}: {html.escape(', '.join(names))}</li>" for reason, names in
+                  groups.items()]
+        parts.append("</ul></section>")
     parts.append("</body></html>")
     page.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return page

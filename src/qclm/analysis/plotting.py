@@ -61,13 +61,18 @@ def draw(function: Callable, name: str, out_dir: Path, context: object, *tables:
             plt.close(number)
 
 
-def save(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
+def save(fig: plt.Figure, out_dir: Path, name: str, png_text: dict[str, str] | None = None) -> list[Path]:
+    """Write ``name.png`` (with ``png_text`` as its text chunks) and ``name.pdf``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
-    for path in paths:
-        fig.savefig(path)
+    fig.savefig(paths[0], metadata=png_text or None)
+    fig.savefig(paths[1])
     plt.close(fig)
     return paths
+
+
+#: the PNG text key of a placeholder panel: why the figure was not drawn (a page lists it instead of the panel)
+UNAVAILABLE = "qclm-unavailable"
 
 
 def placeholder(out_dir: Path, name: str, message: str) -> list[Path]:
@@ -75,7 +80,15 @@ def placeholder(out_dir: Path, name: str, message: str) -> list[Path]:
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 1.2))
     ax.axis("off")
     ax.text(0.5, 0.5, f"{name}: not available\n{message}", ha="center", va="center", wrap=True)
-    return save(fig, out_dir, name)
+    return save(fig, out_dir, name, {UNAVAILABLE: message})
+
+
+def unavailable(png: Path) -> str | None:
+    """Why a figure's PNG is a placeholder panel (:func:`placeholder`); None for a drawn figure."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        return getattr(image, "text", {}).get(UNAVAILABLE)
 
 
 def underpowered(rows: pd.DataFrame) -> np.ndarray:
