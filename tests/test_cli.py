@@ -463,12 +463,13 @@ def test_probe_limit_and_the_page_of_one_model_under_one_condition(tmp_path, tin
 
     page = (out / "report.html").read_text(encoding="utf-8")
     assert re.findall(r"<h2>([^<]*)</h2>", page) == [
-        "Across-model results: zscores (table)", "Across-model results: condition_summary (table)",
+        "Calibrated floors", "Across-model results: zscores (table)", "Across-model results: condition_summary (table)",
         "Validation: validation (table)", "Validation: item_heatmap (figure)",
         "Instrument library: instrument_validation (table)", "Not computed for this run"]
     assert "<li>z-scores need at least two models: fig3_condition_means (figure), fig4_model_scores (figure)</li>" \
         in page and "<li>needs two conditions of a contrast: per_model_shifts (figure), per_model (table)</li>" in page
     assert not [src for src in re.findall(r"<img src='([^']+)'", page) if unavailable(out / src)]
+    assert "not calibrated on this model" in page  # the shipped floors do not cover a tiny model: said
     assert unavailable(out / "analysis" / "figures" / "fig3_condition_means.png") == \
         "z-scores need at least two models"
     capsys.readouterr()

@@ -64,7 +64,17 @@ def test_the_wheel_probes_a_shipped_instrument_by_its_name_outside_the_repositor
     items = pd.read_parquet(work / "out" / "scores" / "item_scores.parquet")
     assert set(items["questionnaire"]) == {"gad7"} and items["item_id"].nunique() == 7
     assert set(items["model"]) == {"smollm2-135m-instruct"} and items["score"].notna().all()
-    assert "<h1>qclm probe likert on smollm2-135m-instruct</h1>" in (work / "out" / "report.html").read_text()
+    page = (work / "out" / "report.html").read_text()
+    assert "<h1>qclm probe likert on smollm2-135m-instruct</h1>" in page
+    # the page sets the run against the kind's calibrated floor on this model (the shipped floors.csv's line)
+    import html
+
+    from qclm.analysis import floors
+
+    shipped = [r for r in floors.read(ROOT / floors.SHIPPED) if (r["kind"], r["base_model"], r["metric"], r["tier"])
+               == ("likert", "smollm2-135m-instruct", "score_shift", "1")]
+    assert shipped and f"<td>smollm2-135m-instruct</td><td>score_shift</td><td>{html.escape(floors.floor_line(shipped[0]), quote=False)}" \
+        in page, page[:3000]
     # results.json beside the page: the command, the versions, the tables, and the headline read from the items
     results = json.loads((work / "out" / "results.json").read_text())
     assert results["command"][:3] == ["qclm", "probe", "likert"] and results["versions"]["qclm"].startswith("0.")

@@ -179,7 +179,8 @@ def test_qclm_probe_writes_the_tables_the_workflow_writes(shared_run, probe_out)
     # and a page of that analysis: each declared table inline, each figure beside it, under its caption
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<h1>qclm probe yesno_probe on tiny-llama</h1>" in page and "{{" not in page
-    assert page.count("<section") == 3 and "not written" not in page
+    assert page.count("<section") == 4 and "not written" not in page
+    assert "<h2>Calibrated floors</h2><p>No calibrated floor of this probe kind in" in page  # the shipped file
     # its state-trait table has no contrast of these two conditions: listed once as not computed, not shown empty
     assert "<h2>Not computed for this run</h2>" in page and "<li>nothing to compute on this run&#x27;s data (its " \
         "caption says what it needs): yesno_state_trait (table)</li>" in page

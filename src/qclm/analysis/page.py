@@ -87,16 +87,42 @@ def not_computed(outputs: Sequence[registry.Output], analysis_dir: Path) -> dict
     return why
 
 
+def markdown_html(lines: Sequence[str]) -> str:
+    """Markdown of paragraphs and pipe tables (:func:`qclm.analysis.floors.section`'s) as HTML, ``code`` as code."""
+    def inline(text: str) -> str:
+        return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text, quote=False))
+
+    out, table = [], []
+    for line in [*lines, ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= {"-", ":"} for c in cells):  # the header's rule
+                table.append(cells)
+            continue
+        if table:
+            head, *body = table
+            out.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>" for row in body)
+                       + "</table>")
+            table = []
+        if line.strip():
+            out.append(f"<p>{inline(line)}</p>")
+    return "\n".join(out)
+
+
 def write_page(outputs: Sequence[registry.Output], analysis_dir: Path, page: Path, title: str, lead: str,
-               analysis: dict[str, Any]) -> Path:
-    """Write ``page``: ``title``, ``lead`` (a line of what was run) and every output of ``outputs`` whose file is
-    in ``analysis_dir`` (an output the run did not write is named as such), each under its caption; what the run
-    could not compute (:func:`not_computed`) is listed once at the end, grouped by why, instead of as empty tables
-    and placeholder panels; links relative to the page."""
+               analysis: dict[str, Any], floors: Sequence[str] = ()) -> Path:
+    """Write ``page``: ``title``, ``lead`` (a line of what was run), the kind's calibrated floors on the run's model
+    (``floors``: :func:`qclm.analysis.floors.section`'s lines) and every output of ``outputs`` whose file is in
+    ``analysis_dir`` (an output the run did not write is named as such), each under its caption; what the run could
+    not compute (:func:`not_computed`) is listed once at the end, grouped by why, instead of as empty tables and
+    placeholder panels; links relative to the page."""
     analysis_dir, page = Path(analysis_dir), Path(page)
     rel = Path(os.path.relpath(analysis_dir.resolve(), page.parent.resolve()))
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{STYLE}</style></head><body>", f"<h1>{html.escape(title)}</h1>", f"<p>{html.escape(lead)}</p>"]
+    if floors:
+        parts.append(f"<section id='floors'><h2>Calibrated floors</h2>{markdown_html(floors)}</section>")
     skipped = not_computed(outputs, analysis_dir)
     for output in outputs:
         if (output.name, output.kind) in skipped:

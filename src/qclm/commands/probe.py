@@ -165,7 +165,7 @@ def _id_clashes(out: Path, model: str, kind_name: str, instances) -> list:
 
 def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment, run_settings, engine, spec, loaded,
                        out, command: list[str]) -> int:
-    from qclm.analysis import results
+    from qclm.analysis import floors, results
     from qclm.analysis.page import write_page
     from qclm.jobs import stages
     from qclm.jobs.score_model import CellSpec, score_cell
@@ -195,11 +195,14 @@ def _score_and_analyze(cls, instances, kind_name, config, conditions, experiment
     stages.collect(kind_name, instances, cells, models, analysis_config, {k: str(v) for k, v in score_files.items()})
     (out / "analysis").mkdir(parents=True, exist_ok=True)
     written = cls.analyze(score_files, out / "analysis", analysis_config, instances)
+    shipped_floors = floors.path(analysis_config)  # what a null on this model can be set against
     page = write_page(cls.analysis_outputs(), out / "analysis", out / PAGE,
                       f"qclm probe {kind_name} on {spec.name}",
                       f"Instances {', '.join(i.id for i in instances)}; conditions {', '.join(conditions)}; the "
                       f"tables' data in {out / 'scores'}, their CSV beside each table.",
-                      settings.section(analysis_config, "analysis"))
+                      settings.section(analysis_config, "analysis"),
+                      floors.section(floors.read(shipped_floors), kind_name, [spec.name], shipped_floors)
+                      if shipped_floors else ())
     summary = results.write(out / results.FILE, {
         "command": command, "kind": kind_name, "model": spec.as_row(), "provenance": loaded.provenance,
         "instances": [{"id": i.id, "settings": i.settings} for i in instances], "conditions": conditions,
