@@ -197,7 +197,7 @@ def test_the_figure_mark_comes_from_the_table(tmp_path, monkeypatch):
     fake = _fake(tmp_path=tmp_path)
     drawn = {}
 
-    def keep(fig, out_dir, name):
+    def keep(fig, out_dir, name, png_text=None):
         drawn[name] = [t.get_text() for ax in fig.axes for t in ax.texts]
         plt.close(fig)
         return []
