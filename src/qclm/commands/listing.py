@@ -107,10 +107,10 @@ def _instruments(args: argparse.Namespace) -> list[list[str]]:
 def _models(args: argparse.Namespace) -> list[list[str]]:
     from qclm import cache
     from qclm.commands.args import DEFAULT_MODELS
-    from qclm.models.table import EMBEDDED_PACKAGES, PREPARED_MARKER, load_model_table
+    from qclm.models.table import EMBEDDED, PREPARED_MARKER, load_model_table
 
     rows = [["MODEL", "SOURCE", "BACKEND", "PARAMS_B", "TYPE", "STATE"]]
-    for name, package in EMBEDDED_PACKAGES.items():
+    for name, package in EMBEDDED.items():
         prepared = (cache.models_dir() / name / PREPARED_MARKER).exists()
         state = ("prepared in the cache" if prepared else "installed") if package.installed \
             else f"not installed: {package.install}"

