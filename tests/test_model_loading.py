@@ -157,6 +157,8 @@ def test_a_hub_id_the_hub_cannot_give_is_one_line_and_exit_2_and_a_cached_one_lo
     (tmp_path / "requests.jsonl").write_text(json.dumps({"context": "I feel", "continuation": " calm"}) + "\n")
     run = qclm("loglik", "--model", "qclm-tests/tiny-llama", "--requests", "requests.jsonl", "--out", "out.jsonl")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "loading the copy in the local hub cache" in run.stderr and "Retrying" not in run.stderr, run.stderr
+    # the hub asked once, though the command loads the tokenizer and then the model; never retried
+    assert run.stderr.count("loading the copy in the local hub cache") == 1 and "Retrying" not in run.stderr, \
+        run.stderr
     answer = json.loads((tmp_path / "out.jsonl").read_text())
     assert answer["line"] == 1 and answer["logprob"] < 0

@@ -4,6 +4,7 @@ de-quantizing every time; loading is safe by default (no remote code, no pickle 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -151,13 +152,15 @@ def ensure_prepared(spec: ModelSpec, prepared_dir: str | Path) -> Path:
 HUB_TIMEOUT_S = 10
 
 
+@functools.cache
 def hub_snapshot(spec: ModelSpec) -> str | None:
     """The directory of the local hub cache (``HF_HOME``) a hub row loads from, where ``HF_HUB_OFFLINE`` is set or
     the hub cannot be reached and the model is there (said in the log): loaded from its files, nothing asks the
     network again. None where the hub answered (transformers loads the row by its id) and for every other row.
-    Asked of the hub once, with no retries, before transformers would retry every file for a minute: a model the
-    hub does not have (or gates, or lacks the row's revision of), or that is neither in the local cache nor
-    reachable, is a :class:`~qclm.engine.remote.RowProblem` (one line, exit 2) within seconds."""
+    Asked of the hub once a process, with no retries, before transformers would retry every file for a minute (a
+    command that loads the tokenizer, then the model, asks once): a model the hub does not have (or gates, or lacks
+    the row's revision of), or that is neither in the local cache nor reachable, is a
+    :class:`~qclm.engine.remote.RowProblem` (one line, exit 2) within seconds."""
     if spec.kind != "hub":
         return None
     from huggingface_hub import constants, model_info, snapshot_download, try_to_load_from_cache
@@ -170,9 +173,13 @@ def hub_snapshot(spec: ModelSpec) -> str | None:
     fix = (f"download it where the hub is reachable (hf download {spec.source}) into the local hub cache "
            f"({constants.HF_HUB_CACHE}; HF_HOME moves it), or give a local checkpoint directory as the row's source")
     where = f"model {spec.name}: hub id {spec.source}" + (f" (revision {revision})" if revision else "")
+
+    def local_copy() -> str:
+        return str(snapshot_download(spec.source, revision=revision, local_files_only=True))
+
     if constants.HF_HUB_OFFLINE:
         if cached:
-            return str(snapshot_download(spec.source, revision=revision, local_files_only=True))
+            return local_copy()
         raise RowProblem(f"{where}: not in the local hub cache, and HF_HUB_OFFLINE is set: {fix}")
     try:
         model_info(spec.source, revision=revision, timeout=HUB_TIMEOUT_S)
@@ -187,7 +194,7 @@ def hub_snapshot(spec: ModelSpec) -> str | None:
         if cached:
             log.warning("model %s: the hub cannot be reached (%s): loading the copy in the local hub cache",
                         spec.name, cause)
-            return str(snapshot_download(spec.source, revision=revision, local_files_only=True))
+            return local_copy()
         raise RowProblem(f"{where}: not in the local hub cache, and the hub cannot be reached ({cause}): "
                          f"{fix}") from None
     return None
@@ -252,11 +259,10 @@ def load_model(spec: ModelSpec, prepared_dir: str | Path | None = None, device: 
         prepared = json.loads((Path(prepared_dir) / PREPARED_MARKER).read_text())
     else:
         where, revision, prepared = spec.source, spec.revision or None, {}
-        snapshot = hub_snapshot(spec)
         if spec.kind == "local":
             where = str(Path(spec.source).expanduser())
             _check_local_weights(spec, Path(where))
-        elif snapshot:  # the local hub cache's copy, by its path: nothing asks the hub again
+        elif snapshot := hub_snapshot(spec):  # the local hub cache's copy, by its path: nothing asks the hub again
             where, revision, prepared = snapshot, None, {"commit": Path(snapshot).name}
     if spec.allow_pickle:
         log.warning("model %s: allow_pickle is ON (set in the model table): a pickle checkpoint may be loaded, "
