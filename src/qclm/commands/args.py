@@ -7,8 +7,7 @@ import argparse
 import re
 from pathlib import Path
 
-from qclm import settings
-from qclm import argtypes
+from qclm import argtypes, settings
 from qclm.argtypes import safe_name
 from qclm.errors import InputError
 from qclm.experiment import VANILLA

@@ -68,15 +68,14 @@ def _kinds(args: argparse.Namespace) -> list[list[str]]:
 def _title(path: Path) -> tuple[str, str]:
     """A shipped file's items (or rows) and title: a YAML file's ``items`` and ``name``; a TSV file's data rows and
     its heading (its comment lines up to their first parenthesis' end)."""
-    from qclm.inputs import read_yaml
+    from qclm.inputs import file_lines, read_text, read_tsv, read_yaml
 
     if path.suffix == ".tsv":
-        lines = path.read_text(encoding="utf-8").splitlines()
-        text = " ".join(line.lstrip("# ").strip() for line in lines if line.startswith("#"))
-        data = [line for line in lines if line.strip() and not line.startswith("#")]
+        text = " ".join(line.lstrip("# ").strip() for line in file_lines(read_text(path, "word list"))
+                        if line.startswith("#"))
         if "(" in text and ")" in text[text.index("("):]:  # the heading and its first parenthesis
             text = text[:text.index(")", text.index("(")) + 1]
-        return str(max(len(data) - 1, 0)), text
+        return str(len(read_tsv(path, "word list")[2])), text
     data = read_yaml(path)
     if not isinstance(data, dict):
         return "", ""
@@ -87,7 +86,6 @@ def _title(path: Path) -> tuple[str, str]:
 def _instruments(args: argparse.Namespace) -> list[list[str]]:
     from qclm import probes, shipped
     from qclm.commands.args import command_kind
-
     from qclm.commands.probe import kind_parser
 
     kinds = {args.kind: command_kind(args.kind)} if args.kind else probes.loaded()
