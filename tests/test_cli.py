@@ -410,6 +410,10 @@ def test_probe_takes_the_seed_the_batch_size_a_system_prompt_and_the_rows_column
         (["--system-prompt", "You are calm."],
          "command line: --system-prompt: a raw row's prompt is plain text, without chat messages to put a system "
          "message in: set prompt_format to chat, or leave it empty"),
+        # text the model reads is checked as every such text (the model table's column too)
+        (["--prompt-format", "chat", "--system-prompt", "\u200b"],
+         "command line: --system-prompt: has only invisible characters (U+200B (ZERO WIDTH SPACE)): it is empty to "
+         "a reader, not to a model"),
     ]:
         with pytest.raises(InputError) as err:
             probe_command.probe_run(base[0], base[1:] + options)

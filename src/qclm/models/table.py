@@ -25,7 +25,7 @@ from typing import Any
 from qclm.engine.capabilities import BACKENDS, OPENINGS, takes
 from qclm.prompts import PROMPT_FORMATS
 from qclm.errors import InputError
-from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_problem
+from qclm.inputs import SAFE_NAME_MAX, read_tsv, safe_name_message, safe_name_problem, text_problem
 from qclm.models.checkpoints import parse_derived
 
 log = logging.getLogger("qclm.models")
@@ -222,7 +222,10 @@ def parse_model_row(row: Mapping[str | None, Any], file: str, line: int) -> Mode
     server, key_env, gpus = _serving(row, backend, file, where, problems)
     logprobs, opening = _api_answers(row, backend, prompt_format, file, where, problems)
     system_prompt = (row.get("system_prompt") or "").strip()
-    if system_prompt and prompt_format == "raw":
+    shown = text_problem(system_prompt) if system_prompt else None  # text the model reads, as every such text
+    if shown:
+        problems.append((file, f"{where}: column system_prompt", shown))
+    elif system_prompt and prompt_format == "raw":
         problems.append((file, f"{where}: column system_prompt", "a raw row's prompt is plain text, without chat "
                          "messages to put a system message in: set prompt_format to chat, or leave it empty"))
     flags = {}
