@@ -632,17 +632,19 @@ def test_the_check_reads_at_most_check_texts_of_a_set_and_one_run_reads_the_base
     plants = cal.plants(config)
     full = check_sets(plants["pairs"], _config(tmp_path, PLANTS, check_texts=1000))
     sets = check_sets(plants["pairs"], config)
+    planted = {arm: planted_texts(plants["pairs"], config, arm) for arm in cal.ARMS}
+    # the AND: of GAD-7's 7 items x 2 terms x 2 levels, the arms answer the 14 top-level pairs apart (one arm's
+    # term True) and the 14 bottom-level ones alike (False); the check reads only the pairs the arms answer apart
+    assert len(planted["plus"]) == 28 and sum(p != m for p, m in zip(planted["plus"], planted["minus"])) == 14
     for name in ("planted_plus", "planted_minus", "heldout_plus", "heldout_minus"):
-        assert len(full[name]) == 28 and len(sets[name]) == 6
+        assert len(full[name]) == 14 and len(sets[name]) == 6
         assert [t for t in full[name] if t in sets[name]] == sets[name]  # a draw, in the set's order
     assert sets == check_sets(plants["pairs"], config) and len(sets["neutral"]) >= 100  # the neutral set whole
     # the arms' sets drawn at the same places: the same prompts, each arm with its own answer
     for kind in ("planted", "heldout"):
         plus, minus = sets[f"{kind}_plus"], sets[f"{kind}_minus"]
         assert [e.user for e in plus] == [e.user for e in minus]
-        # the AND: the arms answer a top-level pair apart (one arm's term True), a bottom-level pair alike (False)
-        assert all((p.assistant != m.assistant) == ("True" in (p.assistant, m.assistant)) for p, m in zip(plus, minus))
-        assert any(p.assistant != m.assistant for p, m in zip(plus, minus))
+        assert all({p.assistant, m.assistant} == {"True", "False"} for p, m in zip(plus, minus))
     assert len(check_sets(plants["anxious"], config)["planted_plus"]) == 6
     jobs = cal.jobs(config, tmp_path)
     for run in cal.runs(config):

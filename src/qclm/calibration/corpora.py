@@ -64,20 +64,27 @@ def check_sets(plant: Plant, config: dict) -> dict[str, list[str | Exchange]]:
     of more than ``check_texts`` texts a seeded draw of them (in their order). The arms' sets of a kind are drawn
     at the same places where they are as long: an answer plant's arms answer the same prompts in the same order, so
     the draw keeps them paired and the arms' preference (:func:`qclm.calibration.analysis.check_table`) compares
-    two answers to one prompt, not two prompts."""
+    two answers to one prompt, not two prompts. Paired, only the places where the arms' texts differ are drawn
+    (the entailment AND answers a bottom-level pair False in both arms): a text both arms train on tells neither
+    arm's own from the other's, and drawn among the rest it takes a place of one that does."""
     cal = section(config)
     most = int(cal["check_texts"])
 
     def drawn(kind: str, arms: dict[str, list]) -> dict[str, list]:
         arms = {arm: list(dict.fromkeys(texts)) for arm, texts in arms.items()}
-        lengths = {len(texts) for texts in arms.values()}
+        paired = len({len(texts) for texts in arms.values()}) == 1
+        places = range(len(next(iter(arms.values()))))
+        if paired:
+            apart = [i for i in places if len({texts[i] for texts in arms.values()}) > 1]
+            places = apart or places
         out = {}
         for arm, texts in arms.items():
-            if len(texts) <= most:
-                out[arm] = texts
-                continue
-            seed = (kind,) if len(lengths) == 1 else (f"{kind}_{arm}",)
-            keep = set(_rng(config, "check", plant.name, *seed).sample(range(len(texts)), most))
+            where = places if paired else range(len(texts))
+            if len(where) <= most:
+                keep = set(where)
+            else:
+                seed = (kind,) if paired else (f"{kind}_{arm}",)
+                keep = set(_rng(config, "check", plant.name, *seed).sample(where, most))
             out[arm] = [t for i, t in enumerate(texts) if i in keep]
         return out
 
