@@ -16,12 +16,10 @@ import argparse
 
 import pandas as pd
 
-from qclm.analysis.registry import FIGURE, TABLE, Output, state_trait
-from qclm.probes.calibration_material import Material, balanced, sham_index
-from qclm.corpus import Exchange
-from qclm.engine.requests import ChoiceRequest
-from qclm.probes.base import CollectInput, Labelled, ProbeKind
-from qclm.questionnaire import load_questionnaire
+from qclm.plugin import (
+    FIGURE, TABLE, ChoiceRequest, CollectInput, Exchange, Labelled, Material, Output, ProbeKind, balanced,
+    load_questionnaire, sham_index, state_trait,
+)
 
 COLUMNS = ["model", "probe", "condition", "stimulus_id", "item_id", "logp_yes", "logp_no", "p_yes"]
 CATEGORY = "A probe written in the tests"
@@ -45,7 +43,7 @@ def rates_figure(context, table: pd.DataFrame):
     """Mean P(Yes) per condition, one panel per model, the random baseline as a line."""
     import matplotlib.pyplot as plt
 
-    from qclm.analysis.plotting import mark_underpowered
+    from qclm.plugin import mark_underpowered
 
     models = list(pd.unique(table["model"]))
     fig, axes = plt.subplots(1, len(models), figsize=(3 * len(models), 2.5), squeeze=False)
@@ -92,7 +90,7 @@ MATERIALS = (Material("yesno_answers", 1, _answers, keys={"answer": "first"}, pr
 def calibration_units(tables, plant, config, instances):
     """Per model and item of the plant's probes (vanilla), P(Yes) less the base model's (baseline 0), read in the
     direction of the plus arm's answer."""
-    from qclm.models.checkpoints import base_of
+    from qclm.plugin import base_of
 
     items = tables["items"]
     items = items[(items["condition"] == "vanilla") & items["instrument"].isin(plant.probes)]
