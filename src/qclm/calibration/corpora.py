@@ -73,13 +73,12 @@ def check_sets(plant: Plant, config: dict) -> dict[str, list[str | Exchange]]:
     def drawn(kind: str, arms: dict[str, list]) -> dict[str, list]:
         arms = {arm: list(dict.fromkeys(texts)) for arm, texts in arms.items()}
         paired = len({len(texts) for texts in arms.values()}) == 1
-        places = range(len(next(iter(arms.values()))))
+        places: list[int] = list(range(len(next(iter(arms.values())))))
         if paired:
-            apart = [i for i in places if len({texts[i] for texts in arms.values()}) > 1]
-            places = apart or places
+            places = [i for i in places if len({texts[i] for texts in arms.values()}) > 1] or places
         out = {}
         for arm, texts in arms.items():
-            where = places if paired else range(len(texts))
+            where = places if paired else list(range(len(texts)))
             if len(where) <= most:
                 keep = set(where)
             else:
