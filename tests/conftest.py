@@ -301,7 +301,10 @@ def shared_run(tmp_path_factory, tiny_llama_dir, tiny_gemma_dir) -> SharedRun:
                 # the CSI kind (tests/test_csi.py), small: 12 words and 12 control words, 2 repetitions
                 "csi": {"kind": "csi", "words": str(ROOT / "resources/csi/words.tsv"),
                         "control": str(workdir / "csi_control.tsv"), "limit_words": 12, "repetitions": 2,
-                        "list_size": 6}},
+                        "list_size": 6},
+                # the behaviour kind, an installed package on the plug-in API (tests/test_behaviour.py): its
+                # validity table beside the Likert questionnaires, RSES the unrelated one
+                "behaviour": {"kind": "behaviour", "items": 2, "unrelated": ["rses"]}},
         conditions=SHARED_CONDITIONS, contrasts=SHARED_CONTRASTS, report=True)
     config = yaml.safe_load(cfg.read_text())
     config["stimuli"]["classes"]["soothing"] = str(workdir / "soothing.yaml")

@@ -220,3 +220,35 @@ def test_the_shared_run_writes_the_readouts_the_fits_and_the_validity_table_with
     assert not stim["supported"].any() and stim["note"].str.startswith("2 stimuli").all()
     assert table[table["level"] == "model"]["note"].str.startswith("2 models").all()
     assert (out / "figures" / "validity.png").exists() and (out / "figures" / "behaviour_readouts.png").exists()
+
+
+def test_the_calibration_units_are_each_items_p_target_less_the_base_models_planted_where_the_plant_asks():
+    from qclm.calibration import plants
+    from qclm_behaviour import calibration
+
+    config = {"probes": {"beh": {"kind": "behaviour", "items": 4}},
+              "calibration": {"plants": {"own": {"material": "choices", "probes": ["beh"], "tasks": ["risk"]}}}}
+    plant = plants(config)["own"]
+    rows = [{"model": m, "instrument": f"beh_{t}", "item_id": f"{t}{i}", "condition": c, "stimulus_id": "",
+             "score": 0.5 + (0.1 if m != "m" else 0.0) + 0.01 * i, "probe": "beh", "task": t}
+            for m in ("m", "m@cal_own_plus-e1") for t in ("risk", "bandit") for i in range(3)
+            for c in ("vanilla", "stress")]
+    instances = {i.id: i for i in probes.instances(config)}
+    units = calibration.units({"items": pd.DataFrame(rows)}, plant, config, instances)
+    assert len(units) == 12 and set(units["metric"]) == {"p_target_shift"} and (units["direction"] == 1).all()
+    moved = units[units["model"] == "m@cal_own_plus-e1"]
+    assert np.allclose(moved["value"], 0.1) and np.allclose(units[units["model"] == "m"]["value"], 0.0)
+    assert dict(Counter(zip(moved["instrument"], moved["role"]))) == {("beh_risk", "planted"): 3,
+                                                                       ("beh_bandit", "unplanted"): 3}
+
+
+def test_unrelated_names_a_questionnaire_of_the_run(tmp_path):
+    base = {"models": str(ROOT / "config/models.tsv"), "conditions": ["vanilla"], "stimuli": {"version": "long"},
+            "questionnaires": {"stai_s": str(ROOT / "resources/questionnaires/stai_s.yaml")}}
+    ok = _validate({**base, "probes": {"beh": {"kind": "behaviour", "unrelated": ["stai_s"]}}}, tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    for name, said in (("rses", "not a probe of the run"), ("beh", "a behaviour probe")):
+        run = _validate({**base, "probes": {"beh": {"kind": "behaviour", "unrelated": [name]}}}, tmp_path)
+        assert run.returncode != 0
+        assert (f"{tmp_path / 'config.yaml'}: field probes.beh.unrelated, entry 1: {name!r} is {said}; the validity "
+                "table reads the questionnaires of the entailment and likert kinds (stai_s)") in run.stdout, run.stdout

@@ -285,11 +285,17 @@ def test_a_changed_scoring_math_setting_reruns_no_scoring_job(shared_run, tmp_pa
 
 def test_a_changed_wording_setting_rescores_only_the_likert_cells(shared_run, tmp_path):
     """The Likert wordings (templates.score) are in the Likert cells' params only, scored by a job of their own
-    (score_likert): changing them schedules no scoring job of another kind, nor its tables or analysis."""
+    (score_likert): changing them schedules no scoring job of another kind, nor its tables; only the analysis of a
+    kind that reads the Likert tables (its optional_tables: the behaviour kind's validity table) runs again."""
+    from qclm import probes
+
     jobs = _jobs(_dry_run(shared_run, tmp_path, lambda c: c["templates"].update(score="first")))
+    readers = {f"analyze_{i.kind}" for i in probes.instances(yaml.safe_load(shared_run.config.read_text()))
+               if any(kind == "likert" for kind, _ in probes.kind_class(i.kind).optional_tables.values())}
+    assert readers == {"analyze_behaviour"}
     assert {"score_likert", "cells_likert", "collect_likert", "analyze_likert"} <= jobs, jobs
     assert not {j for j in jobs if j.startswith(("score", "cells_", "collect_", "analyze_"))} - {
-        "score_likert", "cells_likert", "collect_likert", "analyze_likert"}, jobs
+        "score_likert", "cells_likert", "collect_likert", "analyze_likert"} - readers, jobs
 
 
 def test_a_finished_run_has_nothing_to_do(shared_run, tmp_path):

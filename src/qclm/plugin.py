@@ -15,7 +15,8 @@ What a kind finds here:
 - bad input as one line ``FILE: LOCATION: PROBLEM`` (:class:`InputError`, :data:`Problem`), the readers every
   loader of qclm uses (:func:`read_yaml`, :func:`read_tsv`, :func:`read_text`) and the checks of a loaded document
   (:func:`document_problems`: its JSON Schema and every string in it);
-- the experiment's unprimed condition (:data:`VANILLA`) and the shipped instruments' loaders
+- the experiment's unprimed condition (:data:`VANILLA`), the probes a config declares with their kinds
+  (:func:`probe_kinds`, for a kind whose settings name other probes) and the shipped instruments' loaders
   (:func:`load_questionnaire`, :func:`load_instrument`);
 - the analysis: what an output is (:class:`Output`, :data:`TABLE`, :data:`FIGURE`, :func:`state_trait`), the
   marks of a statistic a run cannot support (:func:`underpowered`, :func:`mark_underpowered`), a percentile
@@ -49,6 +50,7 @@ from qclm.probes.base import (
     FILE_SETTING, Answer, Asking, CollectInput, Instance, Labelled, ProbeAnalysis, ProbeKind, ScoringCell,
 )
 from qclm.probes.calibration_material import ARMS, REQUIRED, Material, Planting, balanced, sham_index, seeded
+from qclm.probes.registry import probe_kinds
 from qclm.prompts import PromptBuilder
 from qclm.questionnaire import load_questionnaire
 
@@ -79,6 +81,6 @@ __all__ = [
     "Labelled", "LoglikRequest", "Material", "Output", "Planting", "Problem", "ProbeAnalysis", "ProbeKind",
     "PromptBuilder", "REQUIRED", "ScoringCell", "TABLE", "VANILLA", "balanced", "base_of", "derive_seed",
     "document_problems", "kind_item_units", "load_instrument", "load_questionnaire", "mark_underpowered",
-    "null_note", "percentile_ci", "read_text", "read_tsv", "read_yaml", "seeded", "sham_index", "state_trait",
-    "underpowered",
+    "null_note", "percentile_ci", "probe_kinds", "read_text", "read_tsv", "read_yaml", "seeded", "sham_index",
+    "state_trait", "underpowered",
 ]

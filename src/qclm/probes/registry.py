@@ -172,6 +172,12 @@ def declared(config: dict) -> list[tuple[str, str, Any, str]]:
     return out
 
 
+def probe_kinds(config: dict) -> dict[str, str]:
+    """Each probe id of a config, as written, with its kind's name (a shorthand's ids too: ``questionnaires``' are
+    Likert probes); a kind a config names that no code defines keeps its name, for the schema's check to report."""
+    return {ident: kind for ident, kind, _, _ in declared(config)}
+
+
 def settings_of(kind: type[ProbeKind], entry: Any) -> dict[str, Any]:
     """An instance's settings: the kind's defaults, then the entry's own keys (the shorthand's file for Likert);
     each file setting as :func:`qclm.shipped.resolve` reads it (a shipped file by its name, a default under

@@ -106,6 +106,25 @@ class BehaviourProbe(ProbeKind):
             return err.problems or [(self.scenarios, "file", line) for line in err.lines]
         return []
 
+    @classmethod
+    def check_config(cls, config: dict, config_file: str, instances: list, found: list[Problem]) -> list[Problem]:
+        """Each instance's ``unrelated`` names questionnaires of the run: probe ids of the kinds whose item scores
+        the validity table reads (the Likert and entailment kinds)."""
+        from qclm.plugin import probe_kinds
+
+        kinds = probe_kinds(config)
+        readable = {kind for kind, _ in cls.optional_tables.values()}
+        out = []
+        for ident, entry, where in instances:
+            for n, name in enumerate(entry.get("unrelated") or [] if isinstance(entry, dict) else []):
+                if kinds.get(name) not in readable:
+                    known = sorted(i for i, k in kinds.items() if k in readable)
+                    what = f"a {kinds[name]} probe" if name in kinds else "not a probe of the run"
+                    out.append((config_file, f"{where}.unrelated, entry {n + 1}",
+                                f"{name!r} is {what}; the validity table reads the questionnaires of the "
+                                f"{' and '.join(sorted(readable))} kinds ({', '.join(known) or 'none in this run'})"))
+        return out
+
     def items(self, limit: int | None = None) -> list[T.TaskItem]:
         """The instance's items, task by task (each task's first ``limit`` where given)."""
         n = min(self.settings["items"], limit) if limit else self.settings["items"]
@@ -163,6 +182,12 @@ class BehaviourProbe(ProbeKind):
         cells = list(data.cells.values())
         return {"answers": pd.concat([c["raw"] for c in cells], ignore_index=True),
                 "items": pd.concat([c["items"] for c in cells], ignore_index=True)}
+
+    @classmethod
+    def overview(cls, context, results) -> str:
+        from qclm_behaviour.validity import overview
+
+        return overview(context, results)
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod
