@@ -128,8 +128,9 @@ def readouts_figure(context, table: pd.DataFrame):
 
 #: the fewest items a context's choice model is fitted on without being marked underpowered
 MIN_FIT_ITEMS = 20
-#: shuffled-options draws behind each fit's baseline
-SHUFFLED_FITS = 100
+#: shuffled-options draws behind the baseline of each condition's pooled fit (each draw is a fit of its own; the
+#: fits of single stimuli have no baseline of their own: the pooled row's is theirs to read against)
+SHUFFLED_FITS = 50
 FIT_COLUMNS = ["model", "probe", "task", "condition", "stimulus_id", "parameter", "estimate", "se",
                "shuffled_mean", "shuffled_low", "shuffled_high", "beyond_shuffled", "n_items", "converged",
                "in_model", "n", "underpowered"]
@@ -169,8 +170,8 @@ def _fitted(task: str, sub: pd.DataFrame, p: np.ndarray, groups: np.ndarray) -> 
 def fits_table(context) -> pd.DataFrame:
     """``behaviour_fits``: the bandit's probit (Gershman 2018: V, RU, V/TU) and the risk task's CRRA (r, tau)
     fitted per model, condition and stimulus (a context) and pooled over a condition's stimuli
-    (``stimulus_id`` empty), each estimate beside the same fit on shuffled-options readouts (each answer's target
-    drawn at random between its options; :data:`SHUFFLED_FITS` draws: their mean and 95% interval)."""
+    (``stimulus_id`` empty), the pooled estimate beside the same fit on shuffled-options readouts (each answer's
+    target drawn at random between its options; :data:`SHUFFLED_FITS` draws: their mean and 95% interval)."""
     answers = context.table("answers")
     settings = context.settings
     seed, min_stimuli = int(settings["seed"]), int(settings["min_stimuli"])
@@ -185,7 +186,7 @@ def fits_table(context) -> pd.DataFrame:
             observed = _fit(task, sub, sub["p_target"].to_numpy(float))
             first = sub["p_first"].to_numpy(float)
             shuffled = [_fit(task, sub, np.where(rng.random(len(first)) < 0.5, first, 1 - first))
-                        for _ in range(SHUFFLED_FITS)]
+                        for _ in range(SHUFFLED_FITS if stimulus == "" else 0)]
             n_items = sub["item_id"].nunique()
             pooled = stimulus == "" and n_stimuli > 1
             for name, (estimate, se, converged, in_model) in observed.items():
