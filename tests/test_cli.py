@@ -479,6 +479,10 @@ def test_probe_limit_and_the_page_of_one_model_under_one_condition(tmp_path, tin
     capsys.readouterr()
     assert main(["probe", "memorization", "--model", str(tiny_llama_dir), "--instrument", "gad7", "--limit", "2",
                  "--out", str(tmp_path / "m")]) == 2
+    from qclm import probes
+
+    taking = [n for n, k in probes.loaded().items() if k.honours_limit_items]  # an installed kind's too
+    assert {"likert", "entailment", "survey"} <= set(taking) and "memorization" not in taking
     assert capsys.readouterr().err.splitlines() == [
-        "command line: --limit: the memorization kind scores whole instruments (kinds that take --limit: likert, "
-        "entailment, survey)"]
+        "command line: --limit: the memorization kind scores whole instruments (kinds that take --limit: "
+        f"{', '.join(taking)})"]
