@@ -235,3 +235,10 @@ def test_every_line_has_the_format(tmp_path):
     for line in lines:
         parsed = LINE.match(line)
         assert parsed and parsed["path"] == str(path), line
+
+
+def test_docs_validity_gives_the_shipped_count_of_scenarios(items):
+    """docs/validity.md's count of the shipped scenarios is the file's."""
+    docs = (ROOT / "docs" / "validity.md").read_text()
+    assert f"the shipped {len(items)})" in docs and f"{len(items)} scenarios in seven domains" in docs
+    assert len({item["domain"] for item in items}) == 7
