@@ -16,7 +16,10 @@ from qclm.validation import validate_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
 Q = ROOT / "resources" / "questionnaires"
-FILES = sorted(Q.glob("*.yaml"))
+#: the control forms (a `control` block: a copy of an instrument with its construct terms replaced, docs/constructs.md)
+#: are not instruments of the library; tests/test_control_forms.py checks them
+CONTROLS = {f.stem for f in Q.glob("*.yaml") if "control" in yaml.safe_load(f.read_text())}
+FILES = sorted(f for f in Q.glob("*.yaml") if f.stem not in CONTROLS)
 IDS = [f.stem for f in FILES]
 
 # id -> (construct, framing, items, item_wording); the construct strings are the keys the analysis
@@ -52,7 +55,7 @@ def test_the_library_is_what_the_readme_and_config_list(monkeypatch):
     assert set(IDS) == set(LIBRARY), "a new file needs an entry here, in the README table and in config/library.yaml"
     readme = (Q / "README.md").read_text()
     table = set(re.findall(r"^\| `([a-z0-9_]+)\.yaml` \|", readme, flags=re.M))
-    assert table == set(LIBRARY)
+    assert table == set(LIBRARY) | CONTROLS and CONTROLS == {"stai_s_control", "stai_t_control"}
     config = yaml.safe_load((ROOT / "config" / "library.yaml").read_text())
     assert config["questionnaires"] == {i: f"resources/questionnaires/{i}.yaml" for i in LIBRARY}
     # the paper's three conditions and contrasts, the main config's models, its own results directory

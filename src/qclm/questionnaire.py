@@ -99,6 +99,9 @@ class Questionnaire(ScaledInstrument):
     items: tuple[Item, ...]
     templates: tuple[str, ...] = (DEFAULT_TEMPLATE_ID,)  # template ids, the default first
     item_wording: str = ""
+    #: the id of the questionnaire this file is the term-distribution control form of (``control.of``,
+    #: qclm.controls), None for any other questionnaire
+    control_of: str | None = None
 
     def variants(self, item_ids: list[str] | None = None, templates: list[str] | None = None) -> list[Variant]:
         """All variants in file order: templates, then items, then S+ and S- cterms, then
@@ -184,11 +187,28 @@ def load_questionnaire(path: str | Path) -> Questionnaire:
         if templates is not None:
             items.append(Item(str(ident), templates, tuple(plus), tuple(minus), it.get("ordinal"),
                               it.get("keying"), it.get("description", "")))
+    control = data.get("control")
+    problems.extend(_control_problems(data, path))
     if problems:
         raise InputError(problems)
     return Questionnaire(data["id"], data["name"], tuple(levels), tuple(items), path,
                          hashlib.sha256(path.read_bytes()).hexdigest(), data.get("framing"),
-                         data.get("construct", ""), tuple(top_templates), data.get("item_wording", ""))
+                         data.get("construct", ""), tuple(top_templates), data.get("item_wording", ""),
+                         control["of"] if isinstance(control, dict) else None)
+
+
+def _control_problems(data: dict, path: Path) -> list:
+    """A term-distribution control form (a file with a ``control`` block) follows the rule of qclm.controls, and has
+    its original's item ids and terms per side where the original (``<of>.yaml``) is beside it; an item of any other
+    file has no ``replacements``."""
+    if not isinstance(data.get("control"), dict):
+        raw = typed_field(data, "items", list, [])
+        return [(str(path), f"{where}: field replacements", "only a control form's items record replacements (give "
+                 "the file a control block: of, class, rule)")
+                for _, where, it in labelled_entries("item", raw) if "replacements" in it]
+    from qclm.controls import control_problems, original_beside
+
+    return control_problems(data, path, original_beside(path, data)[1])
 
 
 def scale_levels(data: dict, path: Path, problems: list) -> list[Level]:
@@ -374,18 +394,22 @@ def _item_templates(it: dict, top: dict[str, str], path: Path, where: str, probl
 #: columns of ``results/scores/instruments.csv``: what the analysis needs to know about each instrument
 #: (the construct map pairs instruments by ``construct``, the spectrum colours them by ``framing``)
 INSTRUMENT_COLUMNS = ("questionnaire", "name", "construct", "framing", "n_items", "item_wording", "scale",
-                      "templates", "source")
+                      "templates", "source", "control_of")
 
 
 def instrument_rows(questionnaires: dict[str, str | Path]) -> list[dict]:
     """One row per questionnaire of a run (key = the id the item scores use, value = its file), with the
-    columns :data:`INSTRUMENT_COLUMNS`, read from the validated file (``source``: the full citation)."""
+    columns :data:`INSTRUMENT_COLUMNS`, read from the validated file (``source``: the full citation; ``control_of``:
+    for a control form, the key of its original in the run, "" where the run does not score the original)."""
+    loaded = {key: load_questionnaire(path) for key, path in questionnaires.items()}
+    key_of = {q.id: key for key, q in loaded.items()}
     rows = []
     for key, path in questionnaires.items():
-        q = load_questionnaire(path)
+        q = loaded[key]
         data = read_yaml(path)
         scale = data.get("scale") if isinstance(data.get("scale"), dict) else {}
         rows.append({"questionnaire": key, "name": q.name, "construct": q.construct, "framing": q.framing or "",
                      "n_items": len(q.items), "item_wording": q.item_wording, "scale": scale.get("name", ""),
-                     "templates": " ".join(q.templates), "source": " ".join(str(data.get("source", "")).split())})
+                     "templates": " ".join(q.templates), "source": " ".join(str(data.get("source", "")).split()),
+                     "control_of": key_of.get(q.control_of, "") if q.control_of else ""})
     return rows
