@@ -189,7 +189,7 @@ def test_yaml_tab_indentation(tmp_path):
      ["item W2: field keyng: unknown field (did you mean keying?)"]),
     (lambda d: d.update(colour="blue"),
      ["field colour: unknown field (known: id, name, published_name, construct, framing, source, licence, "
-      "item_wording, template, templates, scale, items, original_scale)"]),
+      "item_wording, template, templates, scale, items, original_scale, control)"]),
     (lambda d: d["items"][1].update(id="W1"),
      ["item W1 (#2): field id: duplicate item id (item #1 has it too)"]),
     (lambda d: d.update(template="Question: do you feel it?\nAnswer:{intensifier}"),
@@ -438,6 +438,14 @@ def test_valid_config(tmp_path, monkeypatch):
      ["config.yaml: field contrasts, entry 1: compares condition 'stress' with itself"]),
     (lambda c: c.update(contrasts=[["vanilla"]]),
      ["config.yaml: field contrasts, entry 1: needs at least 2 entries, got 1"]),
+    (lambda c: c.update(stimulus_types=["stress", "calm"]),
+     ["config.yaml: field stimulus_types, entry 2: condition 'calm' is not declared (conditions: vanilla, stress, "
+      "neutral)"]),
+    (lambda c: c.update(stimulus_types=["vanilla", "stress"]),
+     ["config.yaml: field stimulus_types, entry 1: vanilla has no stimulus: a stimulus type is a condition with "
+      "stimuli"]),
+    (lambda c: c.update(stimulus_types=["stress"]),
+     ["config.yaml: field stimulus_types: needs at least 2 entries, got 1"]),
     (lambda c: (c.update(conditions=["vanilla", "neutral+stress"]), c.pop("contrasts")),
      ["config.yaml: field contrasts: missing: none of the paper's contrasts (vanilla vs stress, vanilla vs "
       "neutral, neutral vs stress) applies to these conditions; list the contrasts to analyse as [first, second] "

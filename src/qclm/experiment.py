@@ -8,6 +8,9 @@
   many contexts as each class has stimuli. Its stimulus id joins the parts' ids with ``+``.
 - A **contrast** is an ordered pair of conditions (first, second); every difference, t and Cohen's
   d of a contrast is first minus second.
+- **Stimulus types** (``stimulus_types``) are two or more conditions that are types of one stimulus (social,
+  cognitive, somatic stress): the Likert analysis compares every two of them and all at once, per model
+  (:mod:`qclm.probes.likert.analysis.construct_checks`).
 
 Nothing here imports torch or reads model files: the workflow, ``qclm validate`` and
 ``qclm analyze`` share these definitions.
@@ -99,6 +102,7 @@ class Experiment:
     classes: dict[str, str]
     conditions: tuple[str, ...]
     contrasts: tuple[tuple[str, str], ...]
+    stimulus_types: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: dict) -> "Experiment":
@@ -107,7 +111,7 @@ class Experiment:
         conditions = tuple(config.get("conditions") or PAPER_CONDITIONS)
         raw = config.get("contrasts")
         contrasts = tuple(tuple(c) for c in raw) if raw else tuple(default_contrasts(conditions))
-        return cls(stimulus_classes(stimuli), conditions, contrasts)
+        return cls(stimulus_classes(stimuli), conditions, contrasts, tuple(config.get("stimulus_types") or ()))
 
     def files_of(self, condition: str) -> list[str]:
         """The stimulus files a condition reads, one per class, in order."""
@@ -120,12 +124,32 @@ def config_contrasts(config: dict) -> list[tuple[str, str]] | None:
     return list(Experiment.from_config(config).contrasts) if config.get("conditions") else None
 
 
+def stimulus_type_problems(types: list, conditions: Iterable[str], where: str) -> list[tuple[str, str]]:
+    """(location, problem) for stimulus types that name an undeclared condition or vanilla (the schema reports the
+    shape: a list of two or more distinct names)."""
+    known = list(conditions)
+    problems = []
+    for n, cond in enumerate(types):
+        if not isinstance(cond, str):
+            continue
+        loc = f"{where}, entry {n + 1}"
+        if cond == VANILLA:
+            problems.append((loc, "vanilla has no stimulus: a stimulus type is a condition with stimuli"))
+        elif cond not in known:
+            problems.append((loc, f"condition '{cond}' is not declared (conditions: {', '.join(known)})"))
+    return problems
+
+
 def scored_contrasts(contrasts, scored) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The contrasts whose two conditions are among the ``scored`` ones (a run of some conditions only: ``qclm probe
     --conditions``), and those left out, each in the order given."""
     scored = set(scored)
     kept = [c for c in contrasts if c[0] in scored and c[1] in scored]
     return kept, [c for c in contrasts if c not in kept]
+
+
+#: the config's sections that say what a run compares: the analyses of every kind read them
+EXPERIMENT_KEYS = ("stimuli", "conditions", "contrasts", "stimulus_types")
 
 
 def output_dirs(config: dict) -> tuple[str, str]:

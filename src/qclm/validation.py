@@ -23,7 +23,7 @@ from qclm.analysis import floors
 from qclm.errors import InputError, Problem
 from qclm.experiment import (
     SHORTHAND_CLASSES, STIMULUS_SETTINGS, VANILLA, classes_of, condition_problems,
-    contrast_problems, default_contrasts, stimulus_classes,
+    contrast_problems, default_contrasts, stimulus_classes, stimulus_type_problems,
 )
 from qclm.inputs import (CONDITION_PATTERN, read_yaml, schema_file_problems, schema_problems, text_problems,
                          typed_field)
@@ -402,6 +402,9 @@ def _experiment_problems(config: dict, cf: str, stimuli: dict) -> list[Problem]:
         problems.append((cf, "field contrasts", "missing: none of the paper's contrasts (vanilla vs stress, "
                          "vanilla vs neutral, neutral vs stress) applies to these conditions; list the "
                          "contrasts to analyse as [first, second] pairs"))
+    if isinstance(config.get("stimulus_types"), list) and isinstance(config.get("conditions"), list):
+        problems.extend((cf, loc, msg) for loc, msg in stimulus_type_problems(config["stimulus_types"], conditions,
+                                                                              "field stimulus_types"))
     return problems
 
 

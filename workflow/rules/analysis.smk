@@ -16,7 +16,7 @@ import sys
 from qclm import probes, settings
 from qclm.analysis import floors, registry
 from qclm.analysis.overview import OVERVIEW, fragment_name
-from qclm.experiment import output_dirs
+from qclm.experiment import EXPERIMENT_KEYS, output_dirs
 
 ANALYSIS_RESULTS, ANALYSIS_LOGS = output_dirs(config)
 ANALYSIS_DIR = f"{ANALYSIS_RESULTS}/analysis"
@@ -112,7 +112,7 @@ ANALYSIS_INPUTS = {
 
 # Every probe kind: its tables and figures from its score tables (ProbeKind.analyze, through the analysis runner;
 # the Likert kind's is `qclm analyze`'s), and its section of the first page.
-ANALYSIS_PROBE_CONFIG = {key: config[key] for key in ("stimuli", "conditions", "contrasts", "analysis") if key in config}
+ANALYSIS_PROBE_CONFIG = {key: config[key] for key in (*EXPERIMENT_KEYS, "analysis") if key in config}
 
 for _name, _key in ANALYSIS_KINDS.items():
     _cls = probes.kind_class(_key)
@@ -158,7 +158,7 @@ if ANALYSIS_INTERVENTION_ITEMS:
         params:
             config={
                 key: config[key]
-                for key in ("stimuli", "conditions", "contrasts", "analysis", "interventions",
+                for key in (*EXPERIMENT_KEYS, "analysis", "interventions",
                             *probes.shorthands(), "probes")
                 if key in config
             },

@@ -82,7 +82,7 @@ class ContrastData:
         return i1, i2
 
 
-def _pair_key(stimulus_id: str, condition: str, shared: list[str]) -> tuple[str, ...]:
+def pair_key(stimulus_id: str, condition: str, shared: list[str]) -> tuple[str, ...]:
     parts = dict(zip(classes_of(condition), stimulus_id.split(COMPOSE)))
     return tuple(parts[c] for c in shared)
 
@@ -103,8 +103,8 @@ def contrast_data(sub: pd.DataFrame, first: str, second: str) -> ContrastData | 
     design = contrast_design(first, second)
     if design == "paired":
         shared = [c for c in classes_of(first) if c in classes_of(second)]
-        ka = {_pair_key(s, first, shared): s for s in a.columns}
-        kb = {_pair_key(s, second, shared): s for s in b.columns}
+        ka = {pair_key(s, first, shared): s for s in a.columns}
+        kb = {pair_key(s, second, shared): s for s in b.columns}
         keys = sorted(set(ka) & set(kb))
         if len(keys) < max(len(ka), len(kb)):
             log.warning("%s: %d stimuli without a partner left out", contrast_label(first, second),

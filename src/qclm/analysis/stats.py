@@ -376,3 +376,30 @@ def size_class(params_b: np.ndarray, boundaries: list[float]) -> np.ndarray:
 def pairs(names: list[str]) -> list[tuple[str, str]]:
     """All unordered pairs of names, in the given order."""
     return list(combinations(names, 2))
+
+
+@dataclass(frozen=True)
+class WelchAnova:
+    F: float
+    df1: float
+    df2: float
+    p: float
+
+
+def welch_anova(samples: list[np.ndarray]) -> WelchAnova:
+    """Welch's one-way ANOVA of k independent samples with unequal variances (Welch 1951): F and p from SciPy
+    (``f_oneway(equal_var=False)``), the denominator degrees of freedom (k^2 - 1) / (3 sum((1 - w_i / W)^2 /
+    (n_i - 1))) with weights w_i = n_i / s_i^2 (checked against pingouin's ``welch_anova`` in the tests). NaN where
+    a sample has fewer than two values or no spread."""
+    samples = [np.asarray(s, dtype=float) for s in samples]
+    k = len(samples)
+    n = np.array([s.size for s in samples], dtype=float)
+    if k < 2 or (n < 2).any():
+        return WelchAnova(np.nan, float(k - 1), np.nan, np.nan)
+    var = np.array([s.var(ddof=1) for s in samples])
+    if not (var > 0).all():
+        return WelchAnova(np.nan, float(k - 1), np.nan, np.nan)
+    w = n / var
+    df2 = (k * k - 1) / (3 * np.sum((1 - w / w.sum()) ** 2 / (n - 1)))
+    res = sps.f_oneway(*samples, equal_var=False)
+    return WelchAnova(float(res.statistic), float(k - 1), float(df2), float(res.pvalue))

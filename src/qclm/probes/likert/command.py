@@ -44,6 +44,14 @@ def _contrasts(text: str) -> list[tuple[str, str]] | None:
     return pairs
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """'a,b,c' -> ('a', 'b', 'c'); empty names are an error."""
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"an empty name in {text!r}: give A,B,...")
+    return names
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
     p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
@@ -57,6 +65,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--contrasts", type=_contrasts, default=None,
                    help="contrasts FIRST:SECOND,... (differences are first minus second; default: the paper's "
                    "vanilla:stress,vanilla:neutral,neutral:stress where their conditions are present)")
+    p.add_argument("--stimulus-types", type=_names, default=(),
+                   help="conditions compared as types of one stimulus, A,B,... (two or more: stimulus_types.csv, "
+                   "every two types and all at once; default: none)")
     p.add_argument("--min-models", type=positive_int, default=DEFAULTS["min_models"],
                    help="across-model analyses with fewer models are marked underpowered "
                    f"(default {DEFAULTS['min_models']})")
@@ -73,8 +84,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--heatmap-item", default=DEFAULTS["heatmap_item"],
                    help="item of the heatmap figure: ITEM or QUESTIONNAIRE:ITEM (default: first item)")
     p.add_argument("--instruments", default=None,
-                   help="optional instrument table (questionnaire, construct, framing): expected signs of the "
-                        "construct map, framing in the spectrum")
+                   help="optional instrument table (questionnaire, construct, framing, control_of): expected signs "
+                        "of the construct map, framing in the spectrum, control forms beside their originals")
     p.add_argument("--memorization", default=None,
                    help="optional memorization table (analysis/memorization.csv of the memorization probe): "
                         "instruments whose items a model has seen are flagged in instrument_validation")
@@ -110,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             instruments=getattr(args, "instruments", None),
             memorization=getattr(args, "memorization", None),
             floors=getattr(args, "floors", None),
+            stimulus_types=getattr(args, "stimulus_types", ()),
         )
     except InputError as exc:
         log.error("%s", exc)

@@ -255,9 +255,9 @@ class LikertProbe(ProbeKind):
 
         analysis = settings.section(config, settings.ANALYSIS)
         contrasts = config_contrasts(config)
+        scored_conditions = set(pd.read_parquet(tables["items"], columns=["condition"])["condition"])
         if contrasts is not None:  # the config's contrasts whose two conditions were scored (qclm probe --conditions)
-            scored = pd.read_parquet(tables["items"], columns=["condition"])["condition"]
-            contrasts, left = scored_contrasts(contrasts, scored)
+            contrasts, left = scored_contrasts(contrasts, scored_conditions)
             if left:
                 logging.getLogger("qclm.analysis").info(
                     "contrast(s) %s left out: a condition was not scored", ", ".join(contrast_label(*c) for c in left))
@@ -267,7 +267,8 @@ class LikertProbe(ProbeKind):
                        min_models=analysis["min_models"], min_stimuli=analysis["min_stimuli"],
                        templates=cls.section(config, TEMPLATES)["select"],
                        instruments=tables.get("instruments"), memorization=tables.get("memorization"),
-                       equations=settings.section(config, settings.EQUATIONS), floors=floors.path(config))
+                       equations=settings.section(config, settings.EQUATIONS), floors=floors.path(config),
+                       stimulus_types=[t for t in config.get("stimulus_types") or () if t in scored_conditions])
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod

@@ -16,6 +16,9 @@ OUTPUTS = (
     Output("per_model", TABLE, PER_MODEL, "qclm.analysis.permodel:per_model"),
     Output("per_model_state_trait", TABLE, PER_MODEL, "qclm.analysis.permodel:per_model_state_trait"),
     Output("per_model_interaction", TABLE, PER_MODEL, "qclm.analysis.permodel:per_model_interaction"),
+    # the paper's open readings of a state effect: the construct's terms (control forms) and the kind of stimulus
+    Output("per_model_control", TABLE, PER_MODEL, f"{_A}.construct_checks:per_model_control"),
+    Output("stimulus_types", TABLE, PER_MODEL, f"{_A}.construct_checks:stimulus_types"),
     Output("per_model_shifts", FIGURE, PER_MODEL, "qclm.analysis.permodel_figures:per_model_shifts",
            table="per_model"),
     Output("per_model_spectrum", FIGURE, PER_MODEL, "qclm.analysis.permodel_figures:per_model_spectrum",

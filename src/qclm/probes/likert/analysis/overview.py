@@ -122,6 +122,69 @@ def _with_both_normalizations(table: pd.DataFrame, merged: pd.DataFrame, sensiti
     return table
 
 
+def _p(p: float) -> str:
+    return "" if p is None or not np.isfinite(p) else (f"{p:.2g}" if p >= 1e-4 else "<1e-4")
+
+
+def control_table_md(table: pd.DataFrame | None) -> list[str]:
+    """The control forms' table as the first page and the documents print it (``per_model_control.csv``): per model
+    and contrast, the original's shift, the control form's and the construct-specific part with its CI and p."""
+    if table is None or table.empty:
+        return []
+    return _md_table(pd.DataFrame({
+        "model": table["model"], "questionnaire (control)": [f"{q} ({c})" for q, c in
+                                                            zip(table["questionnaire"], table["control"])],
+        "contrast": table["contrast"], "shift": [_fmt(x) for x in table["shift"]],
+        "control's shift": [_fmt(x) for x in table["control_shift"]],
+        "construct-specific [95% CI]": [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" for m, lo, hi in
+                                        zip(table["specific"], table["ci_low"], table["ci_high"])],
+        "p": [_p(p) for p in table["p"]],
+        "underpowered": ["yes" if u else "" for u in table["underpowered"]],
+    }))
+
+
+def control_lines(table: pd.DataFrame | None) -> list[str]:
+    """The first page's section on the control forms (:func:`control_table_md` under its heading)."""
+    if table is None or table.empty:
+        return []
+    head = ("Construct or terms? Each questionnaire beside its control form (the same items with the construct-bearing "
+            "words replaced by words of the same part of speech and frequency band without the construct's meaning): "
+            "the original's shift, the control's, and the construct-specific part, the original's less the control's "
+            "(95% bootstrap CI over stimuli; per_model_control.csv). A specific part whose CI covers 0 is a shift the "
+            "terms' distribution alone can make.")
+    return ["### Construct or terms: control forms", "", head, ""] + control_table_md(table)
+
+
+def types_table_md(table: pd.DataFrame | None) -> list[str]:
+    """The stimulus types' table as the first page and the documents print it (``stimulus_types.csv``): every two
+    types and all at once."""
+    if table is None or table.empty:
+        return []
+    return _md_table(pd.DataFrame({
+        "model": table["model"], "questionnaire": table["questionnaire"], "comparison": table["comparison"],
+        "difference [95% CI]": ["" if not np.isfinite(m) else f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
+                                for m, lo, hi in zip(table["difference"], table["ci_low"], table["ci_high"])],
+        "d": [_fmt(d, 2) for d in table["cohens_d"]],
+        "test": [f"F({_fmt(a, 0)}, {_fmt(b, 1)}) = {_fmt(s, 2)}" if c.startswith("all") else
+                 f"t({_fmt(b, 1)}) = {_fmt(s, 2)}"
+                 for c, s, a, b in zip(table["comparison"], table["statistic"], table["df1"], table["df2"])],
+        "p": [_p(p) for p in table["p"]], "p (Holm)": [_p(p) for p in table["p_holm"]],
+        "underpowered": ["yes" if u else "" for u in table["underpowered"]],
+    }))
+
+
+def type_lines(table: pd.DataFrame | None) -> list[str]:
+    """The first page's section on the stimulus types (:func:`types_table_md` under its heading)."""
+    if table is None or table.empty:
+        return []
+    head = ("This kind of stimulus, or any? The conditions named as stimulus types compared per model: every two "
+            "types (difference of mean scores over their stimuli, first minus second, 95% bootstrap CI, Welch's t, "
+            "p Holm-adjusted over the pairs) and all types at once (Welch's ANOVA; stimulus_types.csv). Types that "
+            "do not differ, each moving the score from vanilla alike (the per-model table above), read as general "
+            "reactivity to a stressful context.")
+    return ["### Stimulus types", "", head, ""] + types_table_md(table)
+
+
 def _md_table(df: pd.DataFrame) -> list[str]:
     def cell(value: object) -> str:
         return str(value).replace("|", "\\|")
@@ -149,4 +212,5 @@ def overview(ctx, result: dict[str, pd.DataFrame], info: dict) -> str:
                 "method.md section 4a) and the part of the one-pass difference that is the construct terms' main "
                 "effect (normalization_sensitivity.csv).")
         md += ["### Per-model results", "", head, ""] + _md_table(table)
+    md += control_lines(result.get("per_model_control")) + type_lines(result.get("stimulus_types"))
     return "\n".join(md + [null_note("Likert"), ""])

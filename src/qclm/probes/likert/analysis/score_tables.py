@@ -268,7 +268,7 @@ def load_instruments(path: str | Path, questionnaires: list[str] | None = None) 
     or trait), in the table's order. With ``questionnaires`` (those of the scores), only their rows are kept and
     a questionnaire without a row gets an empty construct and framing (warning)."""
     df = read_table(path, text_columns=_TEXT_COLUMNS + ("name", "construct", "framing", "item_wording", "scale",
-                                                        "templates", "source"))
+                                                        "templates", "source", "control_of"))
     _require_columns(df, INSTRUMENT_REQUIRED, path)
     if (df["questionnaire"] == "").any():
         row = int(np.flatnonzero((df["questionnaire"] == "").to_numpy())[0])

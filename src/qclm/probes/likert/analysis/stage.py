@@ -7,7 +7,7 @@ elsewhere::
     qclm analyze --scores item_scores.csv --out results/analysis [--bootstrap 10000] [--seed 0] \
         [--size-classes 3,8] [--contrasts vanilla:stress,...] [--min-models 10] [--min-stimuli 10] \
         [--templates first|all|ID] [--silhouette silhouette.csv] [--variant-probs variant_probs.parquet] \
-        [--heatmap-item STAI-S:s01] [--instruments instruments.csv] [--no-figures]
+        [--heatmap-item STAI-S:s01] [--instruments instruments.csv] [--stimulus-types A,B,C] [--no-figures]
 
 :func:`analyze` checks the settings, reads the inputs into a :class:`LikertContext` (what every table and
 figure of the Likert kind reads) and runs the kind's outputs (:mod:`qclm.probes.likert.outputs`, through
@@ -34,7 +34,8 @@ from qclm import settings
 from qclm.analysis import overview, permodel, runner
 from qclm.equations import condition_means, questionnaire_scores, select_templates, template_rows
 from qclm.errors import InputError
-from qclm.experiment import contrast_label, contrast_problems, default_contrasts, parse_contrast_args
+from qclm.experiment import (contrast_label, contrast_problems, default_contrasts, parse_contrast_args,
+                             stimulus_type_problems)
 from qclm.models.checkpoints import base_of, without_derived
 from qclm.probes.likert import LIKERT
 from qclm.probes.likert.analysis import overview as likert_overview
@@ -81,6 +82,28 @@ def resolve_contrasts(contrasts: str | list | None, conditions: list[str], sourc
     return pairs
 
 
+def resolve_stimulus_types(types: list[str] | tuple[str, ...], conditions: list[str], source: str) -> list[str]:
+    """The stimulus types to compare, checked against the conditions of the table (none: no comparison)."""
+    types = list(types or ())
+    if len(types) == 1:
+        raise InputError(f"--stimulus-types: one type ({types[0]}); give two or more to compare")
+    if len(set(types)) < len(types):
+        raise InputError(f"--stimulus-types: a type is given twice ({', '.join(types)})")
+    problems = stimulus_type_problems(types, conditions, "--stimulus-types")
+    if problems:
+        raise InputError("; ".join(f"{loc}: {msg}" for loc, msg in problems).replace(
+            "is not declared (conditions:", f"is not in {source} (conditions:"))
+    return types
+
+
+def control_pairs(instruments: pd.DataFrame | None) -> dict[str, str]:
+    """Control form -> its original, from the instrument table's ``control_of`` column (empty without it)."""
+    if instruments is None or "control_of" not in instruments.columns:
+        return {}
+    rows = instruments[instruments["control_of"].fillna("").astype(str) != ""]
+    return dict(zip(rows["questionnaire"], rows["control_of"].astype(str)))
+
+
 @dataclass
 class LikertContext:
     """What the Likert kind's tables and figures read (their first argument): the inputs, read and checked, the
@@ -106,6 +129,8 @@ class LikertContext:
     min_stimuli: int
     templates: str
     equations: dict  #: the config's equations section (the normalization sensitivity recomputes the item scores)
+    stimulus_types: list[str]  #: the conditions compared as types of one stimulus (``stimulus_types.csv``)
+    controls: dict[str, str]  #: control form -> its original, both as the scores name them (``per_model_control.csv``)
 
     @cached_property
     def per_model_groups(self) -> list[permodel.Group]:
@@ -125,7 +150,7 @@ def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes:
                  silhouette: str | Path | None, variant_probs: str | Path | None, heatmap_item: str | None,
                  figures: bool, contrasts: str | list | None, min_models: int, min_stimuli: int, templates: str,
                  instruments: str | Path | None, memorization: str | Path | None = None,
-                 equations: dict | None = None) -> LikertContext:
+                 equations: dict | None = None, stimulus_types: list[str] | tuple[str, ...] = ()) -> LikertContext:
     """Check the settings, read and check the inputs, and compute what several tables share."""
     if bootstrap < 0:
         raise InputError(f"--bootstrap must be >= 0, got {bootstrap}")
@@ -145,6 +170,7 @@ def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes:
         raise InputError(f"{scores}: --templates {templates}: {exc}") from None
     conditions = list(pd.unique(items["condition"]))
     pairs = resolve_contrasts(contrasts, conditions, str(scores))
+    types = resolve_stimulus_types(stimulus_types, conditions, str(scores))
     sil = without_derived(load_silhouette(silhouette))[0] if silhouette else None
     if sil is not None:
         try:
@@ -176,7 +202,8 @@ def read_context(scores: str | Path, *, bootstrap: int, seed: int, size_classes:
         sizes=sizes, contrasts=pairs, silhouette=sil, instruments=inst, exposure=exposure, variant_probs=vprobs,
         variant_probs_path=str(variant_probs) if variant_probs else None, heatmap_item=heatmap_item,
         bootstrap=bootstrap, seed=seed, size_classes=boundaries, min_models=min_models, min_stimuli=min_stimuli,
-        templates=templates, equations=settings.section({settings.EQUATIONS: equations}, settings.EQUATIONS))
+        templates=templates, equations=settings.section({settings.EQUATIONS: equations}, settings.EQUATIONS),
+        stimulus_types=types, controls=control_pairs(inst))
 
 
 def analyze(
@@ -197,6 +224,7 @@ def analyze(
     memorization: str | Path | None = None,
     equations: dict | None = None,
     floors: str | Path | None = None,
+    stimulus_types: list[str] | tuple[str, ...] = (),
 ) -> dict[str, pd.DataFrame]:
     """Run the Likert analysis and write its tables (and figures) in ``out``; returns the tables by name.
 
@@ -207,12 +235,15 @@ def analyze(
     ``instrument_validation``. ``equations``: the settings the item scores were computed with (the config's
     ``equations`` section; the schema's defaults for keys not given): the normalization sensitivity recomputes the
     item scores from ``variant_probs`` with them under each form of the normalization. ``floors``: the calibrated
-    floors file (:mod:`qclm.analysis.floors`) the first page sets the nulls against, on the base models scored."""
+    floors file (:mod:`qclm.analysis.floors`) the first page sets the nulls against, on the base models scored.
+    ``stimulus_types``: conditions of the scores compared as types of one stimulus (``stimulus_types.csv``); the
+    control forms among the questionnaires (``per_model_control.csv``) are read from the instrument table."""
     t0 = time.perf_counter()
     ctx = read_context(scores, bootstrap=bootstrap, seed=seed, size_classes=size_classes, silhouette=silhouette,
                        variant_probs=variant_probs, heatmap_item=heatmap_item, figures=figures,
                        contrasts=contrasts, min_models=min_models, min_stimuli=min_stimuli, templates=templates,
-                       instruments=instruments, memorization=memorization, equations=equations)
+                       instruments=instruments, memorization=memorization, equations=equations,
+                       stimulus_types=stimulus_types)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     outputs = _outputs()
@@ -253,6 +284,7 @@ def run_info(ctx: LikertContext, silhouette: str | Path | None, instruments: str
         "bootstrap": ctx.bootstrap, "seed": ctx.seed, "size_classes": ctx.size_classes,
         "heatmap_item": ctx.heatmap_item, "n_models": len(ctx.sizes), "questionnaires": ctx.questionnaires,
         "conditions": ctx.conditions, "contrasts": [list(c) for c in ctx.contrasts], "templates": ctx.templates,
+        "stimulus_types": ctx.stimulus_types, "controls": ctx.controls,
         "equations": ctx.equations,
         "scale": analysis_scale(ctx.zs), "min_models": ctx.min_models, "min_stimuli": ctx.min_stimuli,
         "seconds": None, "versions": _versions(),
