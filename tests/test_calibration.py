@@ -1156,16 +1156,16 @@ def test_a_bad_floors_table_is_one_line_naming_the_file_and_the_column(tmp_path,
 def test_the_documents_hold_the_floors_the_command_writes():
     """One account of each floor: the README's and docs/calibration.md's tables are `qclm floors --markdown` on the
     shipped floors and ladders (`--into README.md docs/calibration.md` writes them), nothing kept beside them."""
-    from qclm.analysis import floors
+    from qclm.analysis import documents, floors
 
     table = floors.markdown(floors.read(ROOT / floors.SHIPPED))
     doses = floors.markdown_doses(floors.read(ROOT / floors.SHIPPED_DOSES, floors.DOSE_COLUMNS))
     readme, docs = (ROOT / "README.md").read_text(), (ROOT / "docs/calibration.md").read_text()
-    assert floors.block(readme, "floors") == table and floors.block(docs, "floors") == table
-    assert floors.block(docs, "doses") == doses
+    assert documents.block(readme, "floors") == table and documents.block(docs, "floors") == table
+    assert documents.block(docs, "doses") == doses
     # written into a document, the block is what the command prints, and the rest of the document is kept
     text = "head\n<!-- floors: begin -->\nold\n<!-- floors: end -->\ntail\n"
-    assert floors.with_block(text, "floors", table) == f"head\n<!-- floors: begin -->\n{table}<!-- floors: end -->\ntail\n"
+    assert documents.with_block(text, "floors", table) == f"head\n<!-- floors: begin -->\n{table}<!-- floors: end -->\ntail\n"
 
 
 def test_the_shipped_floors_are_what_the_current_code_measures(monkeypatch, capsys):

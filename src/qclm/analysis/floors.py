@@ -295,26 +295,3 @@ def markdown_doses(rows: Sequence[dict[str, str]]) -> str:
                        f"{'yes' if r['took'] == 'True' else 'no'} |")
         out.append("")
     return "\n".join(out) if out else "No ladder: no calibration run of the current code has been gathered.\n"
-
-
-def _markers(name: str) -> tuple[str, str]:
-    return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
-
-
-def block(text: str, name: str) -> str | None:
-    """What a document holds between its ``<!-- NAME: begin -->`` and ``<!-- NAME: end -->`` lines (None: no such
-    block): the floors (``floors``) or the ladders (``doses``) as :func:`markdown` and :func:`markdown_doses` write
-    them."""
-    begin, end = _markers(name)
-    if begin not in text or end not in text:
-        return None
-    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n") + "\n"
-
-
-def with_block(text: str, name: str, content: str) -> str:
-    """A document with its block ``name`` holding ``content`` (the document unchanged where it has no such block)."""
-    begin, end = _markers(name)
-    if block(text, name) is None:
-        return text
-    head, rest = text.split(begin, 1)
-    return f"{head}{begin}\n{content.strip(chr(10))}\n{end}{rest.split(end, 1)[1]}"

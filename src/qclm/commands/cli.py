@@ -16,7 +16,7 @@ from qclm.registry import Registry, resolve
 #: the shared commands, each a module of qclm.commands whose ``add_parser`` builds its parser (imported only then); a
 #: probe kind adds its own (ProbeKind.commands: ``qclm analyze`` is the Likert kind's, ``qclm words`` the CSI kind's)
 COMMANDS = Registry("command", {**{name: f"qclm.commands.{name}:add_parser" for name in (
-    "validate", "status", "render", "loglik", "probe", "finetune", "floors", "cache")},
+    "validate", "status", "render", "loglik", "probe", "finetune", "floors", "excerpts", "cache")},
     "list": "qclm.commands.listing:add_parser"})  # a module named list would hide the built-in in its package
 #: exit status of a run that failed for another reason than its input (bad input: 2)
 INTERNAL_ERROR = 1
