@@ -51,6 +51,7 @@ from pathlib import Path
 
 from qclm.errors import InputError, Problem
 from qclm.inputs import labelled_entries, typed_field
+from qclm.lexicons import versions
 
 #: a replacement's Zipf frequency (wordfreq, English) lies within this of the original word's
 ZIPF_BAND = 0.5
@@ -87,7 +88,7 @@ SIDES = ("plus", "minus")
 @functools.lru_cache(maxsize=1)
 def vader() -> dict[str, float]:
     """VADER's lexicon: word -> mean valence rating (vaderSentiment's vader_lexicon.txt)."""
-    from qclm.probes.csi.words import vader_lexicon
+    from qclm.lexicons import vader_lexicon
 
     return {w.lower(): v for w, v in vader_lexicon().items()}
 
@@ -98,13 +99,6 @@ def zipf(word: str) -> float:
     import wordfreq
 
     return float(wordfreq.zipf_frequency(word, "en"))
-
-
-def versions() -> str:
-    """The versions of the three tools the figures come from."""
-    from importlib.metadata import version
-
-    return ", ".join(f"{p} {version(p)}" for p in ("wordfreq", "lemminflect", "vaderSentiment"))
 
 
 def _lemmas(word: str) -> dict[str, tuple[str, ...]]:
@@ -605,7 +599,8 @@ def control_text(data: dict) -> str:
          f"{kind} ({examples}). This is a design choice, made by reading the words: wordfreq, lemminflect and VADER "
          f"cannot measure how tied to situations a word is, and nothing checks it but that each replaced word's "
          f"class is stated and is the form's.", "  "),
-        (f"Tools: {versions()}.", ""),
+        (f"Tools: {versions()}; the Zipf figures come from wordfreq's data (Robyn Speer, CC BY-SA 4.0, "
+         f"doi:10.5281/zenodo.7199437).", ""),
     ]
     header = "\n".join(textwrap.fill(text, width=116, initial_indent="# ", subsequent_indent="# " + indent)
                        for text, indent in paragraphs)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from qclm.errors import InputError, Problem
 from qclm.inputs import SAME_TEXT, by_file, duplicate_column_problems, identity, read_text, text_problem
+from qclm.lexicons import vader_lexicon, versions
 
 #: the columns of a TSV list that are read
 COLUMNS = ("word", "pos", "freq_rank", "valence")
@@ -228,25 +229,6 @@ def classify(word: str, frequency) -> str | None:
     return "noun|verb" if is_noun and is_verb else ("noun" if is_noun else "verb")
 
 
-def vader_lexicon() -> dict[str, float]:
-    """VADER's mean valence rating of each word of its lexicon (the package's vader_lexicon.txt)."""
-    from importlib import resources
-
-    text = resources.files("vaderSentiment").joinpath("vader_lexicon.txt").read_text(encoding="utf-8")
-    out = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 2:
-            out[parts[0]] = float(parts[1])
-    return out
-
-
-def _versions() -> str:
-    from importlib.metadata import version
-
-    return ", ".join(f"{p} {version(p)}" for p in ("wordfreq", "lemminflect", "vaderSentiment"))
-
-
 HEADER = """\
 # Core Sentiment Inventory word list for qclm ({what}), built by
 #   qclm words build --size {size} --out {out}{control}
@@ -292,7 +274,7 @@ def build(size: int, out: Path, control: Path | None, scan: int = 60000) -> tupl
         with path.open("w", encoding="utf-8") as fh:
             fh.write(HEADER.format(what=what, size=command_size, out=out,
                                    control=f" --control {control}" if control is not None else "",
-                                   versions=_versions()))
+                                   versions=versions()))
             fh.write("\t".join(COLUMNS) + "\n")
             for w, pos, r, v in table:
                 fh.write(f"{w}\t{pos}\t{r}\t{'' if v is None else f'{v:g}'}\n")
