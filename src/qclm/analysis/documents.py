@@ -54,6 +54,7 @@ class Excerpt:
     run: str  #: the run's folder under :data:`SHIPPED` (its config: ``config/RUN.yaml``)
     table: str
     render: Callable
+    questionnaires: tuple[str, ...] = ()  #: the rows of these questionnaires alone (the README's short form)
 
     def path(self, root: Path = Path(".")) -> Path:
         return root / SHIPPED / self.run / f"{self.table}.csv"
@@ -72,6 +73,11 @@ def _likert_md(lines: str) -> Callable:
 EXCERPTS = {e.name: e for e in (
     Excerpt("constructs_control", "constructs", "per_model_control", _likert_md("control_table_md")),
     Excerpt("constructs_types", "constructs", "stimulus_types", _likert_md("types_table_md")),
+    # the README's: STAI-S alone (docs/constructs.md has every row)
+    Excerpt("constructs_control_stai_s", "constructs", "per_model_control", _likert_md("control_table_md"),
+            ("stai_s",)),
+    Excerpt("constructs_types_stai_s", "constructs", "stimulus_types", _likert_md("types_table_md"),
+            ("stai_s", "stai_s_control")),
 )}
 
 
@@ -85,12 +91,28 @@ def render(excerpt: Excerpt, root: Path = Path(".")) -> str:
                              f"results/{excerpt.run}/analysis --run {excerpt.run})")
     source = (path.parent / "SOURCE").read_text(encoding="utf-8").strip() if (path.parent / "SOURCE").is_file() \
         else "source not recorded"
-    return excerpt.render(pd.read_csv(path)) + f"\nFrom `{SHIPPED / excerpt.run / path.name}`: {source}.\n"
+    table = pd.read_csv(path)
+    if excerpt.questionnaires:
+        table = table[table["questionnaire"].isin(excerpt.questionnaires)]
+        rows = f" ({', '.join(excerpt.questionnaires)} alone)"
+    else:
+        rows = ""
+    return excerpt.render(table) + f"\nFrom `{SHIPPED / excerpt.run / path.name}`{rows}: {source}.\n"
+
+
+def _run_version(analysis: Path) -> str:
+    """qclm's version as the run's analysis recorded it (``run_info.json``), "not recorded" without it."""
+    import json
+
+    try:
+        return str(json.loads((analysis / "run_info.json").read_text(encoding="utf-8"))["versions"]["qclm"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "not recorded"
 
 
 def gather(analysis: Path, run: str, config: Path, root: Path = Path(".")) -> list[Path]:
     """Copy a run's tables that excerpts read into ``resources/results/RUN/`` with a SOURCE line (the config, its
-    digest and qclm's version)."""
+    digest, qclm's version as the run recorded it and as it keeps the tables)."""
     from qclm import version
 
     wanted = sorted({e.table for e in EXCERPTS.values() if e.run == run})
@@ -107,6 +129,6 @@ def gather(analysis: Path, run: str, config: Path, root: Path = Path(".")) -> li
         shutil.copyfile(analysis / f"{table}.csv", out / f"{table}.csv")
         copied.append(out / f"{table}.csv")
     digest = hashlib.sha256(config.read_bytes()).hexdigest()[:16] if config.is_file() else "not found"
-    (out / "SOURCE").write_text(f"written by the run of {config} (sha256 {digest}) with qclm {version()}\n",
-                                encoding="utf-8")
+    (out / "SOURCE").write_text(f"written by the run of {config} (sha256 {digest}) with qclm {_run_version(analysis)}, "
+                                f"kept by qclm {version()}\n", encoding="utf-8")
     return copied

@@ -134,9 +134,9 @@ def control_table_md(table: pd.DataFrame | None) -> list[str]:
     return _md_table(pd.DataFrame({
         "model": table["model"], "questionnaire (control)": [f"{q} ({c})" for q, c in
                                                             zip(table["questionnaire"], table["control"])],
-        "contrast": table["contrast"], "shift": [_fmt(x) for x in table["shift"]],
-        "control's shift": [_fmt(x) for x in table["control_shift"]],
-        "construct-specific [95% CI]": [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" for m, lo, hi in
+        "contrast": table["contrast"], "shift": [_fmt(x, 4) for x in table["shift"]],
+        "control's shift": [_fmt(x, 4) for x in table["control_shift"]],
+        "construct-specific [95% CI]": [f"{_fmt(m, 4)} [{_fmt(lo, 4)}, {_fmt(hi, 4)}]" for m, lo, hi in
                                         zip(table["specific"], table["ci_low"], table["ci_high"])],
         "p": [_p(p) for p in table["p"]],
         "underpowered": ["yes" if u else "" for u in table["underpowered"]],
@@ -162,7 +162,7 @@ def types_table_md(table: pd.DataFrame | None) -> list[str]:
         return []
     return _md_table(pd.DataFrame({
         "model": table["model"], "questionnaire": table["questionnaire"], "comparison": table["comparison"],
-        "difference [95% CI]": ["" if not np.isfinite(m) else f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
+        "difference [95% CI]": ["" if not np.isfinite(m) else f"{_fmt(m, 4)} [{_fmt(lo, 4)}, {_fmt(hi, 4)}]"
                                 for m, lo, hi in zip(table["difference"], table["ci_low"], table["ci_high"])],
         "d": [_fmt(d, 2) for d in table["cohens_d"]],
         "test": [f"F({_fmt(a, 0)}, {_fmt(b, 1)}) = {_fmt(s, 2)}" if c.startswith("all") else

@@ -294,8 +294,6 @@ def run_info(ctx: LikertContext, silhouette: str | Path | None, instruments: str
 def _versions() -> dict[str, str]:
     import scipy
 
-    try:
-        from qclm import __version__
-    except ImportError:  # pragma: no cover
-        __version__ = "unknown"
-    return {"qclm": __version__, "numpy": np.__version__, "pandas": pd.__version__, "scipy": scipy.__version__}
+    from qclm import version
+
+    return {"qclm": version(), "numpy": np.__version__, "pandas": pd.__version__, "scipy": scipy.__version__}
