@@ -45,6 +45,22 @@ def with_block(text: str, name: str, content: str) -> str:
     return f"{head}{begin}\n{content.strip(chr(10))}\n{end}{rest.split(end, 1)[1]}"
 
 
+def write_blocks(docs: list[str], blocks: dict[str, str]) -> None:
+    """Write each of ``blocks`` (name -> content) into every document that holds its markers; a document that
+    holds none of them is an error naming it (nothing is written then). Says each document written on stderr."""
+    import sys
+
+    texts = {doc: Path(doc).read_text(encoding="utf-8") for doc in docs}
+    for doc, text in texts.items():
+        if not any(block(text, name) is not None for name in blocks):
+            raise InputError.one(doc, "file", f"holds no marked block ({', '.join(blocks)}) to write into")
+    for doc, text in texts.items():
+        for name, content in blocks.items():
+            text = with_block(text, name, content)
+        Path(doc).write_text(text, encoding="utf-8")
+        print(f"{doc}: the blocks written", file=sys.stderr)
+
+
 @dataclass(frozen=True)
 class Excerpt:
     """A block the documents hold: a run's table (``run``/``table``.csv, as its analysis wrote it) rendered by

@@ -44,12 +44,5 @@ def run(args: argparse.Namespace) -> int:
     if not args.into:
         sys.stdout.write("\n".join(f"<!-- {name} -->\n{text}" for name, text in texts.items()))
         return 0
-    for doc in args.into:
-        text = Path(doc).read_text(encoding="utf-8")
-        if not any(documents.block(text, name) is not None for name in texts):
-            raise InputError.one(doc, "file", f"holds no marked block ({', '.join(texts)}) to write into")
-        for name, content in texts.items():
-            text = documents.with_block(text, name, content)
-        Path(doc).write_text(text, encoding="utf-8")
-        print(f"{doc}: the excerpts written into its blocks", file=sys.stderr)
+    documents.write_blocks(args.into, texts)
     return 0

@@ -157,7 +157,6 @@ def _check(args: argparse.Namespace) -> int:
 
 def _markdown(args: argparse.Namespace) -> int:
     from qclm.analysis import documents, floors
-    from qclm.errors import InputError
 
     tables = {"floors": floors.markdown(floors.read(_file(args)))}
     if args.doses:
@@ -165,12 +164,5 @@ def _markdown(args: argparse.Namespace) -> int:
     if not args.into:
         sys.stdout.write("\n".join(tables.values()))
         return 0
-    for doc in args.into:
-        text = Path(doc).read_text(encoding="utf-8")
-        if not any(documents.block(text, name) is not None for name in tables):
-            raise InputError.one(doc, "file", f"holds no marked block ({', '.join(tables)}) to write into")
-        for name, content in tables.items():
-            text = documents.with_block(text, name, content)
-        Path(doc).write_text(text, encoding="utf-8")
-        print(f"{doc}: the tables written into its blocks", file=sys.stderr)
+    documents.write_blocks(args.into, tables)
     return 0
