@@ -85,10 +85,21 @@ def _likert_md(lines: str) -> Callable:
     return render
 
 
+def _behaviour_md(lines: str) -> Callable:
+    """The behaviour kind's (plugins/qclm-behaviour, installed by ``make env``) lines of its first-page section."""
+    def render(df) -> str:
+        from qclm_behaviour import validity
+
+        return "\n".join(getattr(validity, lines)(df)) + "\n"
+    return render
+
+
 #: every excerpt a document may hold, by block name
 EXCERPTS = {e.name: e for e in (
     Excerpt("constructs_control", "constructs", "per_model_control", _likert_md("control_table_md")),
     Excerpt("constructs_types", "constructs", "stimulus_types", _likert_md("types_table_md")),
+    Excerpt("validity_readouts", "validity", "behaviour_readouts", _behaviour_md("readout_lines")),
+    Excerpt("validity", "validity", "validity", _behaviour_md("validity_lines")),
     # the README's: STAI-S alone (docs/constructs.md has every row)
     Excerpt("constructs_control_stai_s", "constructs", "per_model_control", _likert_md("control_table_md"),
             ("stai_s",)),

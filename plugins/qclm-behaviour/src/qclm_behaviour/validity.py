@@ -278,31 +278,27 @@ def figure(context, table: pd.DataFrame):
     return fig
 
 
-def overview(context, results: dict) -> str:
-    """The behaviour kind's section of the report's first page: each model's readouts against their baselines,
-    then the validity table's supported associations (and how many it could not support, and why)."""
-    from qclm.plugin import null_note
+def readout_lines(readouts: pd.DataFrame | None) -> list[str]:
+    """Each model's vanilla readouts against their baselines, as the first page and the documents print them."""
+    if readouts is None or readouts.empty:
+        return []
+    return [f"- **{row.model}** {row.task}: P({row.target.split(' (')[0]}) {row.readout:.3f} [{row.ci_low:.3f}, "
+            f"{row.ci_high:.3f}] vanilla, {'beyond' if row.beyond_shuffled else 'inside'} the shuffled-options band "
+            f"[{row.shuffled_low:.3f}, {row.shuffled_high:.3f}] (chance {row.chance:g})"
+            for row in readouts[readouts["condition"] == VANILLA].itertuples()]
 
-    lines = ["## Behaviour and predictive validity (docs/validity.md)", ""]
-    readouts = results.get("behaviour_readouts")
-    if readouts is not None and not readouts.empty:
-        for row in readouts[readouts["condition"] == VANILLA].itertuples():
-            where = "beyond" if row.beyond_shuffled else "inside"
-            lines.append(f"- **{row.model}** {row.task}: P({row.target.split(' (')[0]}) {row.readout:.3f} "
-                         f"[{row.ci_low:.3f}, {row.ci_high:.3f}] vanilla, {where} the shuffled-options band "
-                         f"[{row.shuffled_low:.3f}, {row.shuffled_high:.3f}] (chance {row.chance:g})")
-    table = results.get("validity")
-    if table is None or table.empty:
-        return "\n".join(lines + ["", "No questionnaire was scored beside the tasks: no validity table.", ""]) + "\n"
-    lines += ["", "Predictive validity (`validity.csv`): associations the run supports, each beside its unrelated "
-              "instrument and its shuffled-options band:", ""]
+
+def validity_lines(table: pd.DataFrame) -> list[str]:
+    """The validity table's supported correlations, each beside its unrelated instrument and its shuffled-options
+    band, then how many rows each level could not support and why: as the first page and the documents print it."""
+    lines = []
     shown = table[table["supported"].astype(bool) & (table["statistic"] == "pearson_r") &
                   (table["role"] == "questionnaire")]
     for row in shown.itertuples():
-        where = f"{row.model} " if row.model else ""
-        cond = f"{row.condition}, " if row.condition else ""
-        ref = (f"; unrelated {row.unrelated} {row.unrelated_estimate:+.2f}" if row.unrelated and
-               pd.notna(row.unrelated_estimate) else "")
+        where = f"{row.model} " if isinstance(row.model, str) and row.model else ""
+        cond = f"{row.condition}, " if isinstance(row.condition, str) and row.condition else ""
+        ref = (f"; unrelated {row.unrelated} {row.unrelated_estimate:+.2f}" if isinstance(row.unrelated, str) and
+               row.unrelated and pd.notna(row.unrelated_estimate) else "")
         band = (f"; shuffled [{row.shuffled_low:+.2f}, {row.shuffled_high:+.2f}]"
                 if pd.notna(row.shuffled_low) else "")
         lines.append(f"- {row.level}: {where}{cond}`{row.questionnaire}` x {row.task}: r {row.estimate:+.2f} "
@@ -312,4 +308,19 @@ def overview(context, results: dict) -> str:
     unsupported = table[~table["supported"].astype(bool)]
     for level, g in unsupported.groupby("level", sort=False):
         lines.append(f"- not supported at the {level} level ({len(g)} rows): {g['note'].iloc[0]}")
+    return lines
+
+
+def overview(context, results: dict) -> str:
+    """The behaviour kind's section of the report's first page: each model's readouts against their baselines,
+    then the validity table's supported associations (and how many it could not support, and why)."""
+    from qclm.plugin import null_note
+
+    lines = ["## Behaviour and predictive validity (docs/validity.md)", ""] + readout_lines(
+        results.get("behaviour_readouts"))
+    table = results.get("validity")
+    if table is None or table.empty:
+        return "\n".join(lines + ["", "No questionnaire was scored beside the tasks: no validity table.", ""]) + "\n"
+    lines += ["", "Predictive validity (`validity.csv`): associations the run supports, each beside its unrelated "
+              "instrument and its shuffled-options band:", ""] + validity_lines(table)
     return "\n".join(lines + ["", null_note("behaviour")]) + "\n"
