@@ -207,9 +207,10 @@ class Vocabulary:
 
 
 def _file_terms(path: Path) -> list[tuple[str, str, str]]:
-    """(file name, item id, term) for every construct term of an instrument file, read with the project's loader
-    of its kind (its raw items where the loader refuses the file: the terms still count); none for a control form
-    or a file without items."""
+    """(file name, item id, term) for every construct term of an instrument file, read from its items' ``cterms``
+    (the shape every Likert and entailment file shares: ``plus`` and ``minus`` lists), whether or not the file's own
+    loader accepts the rest of it (the terms still count); none for a control form or a file without items. Read
+    raw, not through the loaders, which run this module's check on control forms: no import circle."""
     from qclm.inputs import read_yaml
 
     try:
@@ -218,24 +219,14 @@ def _file_terms(path: Path) -> list[tuple[str, str, str]]:
         return []
     if not isinstance(data, dict) or BLOCK in data or not isinstance(data.get("items"), list):
         return []
-    try:
-        if path.parent.name == "entailment":
-            from qclm.probes.entailment.material import load_entailment
-
-            items = [(i.id, i.plus + i.minus) for i in load_entailment(path).items]
-        else:
-            from qclm.questionnaire import load_questionnaire
-
-            items = [(i.id, i.plus + i.minus) for i in load_questionnaire(path).items]
-    except InputError:
-        items = []
-        for it in data["items"]:
-            cterms = it.get("cterms") if isinstance(it, dict) else None
-            if isinstance(cterms, dict):
-                terms = [t for side in SIDES for t in (cterms.get(side) or []) if isinstance(t, str)]
-                items.append((str(it.get("id")), tuple(terms)))
     name = f"{path.parent.name}/{path.name}"
-    return [(name, str(ident), term) for ident, terms in items for term in terms]
+    out = []
+    for it in data["items"]:
+        cterms = it.get("cterms") if isinstance(it, dict) else None
+        if isinstance(cterms, dict):
+            out += [(name, str(it.get("id")), t) for side in SIDES for t in (cterms.get(side) or [])
+                    if isinstance(t, str)]
+    return out
 
 
 def vocabulary(folders: tuple[Path, ...] | None = None) -> Vocabulary:
