@@ -10,14 +10,15 @@ import pytest
 
 from qclm.analysis import documents
 from qclm.commands import main
+from qclm.commands.excerpts import EXCERPTS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-@pytest.mark.parametrize("name", sorted(documents.EXCERPTS))
+@pytest.mark.parametrize("name", sorted(EXCERPTS))
 def test_the_documents_hold_what_the_command_writes(name):
-    excerpt = documents.EXCERPTS[name]
+    excerpt = EXCERPTS[name]
     text = documents.render(excerpt, ROOT)
     holding = [doc for doc in DOCS if documents.block(doc.read_text(encoding="utf-8"), name) is not None]
     assert holding, f"no document holds the excerpt {name}"
@@ -46,7 +47,7 @@ def test_gather_keeps_a_runs_tables_with_their_source_and_into_writes_the_blocks
     assert main(["excerpts", "--into", str(doc)]) == 0
     written = doc.read_text()
     assert written.startswith("head\n") and written.endswith("tail\n") and "old" not in written
-    assert documents.block(written, "constructs_types") == documents.render(documents.EXCERPTS["constructs_types"])
+    assert documents.block(written, "constructs_types") == documents.render(EXCERPTS["constructs_types"])
 
 
 def test_bad_uses_end_with_one_line_naming_the_file(tmp_path, monkeypatch, capsys):

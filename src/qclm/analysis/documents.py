@@ -1,12 +1,12 @@
 """The numbers the README and docs print, written from result tables by a command and checked against it.
 
 A document holds a generated part between the lines ``<!-- NAME: begin -->`` and ``<!-- NAME: end -->``
-(:func:`block`, :func:`with_block`). Two commands write such parts: ``qclm floors --markdown --into`` (the calibrated
-floors, :mod:`qclm.analysis.floors`) and ``qclm excerpts`` (the results of the runs the documents cite,
-:data:`EXCERPTS`): each excerpt is a table a run's analysis wrote, kept in ``resources/results/RUN/`` by
-``qclm excerpts --gather`` (with the config and qclm version it came from), and rendered by the same code that
-writes the report's first page, so the documents, the shipped tables and a rerun's report say one thing. The tests
-check every document's blocks against what the command writes.
+(:func:`block`, :func:`with_block`, :func:`write_blocks`). Two commands write such parts: ``qclm floors --markdown
+--into`` (the calibrated floors, :mod:`qclm.analysis.floors`) and ``qclm excerpts`` (the results of the runs the
+documents cite, :data:`qclm.commands.excerpts.EXCERPTS`): each excerpt is a table a run's analysis wrote, kept in
+``resources/results/RUN/`` by ``qclm excerpts --gather`` (with the config and qclm version it came from), and
+rendered by the same code that writes the report's first page, so the documents, the shipped tables and a rerun's
+report say one thing. The tests check every document's blocks against what the command writes.
 """
 
 from __future__ import annotations
@@ -76,38 +76,6 @@ class Excerpt:
         return root / SHIPPED / self.run / f"{self.table}.csv"
 
 
-def _likert_md(lines: str) -> Callable:
-    def render(df) -> str:
-        from qclm.probes.likert.analysis import overview
-
-        shown = getattr(overview, lines)(df)
-        return "\n".join(shown).strip("\n") + "\n" if shown else "No rows: the run wrote an empty table.\n"
-    return render
-
-
-def _behaviour_md(lines: str) -> Callable:
-    """The behaviour kind's (plugins/qclm-behaviour, installed by ``make env``) lines of its first-page section."""
-    def render(df) -> str:
-        from qclm_behaviour import validity
-
-        return "\n".join(getattr(validity, lines)(df)) + "\n"
-    return render
-
-
-#: every excerpt a document may hold, by block name
-EXCERPTS = {e.name: e for e in (
-    Excerpt("constructs_control", "constructs", "per_model_control", _likert_md("control_table_md")),
-    Excerpt("constructs_types", "constructs", "stimulus_types", _likert_md("types_table_md")),
-    Excerpt("validity_readouts", "validity", "behaviour_readouts", _behaviour_md("readout_lines")),
-    Excerpt("validity", "validity", "validity", _behaviour_md("validity_lines")),
-    # the README's: STAI-S alone (docs/constructs.md has every row)
-    Excerpt("constructs_control_stai_s", "constructs", "per_model_control", _likert_md("control_table_md"),
-            ("stai_s",)),
-    Excerpt("constructs_types_stai_s", "constructs", "stimulus_types", _likert_md("types_table_md"),
-            ("stai_s", "stai_s_control")),
-)}
-
-
 def render(excerpt: Excerpt, root: Path = Path(".")) -> str:
     """The Markdown of an excerpt from its shipped table, with the line that says where it came from."""
     import pandas as pd
@@ -137,15 +105,16 @@ def _run_version(analysis: Path) -> str:
         return "not recorded"
 
 
-def gather(analysis: Path, run: str, config: Path, root: Path = Path(".")) -> list[Path]:
-    """Copy a run's tables that excerpts read into ``resources/results/RUN/`` with a SOURCE line (the config, its
+def gather(analysis: Path, run: str, config: Path, excerpts: dict[str, Excerpt],
+           root: Path = Path(".")) -> list[Path]:
+    """Copy a run's tables that ``excerpts`` read into ``resources/results/RUN/`` with a SOURCE line (the config, its
     digest, qclm's version as the run recorded it and as it keeps the tables)."""
     from qclm import version
 
-    wanted = sorted({e.table for e in EXCERPTS.values() if e.run == run})
+    wanted = sorted({e.table for e in excerpts.values() if e.run == run})
     if not wanted:
         raise InputError.one("qclm excerpts", "--run", f"no excerpt reads run {run!r} (runs: "
-                             f"{', '.join(sorted({e.run for e in EXCERPTS.values()}))})")
+                             f"{', '.join(sorted({e.run for e in excerpts.values()}))})")
     missing = [t for t in wanted if not (analysis / f"{t}.csv").is_file()]
     if missing:
         raise InputError.one(analysis, "folder", f"holds no {', '.join(t + '.csv' for t in missing)}")

@@ -12,7 +12,43 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from qclm.analysis.documents import Excerpt
+
+
+def _likert_md(lines: str) -> Callable:
+    def render(df) -> str:
+        from qclm.probes.likert.analysis import overview
+
+        shown = getattr(overview, lines)(df)
+        return "\n".join(shown).strip("\n") + "\n" if shown else "No rows: the run wrote an empty table.\n"
+    return render
+
+
+def _behaviour_md(lines: str) -> Callable:
+    """The behaviour kind's (plugins/qclm-behaviour, installed by ``make env``) lines of its first-page section."""
+    def render(df) -> str:
+        from qclm_behaviour import validity
+
+        return "\n".join(getattr(validity, lines)(df)) + "\n"
+    return render
+
+
+#: every excerpt the documents of this repository hold, by block name (here, at the top of the house: the renderers
+#: are the probe kinds' own first-page functions)
+EXCERPTS = {e.name: e for e in (
+    Excerpt("constructs_control", "constructs", "per_model_control", _likert_md("control_table_md")),
+    Excerpt("constructs_types", "constructs", "stimulus_types", _likert_md("types_table_md")),
+    Excerpt("validity_readouts", "validity", "behaviour_readouts", _behaviour_md("readout_lines")),
+    Excerpt("validity", "validity", "validity", _behaviour_md("validity_lines")),
+    # the README's: STAI-S alone (docs/constructs.md has every row)
+    Excerpt("constructs_control_stai_s", "constructs", "per_model_control", _likert_md("control_table_md"),
+            ("stai_s",)),
+    Excerpt("constructs_types_stai_s", "constructs", "stimulus_types", _likert_md("types_table_md"),
+            ("stai_s", "stai_s_control")),
+)}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,12 +73,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.run or args.into:
             raise InputError.one("qclm excerpts", "arguments", "--gather needs --run and takes no --into")
         config = Path(args.config or f"config/{args.run}.yaml")
-        for path in documents.gather(Path(args.gather), args.run, config):
+        for path in documents.gather(Path(args.gather), args.run, config, EXCERPTS):
             print(f"{path}: kept", file=sys.stderr)
         return 0
-    texts = {name: documents.render(e) for name, e in documents.EXCERPTS.items()}
     if not args.into:
-        sys.stdout.write("\n".join(f"<!-- {name} -->\n{text}" for name, text in texts.items()))
+        sys.stdout.write("\n".join(f"<!-- {name} -->\n{documents.render(e)}" for name, e in EXCERPTS.items()))
         return 0
-    documents.write_blocks(args.into, texts)
+    held = "\n".join(Path(doc).read_text(encoding="utf-8") for doc in args.into)  # render what the documents hold
+    documents.write_blocks(args.into, {name: documents.render(e) for name, e in EXCERPTS.items()
+                                       if documents.block(held, name) is not None} or
+                           {name: "" for name in EXCERPTS})  # none held: write_blocks names the documents
     return 0
