@@ -144,3 +144,20 @@ def test_bad_stimulus_types_are_input_errors(tmp_path, types, message):
     with pytest.raises(InputError) as err:
         analyze(tmp_path / "s.csv", tmp_path / "out", bootstrap=10, figures=False, stimulus_types=types)
     assert message in str(err.value)
+
+
+def test_the_kind_compares_the_configs_types_that_were_scored_and_none_when_one_is_left(tmp_path):
+    """The workflow's analyze rule (LikertProbe.analyze) reads the config's stimulus_types; a run of some conditions
+    only (qclm probe --conditions) compares those scored, and none where fewer than two are left."""
+    from qclm.probes.likert.kind import LikertProbe
+
+    items = _items({"ORIG": 0.3, "CTRL": 0.1}, types={"social": 0.3, "cognitive": 0.3, "somatic": 0.0})
+    config = {"conditions": ["vanilla", "stress", "neutral", *TYPES], "stimulus_types": list(TYPES),
+              "analysis": {"bootstrap": 50}, "contrasts": [["vanilla", "stress"]]}
+    items.to_parquet(tmp_path / "all.parquet")
+    res = LikertProbe.analyze({"items": str(tmp_path / "all.parquet")}, tmp_path / "all", config)
+    assert set(res["stimulus_types"]["comparison"]) == {"social vs cognitive", "social vs somatic",
+                                                        "cognitive vs somatic", OMNIBUS}
+    items[~items["condition"].isin(["cognitive", "somatic"])].to_parquet(tmp_path / "one.parquet")
+    res = LikertProbe.analyze({"items": str(tmp_path / "one.parquet")}, tmp_path / "one", config)
+    assert res["stimulus_types"].empty

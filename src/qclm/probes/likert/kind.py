@@ -250,12 +250,14 @@ class LikertProbe(ProbeKind):
         import pandas as pd
 
         from qclm.analysis import floors
-        from qclm.experiment import config_contrasts, contrast_label, scored_contrasts
+        from qclm.experiment import Experiment, config_contrasts, contrast_label, scored_contrasts
         from qclm.probes.likert.analysis.stage import analyze
 
         analysis = settings.section(config, settings.ANALYSIS)
         contrasts = config_contrasts(config)
         scored_conditions = set(pd.read_parquet(tables["items"], columns=["condition"])["condition"])
+        # the config's stimulus types that were scored; fewer than two compare nothing
+        types = [t for t in Experiment.from_config(config).stimulus_types if t in scored_conditions]
         if contrasts is not None:  # the config's contrasts whose two conditions were scored (qclm probe --conditions)
             contrasts, left = scored_contrasts(contrasts, scored_conditions)
             if left:
@@ -268,7 +270,7 @@ class LikertProbe(ProbeKind):
                        templates=cls.section(config, TEMPLATES)["select"],
                        instruments=tables.get("instruments"), memorization=tables.get("memorization"),
                        equations=settings.section(config, settings.EQUATIONS), floors=floors.path(config),
-                       stimulus_types=[t for t in config.get("stimulus_types") or () if t in scored_conditions])
+                       stimulus_types=types if len(types) > 1 else [])
 
     # -- the command line -------------------------------------------------------------------------------------
     @classmethod
