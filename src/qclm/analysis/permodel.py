@@ -155,11 +155,7 @@ def shifts_table(items: pd.DataFrame, zs: pd.DataFrame, contrasts: list[tuple[st
         qa, qb = data.first.mean(axis=0), data.second.mean(axis=0)  # questionnaire score per context
         rng = rng_for(seed, "per_model", model, q, first, second)
         if data.design == "independent":
-            mean = float(qa.mean() - qb.mean())
-            na, nb = len(qa), len(qb)
-            pooled = np.sqrt(((na - 1) * qa.var(ddof=1) + (nb - 1) * qb.var(ddof=1)) / (na + nb - 2)) \
-                if na > 1 and nb > 1 else np.nan
-            d = mean / pooled if pooled and np.isfinite(pooled) and pooled > 0 else np.nan
+            mean, d = float(qa.mean() - qb.mean()), stats.cohens_d_independent(qa, qb)
             share = float((qa[:, None] > qb[None, :]).mean())
             i1, i2 = data.resample(n_boot, rng)
             boot = qa[i1].mean(axis=1) - qb[i2].mean(axis=1)

@@ -87,6 +87,16 @@ def cohens_d_one_sample(d: np.ndarray) -> float:
     return float(d.mean() / sd)
 
 
+def cohens_d_independent(a: np.ndarray, b: np.ndarray) -> float:
+    """Cohen's d of two independent samples: (mean(a) - mean(b)) over their pooled SD (ddof=1); NaN if undefined
+    (a sample of fewer than two values, or no spread)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size < 2 or b.size < 2:
+        return np.nan
+    pooled = np.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
+    return float((a.mean() - b.mean()) / pooled) if np.isfinite(pooled) and pooled > 0 else np.nan
+
+
 def holm(p: np.ndarray) -> np.ndarray:
     """Holm-Bonferroni step-down adjusted p-values (method.md section 6); NaN entries stay NaN, not counted."""
     p = np.asarray(p, dtype=float)

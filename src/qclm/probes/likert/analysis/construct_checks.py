@@ -133,12 +133,10 @@ def types_table(qscores: pd.DataFrame, types: list[str], n_boot: int, seed: int,
             a, b = by_type[first], by_type[second]
             rng = rng_for(seed, "stimulus_types", model, q, first, second)
             mean, lo, hi, t, df, p = _difference("independent", a, b, n_boot, rng)
-            pooled = np.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2)) \
-                if a.size > 1 and b.size > 1 else np.nan
             pair_rows.append({"model": model, "questionnaire": q, "comparison": contrast_label(first, second),
                               "n_first": a.size, "n_second": b.size, "first_mean": float(a.mean()),
                               "second_mean": float(b.mean()), "difference": mean, "ci_low": lo, "ci_high": hi,
-                              "cohens_d": mean / pooled if pooled > 0 else np.nan, "statistic": t, "df1": 1.0,
+                              "cohens_d": stats.cohens_d_independent(a, b), "statistic": t, "df1": 1.0,
                               "df2": df, "p": p, "underpowered": weak})
         adjusted = stats.holm(np.array([r["p"] for r in pair_rows]))
         for r, ph in zip(pair_rows, adjusted):
