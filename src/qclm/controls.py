@@ -50,7 +50,7 @@ import textwrap
 from pathlib import Path
 
 from qclm.errors import InputError, Problem
-from qclm.inputs import labelled_entries, typed_field
+from qclm.inputs import labelled_entries, list_strings, typed_field
 from qclm.lexicons import versions
 
 #: a replacement's Zipf frequency (wordfreq, English) lies within this of the original word's
@@ -249,10 +249,6 @@ def _fig(value: float) -> str:
     return f"{value:.2f}"
 
 
-def _strings(value) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
 def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -302,7 +298,7 @@ def control_problems(data: dict, path: str | Path, original: dict | None = None,
                              "each of its terms was made (replacements: plus, minus)"))
             continue
         for side in SIDES:
-            terms = _strings(cterms.get(side))
+            terms = list_strings(cterms.get(side))
             records = _records(item, side)
             loc = f"{where}: field {RECORD}.{side}"
             if len(records) != len(terms):
@@ -434,7 +430,7 @@ def _original_problems(data: dict, original: dict, f: str, of: str) -> list[Prob
                                  f"({name}: {other.get(key)!r})"))
         ours_c, theirs_c = _mapping(item.get("cterms")), _mapping(other.get("cterms"))
         for side in SIDES:
-            mine, orig = _strings(ours_c.get(side)), _strings(theirs_c.get(side))
+            mine, orig = list_strings(ours_c.get(side)), list_strings(theirs_c.get(side))
             if len(mine) != len(orig):
                 problems.append((f, f"{where}: field cterms.{side}", f"{len(mine)} term(s), the original "
                                  f"({name}) has {len(orig)}: one control term per original term"))
