@@ -13,6 +13,7 @@ import pandas as pd
 
 from qclm.analysis.overview import null_note
 from qclm.experiment import contrast_label, order_conditions
+from qclm.probes.likert.analysis.construct_checks import OMNIBUS
 from qclm.probes.likert.analysis.library import overview_line
 
 SECTION = "Likert questionnaires"
@@ -165,7 +166,7 @@ def types_table_md(table: pd.DataFrame | None) -> list[str]:
         "difference [95% CI]": ["" if not np.isfinite(m) else f"{_fmt(m, 4)} [{_fmt(lo, 4)}, {_fmt(hi, 4)}]"
                                 for m, lo, hi in zip(table["difference"], table["ci_low"], table["ci_high"])],
         "d": [_fmt(d, 2) for d in table["cohens_d"]],
-        "test": [f"F({_fmt(a, 0)}, {_fmt(b, 1)}) = {_fmt(s, 2)}" if c.startswith("all") else
+        "test": [f"F({_fmt(a, 0)}, {_fmt(b, 1)}) = {_fmt(s, 2)}" if c == OMNIBUS else
                  f"t({_fmt(b, 1)}) = {_fmt(s, 2)}"
                  for c, s, a, b in zip(table["comparison"], table["statistic"], table["df1"], table["df2"])],
         "p": [_p(p) for p in table["p"]], "p (Holm)": [_p(p) for p in table["p_holm"]],

@@ -62,6 +62,14 @@ def parse_size_classes(text: str | list | tuple) -> list[float]:
         raise InputError(f"--size-classes: {err}") from None
 
 
+def _refuse(problems: list[tuple[str, str]], source: str) -> None:
+    """The config checks' (location, problem) pairs of an option, as one InputError that names the table the
+    conditions come from (a condition "not declared" by a config is "not in" the scores' table)."""
+    if problems:
+        raise InputError("; ".join(f"{loc}: {msg}" for loc, msg in problems).replace(
+            "is not declared (conditions:", f"is not in {source} (conditions:"))
+
+
 def resolve_contrasts(contrasts: str | list | None, conditions: list[str], source: str) -> list[tuple[str, str]]:
     """The contrasts to analyse: given (``first:second,...`` or pairs) and checked against the conditions of the
     table, or the paper's three where their conditions are present."""
@@ -75,10 +83,7 @@ def resolve_contrasts(contrasts: str | list | None, conditions: list[str], sourc
         pairs = parse_contrast_args(contrasts) if isinstance(contrasts, str) else [tuple(c) for c in contrasts]
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    problems = contrast_problems(pairs, conditions, "--contrasts")
-    if problems:
-        raise InputError("; ".join(f"{loc}: {msg}" for loc, msg in problems).replace(
-            "is not declared (conditions:", f"is not in {source} (conditions:"))
+    _refuse(contrast_problems(pairs, conditions, "--contrasts"), source)
     return pairs
 
 
@@ -89,10 +94,7 @@ def resolve_stimulus_types(types: list[str] | tuple[str, ...], conditions: list[
         raise InputError(f"--stimulus-types: one type ({types[0]}); give two or more to compare")
     if len(set(types)) < len(types):
         raise InputError(f"--stimulus-types: a type is given twice ({', '.join(types)})")
-    problems = stimulus_type_problems(types, conditions, "--stimulus-types")
-    if problems:
-        raise InputError("; ".join(f"{loc}: {msg}" for loc, msg in problems).replace(
-            "is not declared (conditions:", f"is not in {source} (conditions:"))
+    _refuse(stimulus_type_problems(types, conditions, "--stimulus-types"), source)
     return types
 
 
