@@ -161,3 +161,18 @@ def test_the_kind_compares_the_configs_types_that_were_scored_and_none_when_one_
     items[~items["condition"].isin(["cognitive", "somatic"])].to_parquet(tmp_path / "one.parquet")
     res = LikertProbe.analyze({"items": str(tmp_path / "one.parquet")}, tmp_path / "one", config)
     assert res["stimulus_types"].empty
+
+
+@pytest.mark.parametrize("value, message", [
+    ("social,,somatic", "entry 2 is an empty entry, not a condition"),
+    ("social,social", "names condition 'social' twice"),
+    ("social,a b", "entry 2 is 'a b', not a condition"),
+])
+def test_the_stimulus_types_option_is_read_as_conditions_are(tmp_path, capsys, value, message):
+    """--stimulus-types goes through the shared conditions type (qclm.argtypes.conditions): argparse's one line."""
+    items = synthetic_item_scores(n_models=1, n_items=2, n_stimuli=2)
+    items.to_csv(tmp_path / "s.csv", index=False)
+    with pytest.raises(SystemExit) as err:
+        main(["analyze", "--scores", str(tmp_path / "s.csv"), "--out", str(tmp_path / "out"), "--no-figures",
+              "--stimulus-types", value])
+    assert err.value.code == 2 and message in capsys.readouterr().err

@@ -9,7 +9,7 @@ import logging
 
 from qclm import settings
 from qclm.analysis import floors
-from qclm.argtypes import check_output, non_negative_int, positive_int, sized
+from qclm.argtypes import check_output, conditions, non_negative_int, positive_int, sized
 from qclm.errors import InputError
 from qclm.experiment import parse_contrast_args
 from qclm.logs import configure_logging
@@ -44,14 +44,6 @@ def _contrasts(text: str) -> list[tuple[str, str]] | None:
     return pairs
 
 
-def _names(text: str) -> tuple[str, ...]:
-    """'a,b,c' -> ('a', 'b', 'c'); empty names are an error."""
-    names = tuple(part.strip() for part in text.split(","))
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"an empty name in {text!r}: give A,B,...")
-    return names
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="statistics, tables and figures from an item-score table")
     p.add_argument("--scores", required=True, help="CSV or Parquet item-score table")
@@ -65,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--contrasts", type=_contrasts, default=None,
                    help="contrasts FIRST:SECOND,... (differences are first minus second; default: the paper's "
                    "vanilla:stress,vanilla:neutral,neutral:stress where their conditions are present)")
-    p.add_argument("--stimulus-types", type=_names, default=(),
+    p.add_argument("--stimulus-types", type=conditions, default=(),
                    help="conditions compared as types of one stimulus, A,B,... (two or more: stimulus_types.csv, "
                    "every two types and all at once; default: none)")
     p.add_argument("--min-models", type=positive_int, default=DEFAULTS["min_models"],
